@@ -1,0 +1,466 @@
+//! Keys: validated ids, untyped [`RawKey`]s, and typed [`Key<E>`]s.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::marker::PhantomData;
+
+use crate::name::{NameRole, validate};
+use crate::{Entity, Error, KeyName};
+
+/// The most path elements a key may have (the entity and its ancestors).
+pub const MAX_KEY_DEPTH: usize = 100;
+
+/// A numeric key id: always in `1..=i64::MAX`, never zero or negative (R-K2).
+///
+/// ```
+/// use datastore_entity::KeyId;
+/// assert_eq!(KeyId::new(7).unwrap().get(), 7);
+/// assert!(KeyId::new(0).is_err());
+/// assert!(KeyId::new(-1).is_err());
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KeyId(std::num::NonZeroI64);
+
+impl KeyId {
+    /// Validates an id.
+    pub const fn new(id: i64) -> Result<KeyId, Error> {
+        match std::num::NonZeroI64::new(id) {
+            Some(id) if id.get() > 0 => Ok(KeyId(id)),
+            _ => Err(Error::InvalidId { value: id as i128 }),
+        }
+    }
+
+    /// An id known to be positive (`key_id!` checks it during constant evaluation).
+    pub(crate) const fn positive(id: i64) -> KeyId {
+        match std::num::NonZeroI64::new(id) {
+            Some(id) => KeyId(id),
+            None => panic!("R-K2: numeric ids must be between 1 and i64::MAX"),
+        }
+    }
+
+    /// Validates an unsigned id (it must also fit in an `i64`).
+    pub fn from_u64(id: u64) -> Result<KeyId, Error> {
+        i64::try_from(id)
+            .map_err(|_| Error::InvalidId {
+                value: i128::from(id),
+            })
+            .and_then(KeyId::new)
+    }
+
+    /// The id.
+    pub const fn get(self) -> i64 {
+        self.0.get()
+    }
+}
+
+impl fmt::Debug for KeyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.get(), f)
+    }
+}
+
+impl fmt::Display for KeyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.get(), f)
+    }
+}
+
+impl TryFrom<i64> for KeyId {
+    type Error = Error;
+    fn try_from(id: i64) -> Result<Self, Error> {
+        KeyId::new(id)
+    }
+}
+
+/// A key id checked at compile time: `key_id!(42)`; zero or a negative literal does not build (R-K2).
+///
+/// ```
+/// assert_eq!(datastore_entity::key_id!(42).get(), 42);
+/// ```
+///
+/// ```compile_fail
+/// let id = datastore_entity::key_id!(0);
+/// ```
+#[macro_export]
+macro_rules! key_id {
+    ($id:expr) => {{
+        const __ID: $crate::KeyId = $crate::__private::const_key_id($id);
+        __ID
+    }};
+}
+
+/// The last part of a complete key: a numeric id or a custom name.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub enum IdOrName {
+    /// A numeric id.
+    Id(KeyId),
+    /// A custom name.
+    Name(KeyName),
+}
+
+impl From<KeyId> for IdOrName {
+    fn from(id: KeyId) -> Self {
+        IdOrName::Id(id)
+    }
+}
+
+impl From<KeyName> for IdOrName {
+    fn from(name: KeyName) -> Self {
+        IdOrName::Name(name)
+    }
+}
+
+impl Ord for IdOrName {
+    /// The service's order: every id before every name; ids by value, names by bytes.
+    fn cmp(&self, other: &Self) -> Ordering {
+        match (self, other) {
+            (IdOrName::Id(a), IdOrName::Id(b)) => a.cmp(b),
+            (IdOrName::Id(_), IdOrName::Name(_)) => Ordering::Less,
+            (IdOrName::Name(_), IdOrName::Id(_)) => Ordering::Greater,
+            (IdOrName::Name(a), IdOrName::Name(b)) => {
+                a.as_str().as_bytes().cmp(b.as_str().as_bytes())
+            }
+        }
+    }
+}
+
+impl PartialOrd for IdOrName {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// One element of a key's path: a kind and, unless the key is incomplete, an id or name.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PathElement {
+    kind: String,
+    id_or_name: Option<IdOrName>,
+}
+
+impl PathElement {
+    /// Validates the kind (R-N2, R-N5, R-N7).
+    pub fn new(kind: impl Into<String>, id_or_name: Option<IdOrName>) -> Result<Self, Error> {
+        let kind = kind.into();
+        validate(NameRole::Kind, &kind)?;
+        Ok(PathElement { kind, id_or_name })
+    }
+
+    /// For kinds checked at compile time by the derive.
+    pub(crate) fn trusted(kind: &str, id_or_name: Option<IdOrName>) -> Self {
+        debug_assert!(validate(NameRole::Kind, kind).is_ok());
+        PathElement {
+            kind: kind.to_owned(),
+            id_or_name,
+        }
+    }
+
+    /// The kind.
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    /// The id or name; `None` for the last element of an incomplete key.
+    pub fn id_or_name(&self) -> Option<&IdOrName> {
+        self.id_or_name.as_ref()
+    }
+}
+
+impl fmt::Debug for PathElement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.id_or_name {
+            Some(IdOrName::Id(id)) => write!(f, "{}:{id}", self.kind),
+            Some(IdOrName::Name(name)) => write!(f, "{}:{name:?}", self.kind),
+            None => write!(f, "{}:?", self.kind),
+        }
+    }
+}
+
+/// Which database and namespace a key belongs to. Empty fields mean "the `Db`'s own".
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Debug)]
+pub struct PartitionId {
+    /// The Google Cloud project id (R-N8: no sensitive data here).
+    pub project_id: String,
+    /// The database id; empty is the default database.
+    pub database_id: String,
+    /// The namespace; empty is the default namespace.
+    pub namespace: String,
+}
+
+/// An untyped key: a partition and a path of up to 100 `(kind, id | name)` elements,
+/// ancestors first. Only the last element may lack its id or name (an incomplete key).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RawKey {
+    partition: PartitionId,
+    path: Vec<PathElement>,
+}
+
+impl RawKey {
+    /// Builds a key from its path, checking depth and that only the last element is incomplete.
+    pub fn new(partition: PartitionId, path: Vec<PathElement>) -> Result<RawKey, Error> {
+        let key = RawKey { partition, path };
+        if key.path.is_empty() || key.path.len() > MAX_KEY_DEPTH {
+            return Err(key.invalid(format!(
+                "a key path has 1 to {MAX_KEY_DEPTH} elements, this one has {}",
+                key.path.len()
+            )));
+        }
+        if key.path[..key.path.len() - 1]
+            .iter()
+            .any(|e| e.id_or_name.is_none())
+        {
+            return Err(key.invalid(
+                "an ancestor has no id or name; put the parent first and use the key it returns"
+                    .into(),
+            ));
+        }
+        if !key.partition.namespace.is_empty() {
+            validate(NameRole::Namespace, &key.partition.namespace)?;
+        }
+        Ok(key)
+    }
+
+    /// A root key (no parent) or a child of `parent`, of a kind already validated.
+    pub(crate) fn child(
+        parent: Option<&RawKey>,
+        kind: &str,
+        id_or_name: Option<IdOrName>,
+    ) -> RawKey {
+        let element = PathElement::trusted(kind, id_or_name);
+        match parent {
+            Some(parent) => {
+                let mut path = Vec::with_capacity(parent.path.len() + 1);
+                path.extend_from_slice(&parent.path);
+                path.push(element);
+                RawKey {
+                    partition: parent.partition.clone(),
+                    path,
+                }
+            }
+            None => RawKey {
+                partition: PartitionId::default(),
+                path: vec![element],
+            },
+        }
+    }
+
+    /// The partition.
+    pub fn partition(&self) -> &PartitionId {
+        &self.partition
+    }
+
+    /// Replaces the partition.
+    pub fn with_partition(mut self, partition: PartitionId) -> RawKey {
+        self.partition = partition;
+        self
+    }
+
+    /// The path, root first.
+    pub fn path(&self) -> &[PathElement] {
+        &self.path
+    }
+
+    fn last(&self) -> &PathElement {
+        // Every constructor guarantees at least one element.
+        &self.path[self.path.len() - 1]
+    }
+
+    /// The kind of the entity (the last path element's kind).
+    pub fn kind(&self) -> &str {
+        &self.last().kind
+    }
+
+    /// The id or name; `None` when the key is incomplete.
+    pub fn id_or_name(&self) -> Option<&IdOrName> {
+        self.last().id_or_name.as_ref()
+    }
+
+    /// The numeric id, if the key has one.
+    pub fn id(&self) -> Option<KeyId> {
+        match self.id_or_name() {
+            Some(IdOrName::Id(id)) => Some(*id),
+            _ => None,
+        }
+    }
+
+    /// The custom name, if the key has one.
+    pub fn name(&self) -> Option<&str> {
+        match self.id_or_name() {
+            Some(IdOrName::Name(name)) => Some(name.as_str()),
+            _ => None,
+        }
+    }
+
+    /// Whether the key has an id or a name.
+    pub fn is_complete(&self) -> bool {
+        self.id_or_name().is_some()
+    }
+
+    /// The parent key, if any.
+    pub fn parent(&self) -> Option<RawKey> {
+        (self.path.len() > 1).then(|| RawKey {
+            partition: self.partition.clone(),
+            path: self.path[..self.path.len() - 1].to_vec(),
+        })
+    }
+
+    /// The root of the key's entity group.
+    pub fn root(&self) -> RawKey {
+        RawKey {
+            partition: self.partition.clone(),
+            path: vec![self.path[0].clone()],
+        }
+    }
+
+    /// Whether `ancestor` is this key or one of its ancestors (same partition, path prefix).
+    pub fn has_ancestor(&self, ancestor: &RawKey) -> bool {
+        self.partition == ancestor.partition && self.path.starts_with(&ancestor.path)
+    }
+
+    /// This key, completed with `id_or_name`.
+    pub fn completed(mut self, id_or_name: IdOrName) -> RawKey {
+        let last = self.path.len() - 1;
+        self.path[last].id_or_name = Some(id_or_name);
+        self
+    }
+
+    fn invalid(&self, reason: String) -> Error {
+        Error::InvalidKey {
+            key: format!("{self:?}"),
+            reason,
+        }
+    }
+}
+
+impl fmt::Debug for RawKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.partition.namespace.is_empty() {
+            write!(f, "[{}]", self.partition.namespace)?;
+        }
+        for (i, element) in self.path.iter().enumerate() {
+            if i > 0 {
+                f.write_str("/")?;
+            }
+            write!(f, "{element:?}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The key of an entity of type `E`: its kind is always `E::KIND`.
+///
+/// Built with the derive's key builders (`Account::key(name)`, `Post::key(&parent, id)`)
+/// or returned by the `Db`.
+pub struct Key<E> {
+    raw: RawKey,
+    entity: PhantomData<fn() -> E>,
+}
+
+impl<E: Entity> Key<E> {
+    /// Wraps a raw key, checking that it is of kind `E::KIND`.
+    pub fn from_raw(raw: RawKey) -> Result<Key<E>, Error> {
+        if raw.kind() != E::KIND {
+            return Err(raw.invalid(format!(
+                "expected a key of kind `{}`, found kind `{}`",
+                E::KIND,
+                raw.kind()
+            )));
+        }
+        Ok(Key {
+            raw,
+            entity: PhantomData,
+        })
+    }
+
+    /// A key of kind `E::KIND` under `parent` (used by the generated key builders).
+    pub fn new(parent: Option<&RawKey>, id_or_name: Option<IdOrName>) -> Key<E> {
+        Key {
+            raw: RawKey::child(parent, E::KIND, id_or_name),
+            entity: PhantomData,
+        }
+    }
+}
+
+impl<E> Key<E> {
+    /// The kind.
+    pub fn kind(&self) -> &str {
+        self.raw.kind()
+    }
+
+    /// The numeric id, if the key has one.
+    pub fn id(&self) -> Option<KeyId> {
+        self.raw.id()
+    }
+
+    /// The custom name, if the key has one.
+    pub fn name(&self) -> Option<&str> {
+        self.raw.name()
+    }
+
+    /// The parent key, if any.
+    pub fn parent(&self) -> Option<RawKey> {
+        self.raw.parent()
+    }
+
+    /// Whether the key has an id or a name.
+    pub fn is_complete(&self) -> bool {
+        self.raw.is_complete()
+    }
+
+    /// The untyped key.
+    pub fn raw(&self) -> &RawKey {
+        &self.raw
+    }
+
+    /// The untyped key, by value.
+    pub fn into_raw(self) -> RawKey {
+        self.raw
+    }
+}
+
+impl<E> Clone for Key<E> {
+    fn clone(&self) -> Self {
+        Key {
+            raw: self.raw.clone(),
+            entity: PhantomData,
+        }
+    }
+}
+
+impl<E> PartialEq for Key<E> {
+    fn eq(&self, other: &Self) -> bool {
+        self.raw == other.raw
+    }
+}
+
+impl<E> Eq for Key<E> {}
+
+impl<E> Hash for Key<E> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.raw.hash(state);
+    }
+}
+
+impl<E> PartialOrd for Key<E> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<E> Ord for Key<E> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.raw.cmp(&other.raw)
+    }
+}
+
+impl<E> fmt::Debug for Key<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Key({:?})", self.raw)
+    }
+}
+
+impl<E> From<Key<E>> for RawKey {
+    fn from(key: Key<E>) -> RawKey {
+        key.raw
+    }
+}
