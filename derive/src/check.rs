@@ -66,15 +66,30 @@ fn name_message(role: NameRole, name: &Name, violation: NameViolation) -> String
         NameRole::Kind => format!("#[entity(kind = \"{example}\")]"),
         _ => format!("#[property(rename = \"{example}\")]"),
     };
-    let help = match (name.origin, &fixed) {
-        (Origin::Literal, Some(fixed)) => format!("write \"{fixed}\" instead"),
-        (Origin::Literal, None) => "choose a name that follows the rule".to_owned(),
-        (Origin::Ident, _) => format!("store it under another name with `{attribute}`"),
-        (Origin::RenameAll, _) => {
+    let help = match (name.origin, &fixed, violation) {
+        (_, _, NameViolation::InvalidUtf8 { .. }) => {
+            "write the name as a string literal, which is always UTF-8".to_owned()
+        }
+        (_, _, NameViolation::Empty) => "give it a non-empty name".to_owned(),
+        (_, _, NameViolation::TooLong { max, .. }) => format!("shorten it to at most {max} bytes"),
+        (Origin::Literal, Some(fixed), _) => format!("write \"{fixed}\" instead"),
+        (Origin::Literal, None, _) => "choose a name that follows the rule".to_owned(),
+        (Origin::Ident, _, _) => format!("store it under another name with `{attribute}`"),
+        (Origin::RenameAll, _, _) => {
             format!("`rename_all` made this name; override it with `{attribute}`")
         }
     };
-    format!("{noun} `{}` {violation}\nhelp: {help}", text.escape_debug())
+    format!("{noun} {} {violation}\nhelp: {help}", shown(&text))
+}
+
+/// The name in quotes, shortened when it is too long to read in a message.
+fn shown(text: &str) -> String {
+    const SHOWN: usize = 40;
+    if text.chars().count() <= SHOWN {
+        return format!("{text:?}");
+    }
+    let head: String = text.chars().take(SHOWN).collect();
+    format!("{head:?}… ({} bytes)", text.len())
 }
 
 /// Two fields stored under one name would overwrite each other.
@@ -85,9 +100,9 @@ fn unique_property_names(entity: &Entity, errors: &mut Accumulator) {
             errors.push(error(
                 field.name.span,
                 format!(
-                    "property name `{}` is already used by field `{first}`; two fields cannot share \
+                    "property name {} is already used by field `{first}`; two fields cannot share \
                      one stored name\nhelp: give one of them another name with `#[property(rename = \"...\")]`",
-                    field.name.text()
+                    shown(&field.name.text())
                 ),
             ));
         }

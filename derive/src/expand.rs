@@ -46,6 +46,7 @@ fn entity_impl(entity: &Entity, key: &Field) -> TokenStream {
         }
         None => (quote!(#p::Option::None), TokenStream::new()),
     };
+    // A key type that is not a `KeyField` is reported at the field's type, by every use.
     let key_field_check = quote_spanned! {key_ty.span()=>
         #p::key_field::<#key_ty>(__key)
     };
@@ -115,9 +116,13 @@ fn embedded_impl(entity: &Entity) -> TokenStream {
 
             fn from_value(__value: #p::Value) -> #p::Result<Self, #p::DecodeError> {
                 match __value {
-                    #p::Value::Entity(#[allow(unused_mut)] mut __properties) => #p::Result::Ok(Self {
-                        #(#fields)*
-                    }),
+                    #p::Value::Entity(__properties) => {
+                        #[allow(unused_mut)]
+                        let mut __properties = __properties;
+                        #p::Result::Ok(Self {
+                            #(#fields)*
+                        })
+                    }
                     __other => #p::Result::Err(#p::DecodeError::mismatch("embedded entity", &__other)),
                 }
             }

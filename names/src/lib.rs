@@ -233,13 +233,6 @@ pub fn suggest(role: NameRole, name: &str) -> Option<String> {
     if is_reserved(fixed.as_bytes()) {
         fixed = String::from(&fixed[2..fixed.len() - 2]);
     }
-    if fixed.len() > MAX_NAME_BYTES {
-        let mut end = MAX_NAME_BYTES;
-        while !fixed.is_char_boundary(end) {
-            end -= 1;
-        }
-        fixed.truncate(end);
-    }
     (fixed != name && check(role, &fixed).is_ok()).then_some(fixed)
 }
 

@@ -55,7 +55,7 @@ impl<E, T, I> PropertyPath<E, T, I> {
     }
 }
 
-impl<E, T: PropertyType, I: Queryable> PropertyPath<E, T, I> {
+impl<E, T: PropertyType, I> PropertyPath<E, T, I> {
     fn filter(&self, op: Operator, operand: T::Operand) -> Filter<E> {
         Filter {
             property: self.name.clone(),
@@ -66,37 +66,58 @@ impl<E, T: PropertyType, I: Queryable> PropertyPath<E, T, I> {
     }
 
     /// `property = value`; on an array property, matches when any element equals `value`.
-    pub fn eq(&self, value: impl Into<T::Operand>) -> Filter<E> {
+    pub fn eq(&self, value: impl Into<T::Operand>) -> Filter<E>
+    where
+        I: Queryable,
+    {
         self.filter(Operator::Equal, value.into())
     }
 
     /// `property < value`.
-    pub fn lt(&self, value: impl Into<T::Operand>) -> Filter<E> {
+    pub fn lt(&self, value: impl Into<T::Operand>) -> Filter<E>
+    where
+        I: Queryable,
+    {
         self.filter(Operator::LessThan, value.into())
     }
 
     /// `property <= value`.
-    pub fn le(&self, value: impl Into<T::Operand>) -> Filter<E> {
+    pub fn le(&self, value: impl Into<T::Operand>) -> Filter<E>
+    where
+        I: Queryable,
+    {
         self.filter(Operator::LessThanOrEqual, value.into())
     }
 
     /// `property > value`.
-    pub fn gt(&self, value: impl Into<T::Operand>) -> Filter<E> {
+    pub fn gt(&self, value: impl Into<T::Operand>) -> Filter<E>
+    where
+        I: Queryable,
+    {
         self.filter(Operator::GreaterThan, value.into())
     }
 
     /// `property >= value`.
-    pub fn ge(&self, value: impl Into<T::Operand>) -> Filter<E> {
+    pub fn ge(&self, value: impl Into<T::Operand>) -> Filter<E>
+    where
+        I: Queryable,
+    {
         self.filter(Operator::GreaterThanOrEqual, value.into())
     }
 
     /// Ascending order on this property.
-    pub fn asc(&self) -> Order<E> {
+    pub fn asc(&self) -> Order<E>
+    where
+        I: Queryable,
+    {
         self.order(Direction::Ascending)
     }
 
     /// Descending order on this property.
-    pub fn desc(&self) -> Order<E> {
+    pub fn desc(&self) -> Order<E>
+    where
+        I: Queryable,
+    {
         self.order(Direction::Descending)
     }
 

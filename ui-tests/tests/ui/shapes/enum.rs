@@ -1,0 +1,9 @@
+use datastore_entity::prelude::*;
+
+#[derive(Entity)]
+enum Status {
+    Active,
+    Closed,
+}
+
+fn main() {}

@@ -1,0 +1,10 @@
+use datastore_entity::prelude::*;
+
+#[derive(Entity)]
+struct Wrapper<T> {
+    #[key]
+    name: KeyName,
+    value: T,
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+use datastore_entity::prelude::*;
+
+#[derive(Entity)]
+struct Account(KeyName, String);
+
+fn main() {}

@@ -1,0 +1,6 @@
+use datastore_entity::prelude::*;
+
+#[derive(Entity)]
+struct Marker;
+
+fn main() {}
