@@ -63,6 +63,93 @@ pub enum Error {
         /// What the store holds.
         found: String,
     },
+
+    /// A cursor that was not produced by this query, was altered, or is not a cursor at all (R-Q3).
+    #[error(
+        "invalid cursor: {reason}; use the `next` cursor of a page of the same query, unchanged"
+    )]
+    InvalidCursor {
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// The query cannot be run as written.
+    #[error("invalid query on kind `{kind}`: {reason}")]
+    InvalidQuery {
+        /// The kind queried.
+        kind: String,
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
+
+    /// The same entity appears twice in one commit (R-A4). Nothing was written.
+    #[error(
+        "the key {key} appears more than once in one commit [R-A4]; nothing was written. \
+         Write each entity at most once per commit: merge the changes first"
+    )]
+    DuplicateKey {
+        /// The repeated key.
+        key: String,
+    },
+
+    /// An indexed string or byte string is longer than the service indexes (R-I4). Nothing was written.
+    #[error(
+        "property `{property}` of kind `{kind}` is indexed and {len} bytes long, more than the \
+         {max} bytes an index entry can hold [R-I4]; nothing was written. Mark the field \
+         `#[exclude_from_index]` (large values are never queried)"
+    )]
+    IndexedValueTooLarge {
+        /// The kind written.
+        kind: String,
+        /// The property (dotted path inside embedded entities).
+        property: String,
+        /// The value's length in bytes.
+        len: usize,
+        /// The limit in bytes.
+        max: usize,
+    },
+
+    /// `insert` of a key that already exists. Nothing was written.
+    #[error("the entity {key} already exists; use `put` to overwrite it")]
+    AlreadyExists {
+        /// The existing key.
+        key: String,
+    },
+
+    /// `update` of a key that does not exist. Nothing was written.
+    #[error("the entity {key} does not exist; use `put` to create it")]
+    NotFound {
+        /// The missing key.
+        key: String,
+    },
+
+    /// The transaction lost a race with another commit (contention). Retrying may succeed (R-A2).
+    #[error("transaction aborted: {reason}; it was rolled back and can be retried")]
+    Aborted {
+        /// Which entity changed under the transaction.
+        reason: String,
+    },
+
+    /// The backend is not reachable right now; retrying later may succeed.
+    #[error("the backend is unavailable: {reason}")]
+    Unavailable {
+        /// What failed.
+        reason: String,
+    },
+
+    /// A transaction handle was used after its transaction ended.
+    #[error(
+        "the transaction has already ended; use the `Tx` only inside the transaction's closure"
+    )]
+    TransactionClosed,
+}
+
+impl Error {
+    /// Whether retrying the same operation may succeed (contention or a transient outage), as
+    /// `Db::transaction` does (R-A2).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Aborted { .. } | Error::Unavailable { .. })
+    }
 }
 
 /// A `; use ... instead` suffix when the name can be fixed mechanically.

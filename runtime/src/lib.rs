@@ -26,19 +26,28 @@
 //! Key names, kind names, property names and project ids are visible in logs, URLs and
 //! the console: never put sensitive data in them (R-N8).
 
+pub mod backend;
+mod codec;
+mod db;
 pub mod entity;
 mod error;
 pub mod key;
 pub mod name;
 pub mod property;
+pub mod query;
+mod txn;
 pub mod value;
 
 pub use datastore_entity_derive::Entity;
+pub use db::{Db, ParentKey};
 pub use entity::{Entity, KeyField, PropertySchema, Schema};
 pub use error::Error;
+pub use futures_core::Stream;
 pub use key::{IdOrName, Key, KeyId, PartitionId, PathElement, RawKey};
 pub use name::KeyName;
 pub use property::{Direction, Excluded, Filter, Indexed, Operator, Order, PropertyPath};
+pub use query::{Cursor, KeysOnlyQuery, Page, Query};
+pub use txn::{RetryPolicy, Tx};
 pub use value::{
     Blob, DecodeError, GeoPoint, Property, PropertyMap, PropertyType, Timestamp, Value,
 };
@@ -46,7 +55,8 @@ pub use value::{
 /// `use datastore_entity::prelude::*;` brings what entity declarations and queries need.
 pub mod prelude {
     pub use crate::{
-        Blob, Entity, Error, GeoPoint, Key, KeyId, KeyName, PropertyType, RawKey, Timestamp,
+        Blob, Cursor, Db, Entity, Error, GeoPoint, Key, KeyId, KeyName, Page, PropertyType, RawKey,
+        Timestamp, Tx,
     };
 }
 

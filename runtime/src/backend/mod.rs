@@ -1,0 +1,159 @@
+//! The storage backends, behind one small trait that mirrors the service's own calls
+//! (lookup, commit, run query, begin/rollback transaction, allocate/reserve ids).
+//!
+//! Everything typed (`Db`, queries, transactions) is built once above this trait, so the
+//! embedded engine and the cloud client share all of it.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::property::{Direction, Operator};
+use crate::value::{PropertyMap, Value};
+use crate::{Error, PartitionId, RawKey};
+
+pub mod embedded;
+
+/// A boxed future, so the trait can be used as `dyn Backend`.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A transaction handle issued by [`Backend::begin_transaction`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TransactionId(pub Vec<u8>);
+
+/// One write of a commit.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mutation {
+    /// Create; fails with [`Error::AlreadyExists`] if the key exists. An incomplete key gets an id.
+    Insert(RawKey, PropertyMap),
+    /// Replace; fails with [`Error::NotFound`] if the key does not exist.
+    Update(RawKey, PropertyMap),
+    /// Create or replace. An incomplete key gets an id.
+    Upsert(RawKey, PropertyMap),
+    /// Remove (removing a missing key is not an error).
+    Delete(RawKey),
+}
+
+impl Mutation {
+    /// The key the mutation writes.
+    pub fn key(&self) -> &RawKey {
+        match self {
+            Mutation::Insert(k, _) | Mutation::Update(k, _) | Mutation::Upsert(k, _) => k,
+            Mutation::Delete(k) => k,
+        }
+    }
+}
+
+/// A property filter of a query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PropertyFilter {
+    /// The property (dotted path inside embedded entities).
+    pub property: String,
+    /// The comparison.
+    pub op: Operator,
+    /// The operand.
+    pub value: Value,
+}
+
+/// A sort order of a query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PropertyOrder {
+    /// The property (dotted path inside embedded entities).
+    pub property: String,
+    /// The direction.
+    pub direction: Direction,
+}
+
+/// What to return for each result.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum ResultShape {
+    /// Keys and all properties.
+    #[default]
+    Full,
+    /// Keys only (R-Q1).
+    KeysOnly,
+    /// Keys and these indexed properties only (R-Q2).
+    Projection(Vec<String>),
+}
+
+/// A query, as the service receives it. There is no offset: positions are cursors (R-Q3).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QuerySpec {
+    /// The partition (namespace) queried.
+    pub partition: PartitionId,
+    /// The kind.
+    pub kind: String,
+    /// Only entities under this key (strongly consistent, R-E1).
+    pub ancestor: Option<RawKey>,
+    /// Filters, combined with AND.
+    pub filters: Vec<PropertyFilter>,
+    /// Sort orders, most significant first.
+    pub orders: Vec<PropertyOrder>,
+    /// What each result holds.
+    pub shape: ResultShape,
+    /// At most this many results.
+    pub limit: Option<usize>,
+    /// Start after this position.
+    pub start_cursor: Option<Vec<u8>>,
+    /// Stop at this position.
+    pub end_cursor: Option<Vec<u8>>,
+}
+
+/// One query result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryResult {
+    /// The entity's key.
+    pub key: RawKey,
+    /// Its properties (empty for keys-only; the projected ones for a projection).
+    pub properties: PropertyMap,
+}
+
+/// One batch of query results.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryBatch {
+    /// The results, in order.
+    pub results: Vec<QueryResult>,
+    /// The position after the last result.
+    pub end_cursor: Vec<u8>,
+    /// Whether more results may follow `end_cursor`.
+    pub more_results: bool,
+}
+
+/// A storage backend: the service's calls, untyped.
+pub trait Backend: Send + Sync + 'static {
+    /// Reads entities by key: one slot per key, in the order of `keys` (R-A1).
+    fn lookup<'a>(
+        &'a self,
+        keys: &'a [RawKey],
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<Vec<Option<PropertyMap>>, Error>>;
+
+    /// Applies all mutations atomically, or none. Returns each mutation's complete key
+    /// (allocated ids filled in). With a transaction, also ends it.
+    fn commit<'a>(
+        &'a self,
+        mutations: Vec<Mutation>,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<Vec<RawKey>, Error>>;
+
+    /// Runs a query and returns one batch.
+    fn run_query<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<QueryBatch, Error>>;
+
+    /// Starts a transaction.
+    fn begin_transaction(
+        &self,
+        partition: &PartitionId,
+    ) -> BoxFuture<'_, Result<TransactionId, Error>>;
+
+    /// Abandons a transaction.
+    fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>>;
+
+    /// Completes incomplete keys with scattered, never-used ids (R-K1).
+    fn allocate_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<Vec<RawKey>, Error>>;
+
+    /// Marks the ids of complete keys as used, so they are never allocated (R-K3).
+    fn reserve_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<(), Error>>;
+}

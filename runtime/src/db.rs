@@ -1,0 +1,258 @@
+//! [`Db`]: the typed handle users work with, built once above any [`Backend`].
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::backend::embedded::Embedded;
+use crate::backend::{Backend, Mutation};
+use crate::name::{NameRole, validate};
+use crate::query::Query;
+use crate::txn::RetryPolicy;
+use crate::{Entity, Error, Key, PartitionId, RawKey};
+
+/// A handle on a store: cheap to clone, `Send + Sync`; clones share one store.
+///
+/// Keys are relative to the handle: a `Key<E>` names an entity in the handle's namespace.
+///
+/// ```
+/// # use datastore_entity::prelude::*;
+/// #[derive(Entity, Debug, PartialEq)]
+/// struct Account {
+///     #[key]
+///     name: KeyName,
+///     email: String,
+/// }
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let db = Db::in_memory();
+/// let ann = Account { name: KeyName::new("ann")?, email: "ann@example.com".into() };
+/// let key = db.put(&ann).await?;
+/// assert_eq!(db.get(&key).await?, Some(ann));
+/// # Ok::<(), Error>(())
+/// # }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct Db {
+    backend: Arc<dyn Backend>,
+    partition: PartitionId,
+    pub(crate) retry: RetryPolicy,
+}
+
+impl fmt::Debug for Db {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Db")
+            .field("namespace", &self.partition.namespace)
+            .field("retry", &self.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What `allocate_ids` takes as the parent of the new keys: `()` for root entities,
+/// or a `&Key<P>` / `&RawKey` to allocate keys under.
+pub trait ParentKey {
+    /// The parent key, if any.
+    fn parent_key(&self) -> Option<&RawKey>;
+}
+
+impl ParentKey for () {
+    fn parent_key(&self) -> Option<&RawKey> {
+        None
+    }
+}
+
+impl<P> ParentKey for &Key<P> {
+    fn parent_key(&self) -> Option<&RawKey> {
+        Some(self.raw())
+    }
+}
+
+impl ParentKey for &RawKey {
+    fn parent_key(&self) -> Option<&RawKey> {
+        Some(self)
+    }
+}
+
+impl Db {
+    /// The embedded engine, in memory: nothing to install, nothing to configure.
+    pub fn in_memory() -> Db {
+        Db::with_backend(Arc::new(Embedded::new()))
+    }
+
+    /// A handle on any backend.
+    pub fn with_backend(backend: Arc<dyn Backend>) -> Db {
+        Db {
+            backend,
+            partition: PartitionId::default(),
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// The same store, in namespace `namespace` (validated: `[0-9A-Za-z._-]{0,100}`, not
+    /// `__.*__`). Namespaces are isolated from each other; `""` is the default namespace.
+    pub fn namespace(&self, namespace: &str) -> Result<Db, Error> {
+        validate(NameRole::Namespace, namespace)?;
+        let mut db = self.clone();
+        db.partition.namespace = namespace.to_owned();
+        Ok(db)
+    }
+
+    /// The same store, with another retry policy for [`transaction`](Db::transaction).
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Db {
+        self.retry = retry;
+        self
+    }
+
+    /// The partition (namespace) this handle reads and writes.
+    pub fn partition(&self) -> &PartitionId {
+        &self.partition
+    }
+
+    pub(crate) fn backend(&self) -> &dyn Backend {
+        &*self.backend
+    }
+
+    /// A user's key as the backend sees it: in this handle's partition.
+    pub(crate) fn outgoing(&self, key: &RawKey) -> RawKey {
+        key.clone().with_partition(self.partition.clone())
+    }
+
+    /// A backend's key as the user sees it: relative to this handle.
+    pub(crate) fn incoming(&self, key: &RawKey) -> RawKey {
+        key.clone().with_partition(PartitionId::default())
+    }
+
+    pub(crate) fn mutation<E: Entity>(
+        &self,
+        entity: &E,
+        make: fn(RawKey, crate::PropertyMap) -> Mutation,
+    ) -> Result<Mutation, Error> {
+        let key = entity.entity_key()?;
+        Ok(make(self.outgoing(key.raw()), entity.to_properties()))
+    }
+
+    pub(crate) async fn commit_typed<E: Entity>(
+        &self,
+        mutations: Vec<Mutation>,
+    ) -> Result<Vec<Key<E>>, Error> {
+        check_unique(&mutations)?;
+        let keys = self.backend.commit(mutations, None).await?;
+        keys.iter()
+            .map(|k| Key::from_raw(self.incoming(k)))
+            .collect()
+    }
+
+    /// Writes `entity`, creating or replacing it; returns its complete key (an id is
+    /// allocated for an `Option<KeyId>` key holding `None`).
+    pub async fn put<E: Entity>(&self, entity: &E) -> Result<Key<E>, Error> {
+        let mutation = self.mutation(entity, Mutation::Upsert)?;
+        let mut keys = self.commit_typed(vec![mutation]).await?;
+        keys.pop().ok_or_else(|| Error::Unavailable {
+            reason: "the backend returned no key for the write".into(),
+        })
+    }
+
+    /// Writes all `entities` in one commit (R-A1): all or none. The same key twice is
+    /// [`Error::DuplicateKey`] and nothing is sent (R-A4). Keys come back in input order.
+    pub async fn put_many<E: Entity>(&self, entities: &[E]) -> Result<Vec<Key<E>>, Error> {
+        let mutations = entities
+            .iter()
+            .map(|e| self.mutation(e, Mutation::Upsert))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.commit_typed(mutations).await
+    }
+
+    /// Creates `entity`; [`Error::AlreadyExists`] if its key is taken.
+    pub async fn insert<E: Entity>(&self, entity: &E) -> Result<Key<E>, Error> {
+        let mutation = self.mutation(entity, Mutation::Insert)?;
+        let mut keys = self.commit_typed(vec![mutation]).await?;
+        keys.pop().ok_or_else(|| Error::Unavailable {
+            reason: "the backend returned no key for the write".into(),
+        })
+    }
+
+    /// Replaces `entity`; [`Error::NotFound`] if it does not exist.
+    pub async fn update<E: Entity>(&self, entity: &E) -> Result<(), Error> {
+        let mutation = self.mutation(entity, Mutation::Update)?;
+        self.commit_typed::<E>(vec![mutation]).await.map(drop)
+    }
+
+    /// Reads one entity by key (R-K5); `None` if it does not exist.
+    pub async fn get<E: Entity>(&self, key: &Key<E>) -> Result<Option<E>, Error> {
+        let mut found = self.get_many(std::slice::from_ref(key)).await?;
+        Ok(found.pop().flatten())
+    }
+
+    /// Reads many entities in one lookup (R-A1): one slot per key, in the order of `keys`.
+    pub async fn get_many<E: Entity>(&self, keys: &[Key<E>]) -> Result<Vec<Option<E>>, Error> {
+        lookup(self, keys, None).await
+    }
+
+    /// Deletes one entity (deleting a missing entity is not an error).
+    pub async fn delete<E: Entity>(&self, key: &Key<E>) -> Result<(), Error> {
+        self.delete_many(std::slice::from_ref(key)).await
+    }
+
+    /// Deletes many entities in one commit (R-A1); the same key twice is [`Error::DuplicateKey`] (R-A4).
+    pub async fn delete_many<E: Entity>(&self, keys: &[Key<E>]) -> Result<(), Error> {
+        let mutations = keys
+            .iter()
+            .map(|k| Mutation::Delete(self.outgoing(k.raw())))
+            .collect();
+        self.commit_typed::<E>(mutations).await.map(drop)
+    }
+
+    /// A query on kind `E`.
+    pub fn query<E: Entity>(&self) -> Query<E> {
+        Query::new(self.clone(), None)
+    }
+
+    /// `count` new complete keys of kind `E` under `parent` (`()` for root entities), with
+    /// ids from the backend's scattered allocator (R-K1).
+    pub async fn allocate_ids<E: Entity>(
+        &self,
+        parent: impl ParentKey,
+        count: usize,
+    ) -> Result<Vec<Key<E>>, Error> {
+        let template = self.outgoing(Key::<E>::new(parent.parent_key(), None).raw());
+        let keys = self.backend.allocate_ids(vec![template; count]).await?;
+        keys.iter()
+            .map(|k| Key::from_raw(self.incoming(k)))
+            .collect()
+    }
+
+    /// Reserves the ids of `keys`, so the allocator never hands them out: do this before
+    /// writing entities with ids you chose yourself (R-K3).
+    pub async fn reserve_ids<E: Entity>(&self, keys: &[Key<E>]) -> Result<(), Error> {
+        let keys = keys.iter().map(|k| self.outgoing(k.raw())).collect();
+        self.backend.reserve_ids(keys).await
+    }
+}
+
+/// One lookup for all keys, decoded in key order.
+pub(crate) async fn lookup<E: Entity>(
+    db: &Db,
+    keys: &[Key<E>],
+    transaction: Option<&crate::backend::TransactionId>,
+) -> Result<Vec<Option<E>>, Error> {
+    let raw: Vec<RawKey> = keys.iter().map(|k| db.outgoing(k.raw())).collect();
+    let found = db.backend.lookup(&raw, transaction).await?;
+    keys.iter()
+        .zip(found)
+        .map(|(key, properties)| properties.map(|p| E::from_entity(key.raw(), p)).transpose())
+        .collect()
+}
+
+/// R-A4: each complete key at most once per commit, checked before anything is sent.
+pub(crate) fn check_unique(mutations: &[Mutation]) -> Result<(), Error> {
+    let mut seen = HashSet::with_capacity(mutations.len());
+    for mutation in mutations {
+        let key = mutation.key();
+        if key.is_complete() && !seen.insert(key) {
+            return Err(Error::DuplicateKey {
+                key: format!("{key:?}"),
+            });
+        }
+    }
+    Ok(())
+}

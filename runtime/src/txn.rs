@@ -1,0 +1,249 @@
+//! Transactions: `db.transaction(async |tx| { … })`, rolled back on failure and retried on
+//! contention with jittered exponential backoff (R-A2).
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::backend::{Mutation, TransactionId};
+use crate::db::{check_unique, lookup};
+use crate::query::Query;
+use crate::{Db, Entity, Error, Key};
+
+/// How `Db::transaction` retries: at most `max_attempts` attempts in all, sleeping a random
+/// time in `[0, min(max_backoff, initial_backoff × 2^(attempt-1))]` between two ("full
+/// jitter"), and never after the last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included (at least 1).
+    pub max_attempts: u32,
+    /// The backoff cap before the second attempt.
+    pub initial_backoff: Duration,
+    /// The largest backoff cap.
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 5,
+            initial_backoff: Duration::from_millis(20),
+            max_backoff: Duration::from_secs(2),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The sleep after failed attempt number `attempt` (1-based).
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let cap = self
+            .initial_backoff
+            .saturating_mul(
+                1_u32
+                    .checked_shl(attempt.saturating_sub(1))
+                    .unwrap_or(u32::MAX),
+            )
+            .min(self.max_backoff);
+        cap.mul_f64(fastrand::f64())
+    }
+}
+
+impl Db {
+    /// Runs `body` in a transaction and commits what it wrote.
+    ///
+    /// If the commit loses a race with another writer ([`Error::Aborted`]), or the backend is
+    /// briefly unavailable, the transaction is rolled back and `body` runs again, after a
+    /// jittered exponential backoff, up to [`RetryPolicy::max_attempts`] attempts (R-A2).
+    /// Any other error of `body` is returned unchanged, after a best-effort rollback (a failing
+    /// rollback is logged, not raised).
+    ///
+    /// ```
+    /// # use datastore_entity::prelude::*;
+    /// #[derive(Entity, Clone)]
+    /// struct Counter {
+    ///     #[key]
+    ///     name: KeyName,
+    ///     count: i64,
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let db = Db::in_memory();
+    /// let key = db.put(&Counter { name: KeyName::new("visits")?, count: 0 }).await?;
+    /// let count = db
+    ///     .transaction(async |tx| {
+    ///         let mut counter = tx.get(&key).await?.expect("created above");
+    ///         counter.count += 1;
+    ///         tx.put(&counter);
+    ///         Ok(counter.count)
+    ///     })
+    ///     .await?;
+    /// assert_eq!(count, 1);
+    /// # Ok::<(), Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn transaction<T, F, Fut>(&self, mut body: F) -> Result<T, Error>
+    where
+        F: FnMut(Tx) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        let attempts = self.retry.max_attempts.max(1);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let error = match self.attempt(&mut body).await {
+                Ok(value) => return Ok(value),
+                Err(error) => error,
+            };
+            if !error.is_retryable() || attempt >= attempts {
+                return Err(error);
+            }
+            let pause = self.retry.backoff(attempt);
+            tracing::debug!(attempt, ?pause, %error, "transaction will be retried");
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    async fn attempt<T, F, Fut>(&self, body: &mut F) -> Result<T, Error>
+    where
+        F: FnMut(Tx) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        let id = self.backend().begin_transaction(self.partition()).await?;
+        let tx = Tx {
+            inner: Arc::new(TxInner {
+                db: self.clone(),
+                id,
+                state: Mutex::new(TxState::default()),
+            }),
+        };
+        match body(tx.clone()).await {
+            Ok(value) => tx.commit().await.map(|()| value),
+            Err(error) => {
+                tx.rollback().await;
+                Err(error)
+            }
+        }
+    }
+}
+
+/// The handle a transaction's body works with: reads see a consistent snapshot and are
+/// checked at commit; writes are buffered and committed together. Cheap to clone.
+#[derive(Clone)]
+pub struct Tx {
+    inner: Arc<TxInner>,
+}
+
+struct TxInner {
+    db: Db,
+    id: TransactionId,
+    state: Mutex<TxState>,
+}
+
+#[derive(Default)]
+struct TxState {
+    mutations: Vec<Mutation>,
+    /// The first error of a buffered write, reported at commit.
+    error: Option<Error>,
+    ended: bool,
+}
+
+impl std::fmt::Debug for Tx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tx").field("id", &self.inner.id).finish()
+    }
+}
+
+impl Tx {
+    fn state(&self) -> std::sync::MutexGuard<'_, TxState> {
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn check_open(&self) -> Result<(), Error> {
+        if self.state().ended {
+            Err(Error::TransactionClosed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Reads one entity inside the transaction.
+    pub async fn get<E: Entity>(&self, key: &Key<E>) -> Result<Option<E>, Error> {
+        let mut found = self.get_many(std::slice::from_ref(key)).await?;
+        Ok(found.pop().flatten())
+    }
+
+    /// Reads many entities in one lookup inside the transaction.
+    pub async fn get_many<E: Entity>(&self, keys: &[Key<E>]) -> Result<Vec<Option<E>>, Error> {
+        self.check_open()?;
+        lookup(&self.inner.db, keys, Some(&self.inner.id)).await
+    }
+
+    /// A query inside the transaction (use `.ancestor(…)` for a strongly consistent one).
+    pub fn query<E: Entity>(&self) -> Query<E> {
+        Query::new(self.inner.db.clone(), Some(self.inner.id.clone()))
+    }
+
+    /// Buffers a write of `entity` (create or replace), committed with the transaction.
+    pub fn put<E: Entity>(&self, entity: &E) {
+        let mutation = self.inner.db.mutation(entity, Mutation::Upsert);
+        self.buffer(mutation);
+    }
+
+    /// Buffers a delete, committed with the transaction.
+    pub fn delete<E: Entity>(&self, key: &Key<E>) {
+        let mutation = Mutation::Delete(self.inner.db.outgoing(key.raw()));
+        self.buffer(Ok(mutation));
+    }
+
+    fn buffer(&self, mutation: Result<Mutation, Error>) {
+        let mut state = self.state();
+        match mutation {
+            Ok(m) => state.mutations.push(m),
+            Err(e) => {
+                state.error.get_or_insert(e);
+            }
+        }
+    }
+
+    async fn commit(&self) -> Result<(), Error> {
+        let (mutations, error) = {
+            let mut state = self.state();
+            if state.ended {
+                return Err(Error::TransactionClosed);
+            }
+            (std::mem::take(&mut state.mutations), state.error.take())
+        };
+        if let Some(error) = error
+            .map(Err)
+            .unwrap_or_else(|| check_unique(&mutations))
+            .err()
+        {
+            self.rollback().await;
+            return Err(error);
+        }
+        self.state().ended = true;
+        self.inner
+            .db
+            .backend()
+            .commit(mutations, Some(&self.inner.id))
+            .await
+            .map(drop)
+    }
+
+    /// Best effort (R-A2): a failing rollback is logged, not raised.
+    async fn rollback(&self) {
+        {
+            let mut state = self.state();
+            if state.ended {
+                return;
+            }
+            state.ended = true;
+        }
+        if let Err(error) = self.inner.db.backend().rollback(&self.inner.id).await {
+            tracing::warn!(%error, "transaction rollback failed; the service will expire it");
+        }
+    }
+}
