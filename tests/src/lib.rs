@@ -1,1 +1,185 @@
-//! See the crate's tests.
+//! Shared fixtures for the integration tests: entity types and backend decorators that
+//! count or fail calls, so tests can check how many backend calls an operation makes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use datastore_entity::backend::embedded::Embedded;
+use datastore_entity::backend::{
+    Backend, BoxFuture, Mutation, QueryBatch, QuerySpec, TransactionId,
+};
+use datastore_entity::prelude::*;
+use datastore_entity::{PartitionId, PropertyMap};
+
+/// A blog account.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Account")]
+pub struct Account {
+    /// The account's name.
+    #[key]
+    pub name: KeyName,
+    /// Contact address.
+    pub email: String,
+    /// Free text, never queried.
+    #[exclude_from_index]
+    pub bio: String,
+    /// A balance, for transactions.
+    pub balance: i64,
+}
+
+/// A post under an account.
+#[derive(Entity, Debug, Clone, PartialEq)]
+pub struct Post {
+    /// The owning account.
+    #[parent]
+    pub account: Key<Account>,
+    /// Allocated on put.
+    #[key]
+    pub id: Option<KeyId>,
+    /// Title.
+    pub title: String,
+    /// Author name.
+    pub author: String,
+    /// Publication time.
+    pub published: Timestamp,
+    /// Tags; a filter matches any of them.
+    pub tags: Vec<String>,
+    /// Body, never queried.
+    #[exclude_from_index]
+    pub body: String,
+    /// Where it was written.
+    pub location: Option<Address>,
+}
+
+/// An embedded address.
+#[derive(Entity, Debug, Clone, PartialEq)]
+pub struct Address {
+    /// City.
+    pub city: String,
+}
+
+/// An account named `name`.
+pub fn account(name: &str) -> Account {
+    Account {
+        name: KeyName::new(name).expect("valid test name"),
+        email: format!("{name}@example.com"),
+        bio: String::new(),
+        balance: 0,
+    }
+}
+
+/// Which backend call was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// `lookup`
+    Lookup,
+    /// `commit`
+    Commit,
+    /// `run_query`
+    RunQuery,
+    /// `begin_transaction`
+    Begin,
+    /// `rollback`
+    Rollback,
+    /// `allocate_ids` / `reserve_ids`
+    Ids,
+}
+
+/// Wraps the embedded engine: counts calls, and fails the next `fail_commits` commits with
+/// `Error::Unavailable` (a transient outage) before passing commits through.
+#[derive(Default)]
+pub struct Instrumented {
+    inner: Embedded,
+    calls: std::sync::Mutex<Vec<Call>>,
+    /// Commits still to fail.
+    pub fail_commits: AtomicUsize,
+}
+
+impl Instrumented {
+    /// A fresh engine, and a `Db` on it.
+    pub fn db() -> (Arc<Instrumented>, Db) {
+        let backend = Arc::new(Instrumented::default());
+        (backend.clone(), Db::with_backend(backend))
+    }
+
+    /// The calls made so far, in order.
+    pub fn calls(&self) -> Vec<Call> {
+        self.calls.lock().expect("not poisoned").clone()
+    }
+
+    /// How many calls of one kind were made.
+    pub fn count(&self, call: Call) -> usize {
+        self.calls().iter().filter(|c| **c == call).count()
+    }
+
+    fn record(&self, call: Call) {
+        self.calls.lock().expect("not poisoned").push(call);
+    }
+}
+
+impl Backend for Instrumented {
+    fn lookup<'a>(
+        &'a self,
+        keys: &'a [RawKey],
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<Vec<Option<PropertyMap>>, Error>> {
+        self.record(Call::Lookup);
+        self.inner.lookup(keys, transaction)
+    }
+
+    fn commit<'a>(
+        &'a self,
+        mutations: Vec<Mutation>,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
+        self.record(Call::Commit);
+        let failing = self
+            .fail_commits
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if failing {
+            let rollback = transaction.map(|t| self.inner.rollback(t));
+            return Box::pin(async move {
+                if let Some(rollback) = rollback {
+                    let _ = rollback.await;
+                }
+                Err(Error::Unavailable {
+                    reason: "injected outage".into(),
+                })
+            });
+        }
+        self.inner.commit(mutations, transaction)
+    }
+
+    fn run_query<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<QueryBatch, Error>> {
+        self.record(Call::RunQuery);
+        self.inner.run_query(query, transaction)
+    }
+
+    fn begin_transaction(
+        &self,
+        partition: &PartitionId,
+    ) -> BoxFuture<'_, Result<TransactionId, Error>> {
+        self.record(Call::Begin);
+        self.inner.begin_transaction(partition)
+    }
+
+    fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>> {
+        self.record(Call::Rollback);
+        self.inner.rollback(transaction)
+    }
+
+    fn allocate_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
+        self.record(Call::Ids);
+        self.inner.allocate_ids(keys)
+    }
+
+    fn reserve_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<(), Error>> {
+        self.record(Call::Ids);
+        self.inner.reserve_ids(keys)
+    }
+}

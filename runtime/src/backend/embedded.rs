@@ -163,6 +163,21 @@ impl Backend for Embedded {
     }
 }
 
+/// A key the service would accept: every ancestor has an id or a name.
+fn check_ancestors(key: &RawKey) -> Result<(), Error> {
+    let path = key.path();
+    match path[..path.len().saturating_sub(1)]
+        .iter()
+        .any(|e| e.id_or_name().is_none())
+    {
+        true => Err(invalid_key(
+            key,
+            "an ancestor has no id or name; put the parent first and use the key it returns",
+        )),
+        false => Ok(()),
+    }
+}
+
 fn invalid_key(key: &RawKey, reason: &str) -> Error {
     Error::InvalidKey {
         key: format!("{key:?}"),
@@ -227,6 +242,7 @@ impl State {
         if let Some(k) = keys.iter().find(|k| !k.is_complete()) {
             return Err(invalid_key(k, "a lookup needs complete keys"));
         }
+        keys.iter().try_for_each(check_ancestors)?;
         self.record_reads(transaction, keys)?;
         Ok(keys.iter().map(|k| self.get(k).cloned()).collect())
     }
@@ -333,6 +349,7 @@ impl State {
         let mut seen = HashSet::new();
         for mutation in mutations {
             let key = mutation.key();
+            check_ancestors(key)?;
             // R-A4: one entity at most once per commit.
             if key.is_complete() && !seen.insert(key) {
                 return Err(Error::DuplicateKey {
@@ -571,7 +588,7 @@ impl<'q> Plan<'q> {
         };
         validate(NameRole::Kind, &query.kind)?;
         if let Some(ancestor) = &query.ancestor {
-            if !ancestor.is_complete() {
+            if !ancestor.is_complete() || check_ancestors(ancestor).is_err() {
                 return Err(invalid("the ancestor key is incomplete".into()));
             }
             if ancestor.partition() != &query.partition {

@@ -1,0 +1,341 @@
+//! The typed `Db` API on the embedded engine: reads, writes, atomic commits, ids,
+//! namespaces. Each runtime rule's test names its rule id.
+
+use datastore_entity::Error;
+use datastore_entity::prelude::*;
+use datastore_entity_tests::{Account, Address, Call, Instrumented, Post, account};
+
+fn post(account: &Key<Account>, title: &str, author: &str, micros: i64) -> Post {
+    Post {
+        account: account.clone(),
+        id: None,
+        title: title.into(),
+        author: author.into(),
+        published: Timestamp::from_micros(micros),
+        tags: vec!["rust".into()],
+        body: "…".into(),
+        location: Some(Address {
+            city: "Paris".into(),
+        }),
+    }
+}
+
+#[tokio::test]
+async fn put_then_get_returns_the_same_entity_with_key_fields_filled() {
+    let db = Db::in_memory();
+    let ann = account("ann");
+    let key = db.put(&ann).await.unwrap();
+    assert_eq!(key, Account::key(KeyName::new("ann").unwrap()));
+    assert_eq!(db.get(&key).await.unwrap(), Some(ann));
+    assert_eq!(
+        db.get(&Account::key(KeyName::new("bob").unwrap()))
+            .await
+            .unwrap(),
+        None
+    );
+
+    // R-K1: an incomplete key gets an id; loading fills #[key] and #[parent].
+    let post_key = db.put(&post(&key, "Hello", "ann", 1)).await.unwrap();
+    let loaded = db.get(&post_key).await.unwrap().unwrap();
+    assert_eq!(loaded.id, post_key.id());
+    assert_eq!(loaded.account, key);
+    assert_eq!(
+        loaded.location,
+        Some(Address {
+            city: "Paris".into()
+        })
+    );
+}
+
+#[tokio::test]
+async fn batch_calls_are_one_backend_call_each() {
+    // R-A1
+    let (backend, db) = Instrumented::db();
+    let accounts: Vec<Account> = (0..50).map(|i| account(&format!("user{i}"))).collect();
+    let keys = db.put_many(&accounts).await.unwrap();
+    assert_eq!(backend.calls(), [Call::Commit]);
+    assert_eq!(keys.len(), 50);
+    assert_eq!(keys[7].name(), Some("user7"));
+
+    let mut wanted = keys.clone();
+    wanted.insert(3, Account::key(KeyName::new("nobody").unwrap()));
+    wanted.reverse();
+    let found = db.get_many(&wanted).await.unwrap();
+    assert_eq!(backend.calls(), [Call::Commit, Call::Lookup]);
+    // One slot per key, in the order of the keys.
+    assert_eq!(found.len(), 51);
+    for (key, slot) in wanted.iter().zip(&found) {
+        match slot {
+            Some(account) => assert_eq!(account.name.as_str(), key.name().unwrap()),
+            None => assert_eq!(key.name(), Some("nobody")),
+        }
+    }
+
+    db.delete_many(&keys[..10]).await.unwrap();
+    assert_eq!(backend.count(Call::Commit), 2);
+    let after = db.get_many(&keys[..12]).await.unwrap();
+    assert_eq!(after.iter().filter(|a| a.is_some()).count(), 2);
+}
+
+#[tokio::test]
+async fn a_duplicate_key_fails_the_commit_before_anything_is_sent() {
+    // R-A4
+    let (backend, db) = Instrumented::db();
+    let error = db
+        .put_many(&[account("ann"), account("bob"), account("ann")])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, Error::DuplicateKey { key } if key.contains("ann")),
+        "{error}"
+    );
+    assert_eq!(backend.count(Call::Commit), 0, "nothing was sent");
+    assert_eq!(
+        db.get(&Account::key(KeyName::new("bob").unwrap()))
+            .await
+            .unwrap(),
+        None
+    );
+
+    let ann = Account::key(KeyName::new("ann").unwrap());
+    let error = db.delete_many(&[ann.clone(), ann]).await.unwrap_err();
+    assert!(matches!(error, Error::DuplicateKey { .. }));
+    assert_eq!(backend.count(Call::Commit), 0);
+}
+
+#[tokio::test]
+async fn the_engine_itself_refuses_duplicate_keys_in_one_commit() {
+    // R-A4, at the backend level: a caller of the raw trait gets the same guarantee.
+    use datastore_entity::backend::{Backend, Mutation, embedded::Embedded};
+    let engine = Embedded::new();
+    let key = Account::key(KeyName::new("ann").unwrap()).into_raw();
+    let props = account("ann").to_properties();
+    let error = engine
+        .commit(
+            vec![
+                Mutation::Upsert(key.clone(), props.clone()),
+                Mutation::Delete(key.clone()),
+            ],
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::DuplicateKey { .. }));
+    assert_eq!(engine.lookup(&[key], None).await.unwrap(), vec![None]);
+}
+
+#[tokio::test]
+async fn an_indexed_string_over_1500_bytes_fails_the_whole_commit() {
+    // R-I4
+    let db = Db::in_memory();
+    let mut long = account("long");
+    long.email = "x".repeat(1501);
+    let error = db
+        .put_many(&[account("ok"), long.clone()])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error,
+        Error::IndexedValueTooLarge {
+            kind: "Account".into(),
+            property: "email".into(),
+            len: 1501,
+            max: 1500,
+        }
+    );
+    assert!(error.to_string().contains("R-I4"));
+    // The failed commit left the store unchanged.
+    assert_eq!(db.query::<Account>().fetch().await.unwrap().items, vec![]);
+
+    // Exactly 1,500 bytes is fine; an excluded property may be longer.
+    long.email = "é".repeat(750);
+    long.bio = "x".repeat(100_000);
+    db.put(&long).await.unwrap();
+    assert_eq!(
+        db.get(&Account::key(KeyName::new("long").unwrap()))
+            .await
+            .unwrap(),
+        Some(long)
+    );
+}
+
+#[tokio::test]
+async fn an_indexed_string_inside_an_embedded_entity_is_checked_too() {
+    // R-I4, R-P2: the error names the dotted path.
+    let db = Db::in_memory();
+    let ann = db.put(&account("ann")).await.unwrap();
+    let mut p = post(&ann, "t", "ann", 1);
+    p.location = Some(Address {
+        city: "c".repeat(2000),
+    });
+    let error = db.put(&p).await.unwrap_err();
+    assert!(
+        matches!(&error, Error::IndexedValueTooLarge { property, .. } if property == "location.city"),
+        "{error:?}"
+    );
+    assert!(db.query::<Post>().fetch().await.unwrap().items.is_empty());
+}
+
+#[tokio::test]
+async fn insert_and_update_check_existence() {
+    let db = Db::in_memory();
+    db.insert(&account("ann")).await.unwrap();
+    let error = db.insert(&account("ann")).await.unwrap_err();
+    assert!(matches!(error, Error::AlreadyExists { .. }));
+    let error = db.update(&account("bob")).await.unwrap_err();
+    assert!(matches!(error, Error::NotFound { .. }));
+    assert_eq!(
+        db.get(&Account::key(KeyName::new("bob").unwrap()))
+            .await
+            .unwrap(),
+        None
+    );
+    let mut ann = account("ann");
+    ann.balance = 5;
+    db.update(&ann).await.unwrap();
+    assert_eq!(
+        db.get(&Account::key(KeyName::new("ann").unwrap()))
+            .await
+            .unwrap(),
+        Some(ann)
+    );
+}
+
+#[tokio::test]
+async fn allocated_ids_are_scattered() {
+    // R-K1: no two consecutive allocations are numerically adjacent, and the high bits vary.
+    let db = Db::in_memory();
+    let ann = db.put(&account("ann")).await.unwrap();
+    let keys = db.allocate_ids::<Post>(&ann, 200).await.unwrap();
+    let ids: Vec<i64> = keys.iter().map(|k| k.id().unwrap().get()).collect();
+    assert!(keys.iter().all(|k| k.parent().as_ref() == Some(ann.raw())));
+    for pair in ids.windows(2) {
+        assert!((pair[0] - pair[1]).abs() > 1, "adjacent ids {pair:?}");
+    }
+    let distinct: std::collections::HashSet<i64> = ids.iter().copied().collect();
+    assert_eq!(distinct.len(), ids.len());
+    let high_bytes: std::collections::HashSet<i64> = ids.iter().map(|id| id >> 44).collect();
+    assert!(
+        high_bytes.len() > 50,
+        "high bits barely vary: {high_bytes:?}"
+    );
+    // Ids from put with an incomplete key are scattered as well.
+    let a = db
+        .put(&post(&ann, "a", "ann", 1))
+        .await
+        .unwrap()
+        .id()
+        .unwrap()
+        .get();
+    let b = db
+        .put(&post(&ann, "b", "ann", 2))
+        .await
+        .unwrap()
+        .id()
+        .unwrap()
+        .get();
+    assert!((a - b).abs() > 1);
+}
+
+#[tokio::test]
+async fn reserved_ids_are_never_allocated() {
+    // R-K3: the allocator is deterministic, so a twin engine shows which ids come next.
+    let twin = Db::in_memory();
+    let upcoming = twin.allocate_ids::<Account>((), 20).await.unwrap();
+    let db = Db::in_memory();
+    db.reserve_ids(&upcoming).await.unwrap();
+    let allocated = db.allocate_ids::<Account>((), 20).await.unwrap();
+    assert!(allocated.iter().all(|k| !upcoming.contains(k)));
+    // And an id written explicitly is not handed out later either.
+    let explicit: Vec<_> = twin.allocate_ids::<Account>((), 5).await.unwrap();
+    let fresh = Db::in_memory();
+    for key in &explicit {
+        fresh
+            .put(&Post {
+                account: Account::key(KeyName::new("x").unwrap()),
+                id: key.id(),
+                title: String::new(),
+                author: String::new(),
+                published: Timestamp::from_micros(0),
+                tags: vec![],
+                body: String::new(),
+                location: None,
+            })
+            .await
+            .unwrap();
+    }
+    let reserved_ids: Vec<i64> = explicit.iter().map(|k| k.id().unwrap().get()).collect();
+    fresh.reserve_ids(&upcoming).await.unwrap();
+    let later = fresh.allocate_ids::<Account>((), 50).await.unwrap();
+    assert!(
+        later
+            .iter()
+            .all(|k| !reserved_ids.contains(&k.id().unwrap().get()))
+    );
+}
+
+#[tokio::test]
+async fn namespaces_are_isolated_and_validated() {
+    let db = Db::in_memory();
+    let tenant_a = db.namespace("tenant-a").unwrap();
+    let tenant_b = db.namespace("tenant-b").unwrap();
+    tenant_a.put(&account("ann")).await.unwrap();
+    let key = Account::key(KeyName::new("ann").unwrap());
+    assert!(tenant_a.get(&key).await.unwrap().is_some());
+    assert!(tenant_b.get(&key).await.unwrap().is_none());
+    assert!(db.get(&key).await.unwrap().is_none());
+    assert_eq!(
+        tenant_b
+            .query::<Account>()
+            .fetch()
+            .await
+            .unwrap()
+            .items
+            .len(),
+        0
+    );
+    assert_eq!(
+        tenant_a
+            .query::<Account>()
+            .fetch()
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    // R-N5, and the namespace character set.
+    assert!(matches!(
+        db.namespace("__system__"),
+        Err(Error::InvalidName { .. })
+    ));
+    assert!(matches!(
+        db.namespace("a b"),
+        Err(Error::InvalidName { .. })
+    ));
+    assert!(db.namespace(&"n".repeat(101)).is_err());
+}
+
+#[tokio::test]
+async fn invalid_keys_are_errors_not_panics() {
+    let db = Db::in_memory();
+    // An incomplete key cannot be looked up or deleted.
+    let parent = Account::key(KeyName::new("ann").unwrap());
+    let incomplete = Post::incomplete_key(&parent);
+    assert!(matches!(
+        db.get(&incomplete).await,
+        Err(Error::InvalidKey { .. })
+    ));
+    assert!(matches!(
+        db.delete(&incomplete).await,
+        Err(Error::InvalidKey { .. })
+    ));
+    // A child of an incomplete parent cannot be written, and nothing is.
+    let incomplete_parent: Key<Account> = Key::new(None, None);
+    let orphan = post(&incomplete_parent, "t", "a", 1);
+    assert!(matches!(
+        db.put(&orphan).await,
+        Err(Error::InvalidKey { .. })
+    ));
+    assert!(db.query::<Post>().fetch().await.unwrap().items.is_empty());
+}

@@ -1,0 +1,626 @@
+//! Queries on the embedded engine: filters, orders, arrays, exclusions, ancestors,
+//! keys-only, projections, and cursor paging (R-Q1, R-Q3, R-E1, R-I1).
+
+use std::collections::HashSet;
+
+use datastore_entity::backend::embedded::Embedded;
+use datastore_entity::backend::{
+    Backend, Mutation, PropertyFilter, PropertyOrder, QuerySpec, ResultShape,
+};
+use datastore_entity::prelude::*;
+use datastore_entity::{Direction, Error, Operator, Property, PropertyMap, Value};
+use datastore_entity_tests::{Account, Address, Post, account};
+use futures_util::TryStreamExt;
+
+#[derive(Entity, Debug, Clone, PartialEq)]
+struct Item {
+    #[key]
+    id: KeyId,
+    rank: i64,
+    group: String,
+}
+
+fn item(id: i64, rank: i64, group: &str) -> Item {
+    Item {
+        id: KeyId::new(id).unwrap(),
+        rank,
+        group: group.into(),
+    }
+}
+
+async fn blog() -> (Db, Key<Account>, Key<Account>) {
+    let db = Db::in_memory();
+    let ann = db.put(&account("ann")).await.unwrap();
+    let bob = db.put(&account("bob")).await.unwrap();
+    let posts = [
+        (&ann, "a1", "ann", 10, vec!["rust", "db"], Some("Paris")),
+        (&ann, "a2", "ann", 30, vec!["rust"], None),
+        (&ann, "a3", "ann", 20, vec![], Some("Lyon")),
+        (&bob, "b1", "bob", 15, vec!["db"], Some("Paris")),
+    ];
+    let posts: Vec<Post> = posts
+        .into_iter()
+        .map(|(parent, title, author, t, tags, city)| Post {
+            account: parent.clone(),
+            id: None,
+            title: title.into(),
+            author: author.into(),
+            published: Timestamp::from_micros(t),
+            tags: tags.into_iter().map(String::from).collect(),
+            body: format!("body of {title}"),
+            location: city.map(|c| Address { city: c.into() }),
+        })
+        .collect();
+    db.put_many(&posts).await.unwrap();
+    (db, ann, bob)
+}
+
+fn titles(posts: &[Post]) -> Vec<&str> {
+    posts.iter().map(|p| p.title.as_str()).collect()
+}
+
+#[tokio::test]
+async fn equality_filters_combine_with_and() {
+    let (db, _, _) = blog().await;
+    let page = db
+        .query::<Post>()
+        .filter(Post::AUTHOR.eq("ann"))
+        .filter(Post::TAGS.eq("rust"))
+        .order(Post::TITLE.asc())
+        .fetch()
+        .await
+        .unwrap();
+    assert_eq!(titles(&page.items), ["a1", "a2"]);
+    assert_eq!(page.next, None);
+}
+
+#[tokio::test]
+async fn range_filters_and_orders() {
+    let (db, _, _) = blog().await;
+    let newest_first = db
+        .query::<Post>()
+        .filter(Post::PUBLISHED.ge(Timestamp::from_micros(15)))
+        .order(Post::PUBLISHED.desc())
+        .fetch()
+        .await
+        .unwrap();
+    assert_eq!(titles(&newest_first.items), ["a2", "a3", "b1"]);
+    let between = db
+        .query::<Post>()
+        .filter(Post::PUBLISHED.gt(Timestamp::from_micros(10)))
+        .filter(Post::PUBLISHED.lt(Timestamp::from_micros(30)))
+        .fetch()
+        .await
+        .unwrap();
+    // Without an explicit order, a range filter orders by its property.
+    assert_eq!(titles(&between.items), ["b1", "a3"]);
+    let le = db
+        .query::<Post>()
+        .filter(Post::PUBLISHED.le(Timestamp::from_micros(15)))
+        .fetch()
+        .await
+        .unwrap();
+    assert_eq!(titles(&le.items), ["a1", "b1"]);
+}
+
+#[tokio::test]
+async fn a_range_filter_needs_its_property_ordered_first() {
+    let (db, _, _) = blog().await;
+    let error = db
+        .query::<Post>()
+        .filter(Post::PUBLISHED.gt(Timestamp::from_micros(0)))
+        .order(Post::TITLE.asc())
+        .fetch()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, Error::InvalidQuery { reason, .. } if reason.contains("published")),
+        "{error}"
+    );
+    let error = db
+        .query::<Post>()
+        .filter(Post::PUBLISHED.gt(Timestamp::from_micros(0)))
+        .filter(Post::TITLE.gt("a"))
+        .fetch()
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::InvalidQuery { .. }));
+}
+
+#[tokio::test]
+async fn array_properties_match_on_any_element_and_each_entity_comes_once() {
+    let (db, _, _) = blog().await;
+    let db_tagged = db
+        .query::<Post>()
+        .filter(Post::TAGS.eq("db"))
+        .fetch()
+        .await
+        .unwrap();
+    let mut got = titles(&db_tagged.items);
+    got.sort_unstable();
+    assert_eq!(got, ["a1", "b1"]);
+    // Ordering on an array: ascending uses each entity's smallest element; an entity
+    // without elements has no index entry and is not returned.
+    let by_tag = db
+        .query::<Post>()
+        .order(Post::TAGS.asc())
+        .fetch()
+        .await
+        .unwrap();
+    assert_eq!(titles(&by_tag.items), ["a1", "b1", "a2"]);
+}
+
+#[tokio::test]
+async fn ancestor_queries_stay_in_the_entity_group() {
+    // R-E1
+    let (db, ann, bob) = blog().await;
+    let anns = db
+        .query::<Post>()
+        .ancestor(&ann)
+        .order(Post::PUBLISHED.asc())
+        .fetch()
+        .await
+        .unwrap();
+    assert_eq!(titles(&anns.items), ["a1", "a3", "a2"]);
+    let bobs = db.query::<Post>().ancestor(&bob).fetch().await.unwrap();
+    assert_eq!(titles(&bobs.items), ["b1"]);
+}
+
+#[tokio::test]
+async fn keys_only_returns_typed_keys() {
+    // R-Q1
+    let (db, ann, _) = blog().await;
+    let page = db
+        .query::<Post>()
+        .ancestor(&ann)
+        .keys_only()
+        .fetch()
+        .await
+        .unwrap();
+    assert_eq!(page.items.len(), 3);
+    for key in &page.items {
+        assert_eq!(key.kind(), "Post");
+        assert_eq!(key.parent().as_ref(), Some(ann.raw()));
+        assert!(db.get(key).await.unwrap().is_some());
+    }
+}
+
+#[tokio::test]
+async fn cursors_page_through_1000_entities_each_exactly_once_in_order() {
+    // R-Q3
+    let db = Db::in_memory();
+    let items: Vec<Item> = (1..=1000)
+        .map(|i| {
+            item(
+                i,
+                (i * 7919) % 1000,
+                if i % 2 == 0 { "even" } else { "odd" },
+            )
+        })
+        .collect();
+    db.put_many(&items).await.unwrap();
+    let mut seen = Vec::new();
+    let mut cursor: Option<Cursor> = None;
+    let mut pages = 0;
+    loop {
+        let page = db
+            .query::<Item>()
+            .order(Item::RANK.desc())
+            .limit(37)
+            .start_after(cursor.clone())
+            .fetch()
+            .await
+            .unwrap();
+        pages += 1;
+        assert!(page.items.len() <= 37);
+        seen.extend(page.items.iter().map(|i| (i.rank, i.id.get())));
+        match page.next {
+            // Cursors survive a trip through text, as in a web page's "next" link.
+            Some(next) => cursor = Some(next.to_string().parse().unwrap()),
+            None => break,
+        }
+        assert!(pages < 100, "paging does not end");
+    }
+    assert_eq!(seen.len(), 1000);
+    let distinct: HashSet<i64> = seen.iter().map(|(_, id)| *id).collect();
+    assert_eq!(distinct.len(), 1000);
+    let mut expected = seen.clone();
+    expected.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    assert_eq!(seen, expected);
+    assert_eq!(pages, 28);
+}
+
+#[tokio::test]
+async fn an_end_cursor_stops_the_query() {
+    let db = Db::in_memory();
+    db.put_many(&(1..=10).map(|i| item(i, i, "g")).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let first = db
+        .query::<Item>()
+        .order(Item::RANK.asc())
+        .limit(4)
+        .fetch()
+        .await
+        .unwrap();
+    let until = first.next.unwrap();
+    let page = db
+        .query::<Item>()
+        .order(Item::RANK.asc())
+        .end_at(until)
+        .fetch()
+        .await
+        .unwrap();
+    assert_eq!(
+        page.items.iter().map(|i| i.rank).collect::<Vec<_>>(),
+        [1, 2, 3, 4]
+    );
+}
+
+#[tokio::test]
+async fn bad_cursors_are_clear_errors() {
+    // R-Q3
+    let db = Db::in_memory();
+    db.put_many(&(1..=10).map(|i| item(i, i, "g")).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let next = db
+        .query::<Item>()
+        .order(Item::RANK.asc())
+        .limit(3)
+        .fetch()
+        .await
+        .unwrap()
+        .next
+        .unwrap();
+    // Not cursor text at all.
+    assert!(matches!(
+        "not a cursor!".parse::<Cursor>(),
+        Err(Error::InvalidCursor { .. })
+    ));
+    // Every single-byte change is detected.
+    let bytes = next.as_bytes().to_vec();
+    for i in 0..bytes.len() {
+        let mut tampered = bytes.clone();
+        tampered[i] ^= 0x20;
+        let text = base64_url(&tampered);
+        let cursor: Cursor = text.parse().unwrap();
+        let result = db
+            .query::<Item>()
+            .order(Item::RANK.asc())
+            .start_after(cursor)
+            .fetch()
+            .await;
+        assert!(
+            matches!(result, Err(Error::InvalidCursor { .. })),
+            "byte {i}: {result:?}"
+        );
+    }
+    // A cursor of another query.
+    let result = db
+        .query::<Item>()
+        .order(Item::RANK.desc())
+        .start_after(next)
+        .fetch()
+        .await;
+    assert!(
+        matches!(result, Err(Error::InvalidCursor { reason }) if reason.contains("different query"))
+    );
+}
+
+fn base64_url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..=chunk.len() {
+            out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn stream_yields_every_result_across_pages() {
+    let db = Db::in_memory();
+    db.put_many(&(1..=700).map(|i| item(i, i % 13, "g")).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let all: Vec<Item> = db
+        .query::<Item>()
+        .filter(Item::GROUP.eq("g"))
+        .stream()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 700);
+    let capped: Vec<Item> = db
+        .query::<Item>()
+        .limit(450)
+        .stream()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(capped.len(), 450);
+    assert_eq!(capped[0].id.get(), 1);
+}
+
+/// Raw engine access, for what the typed API deliberately cannot express.
+async fn engine_with(entities: Vec<(i64, PropertyMap)>) -> Embedded {
+    let engine = Embedded::new();
+    let mutations = entities
+        .into_iter()
+        .map(|(id, props)| Mutation::Upsert(Item::key(KeyId::new(id).unwrap()).into_raw(), props))
+        .collect();
+    engine.commit(mutations, None).await.unwrap();
+    engine
+}
+
+fn props(entries: &[(&str, Value, bool)]) -> PropertyMap {
+    entries
+        .iter()
+        .map(|(name, value, excluded)| {
+            (
+                (*name).to_owned(),
+                Property {
+                    value: value.clone(),
+                    excluded: *excluded,
+                },
+            )
+        })
+        .collect()
+}
+
+fn ids(batch: &datastore_entity::backend::QueryBatch) -> Vec<i64> {
+    batch
+        .results
+        .iter()
+        .map(|r| r.key.id().unwrap().get())
+        .collect()
+}
+
+#[tokio::test]
+async fn excluded_properties_are_invisible_to_filters_orders_and_projections() {
+    // R-I1, at the engine: the typed API cannot even express these queries.
+    let engine = engine_with(vec![
+        (1, props(&[("rank", Value::Integer(1), true)])),
+        (2, props(&[("rank", Value::Integer(1), false)])),
+    ])
+    .await;
+    let filter = QuerySpec {
+        kind: "Item".into(),
+        filters: vec![PropertyFilter {
+            property: "rank".into(),
+            op: Operator::Equal,
+            value: Value::Integer(1),
+        }],
+        ..QuerySpec::default()
+    };
+    assert_eq!(ids(&engine.run_query(&filter, None).await.unwrap()), [2]);
+    let order = QuerySpec {
+        kind: "Item".into(),
+        orders: vec![PropertyOrder {
+            property: "rank".into(),
+            direction: Direction::Descending,
+        }],
+        ..QuerySpec::default()
+    };
+    assert_eq!(ids(&engine.run_query(&order, None).await.unwrap()), [2]);
+    let projection = QuerySpec {
+        kind: "Item".into(),
+        shape: ResultShape::Projection(vec!["rank".into()]),
+        ..QuerySpec::default()
+    };
+    let batch = engine.run_query(&projection, None).await.unwrap();
+    assert_eq!(ids(&batch), [2]);
+    assert_eq!(batch.results[0].properties["rank"].value, Value::Integer(1));
+}
+
+#[tokio::test]
+async fn values_of_different_types_follow_the_service_order() {
+    let values = [
+        Value::String("b".into()),
+        Value::Integer(3),
+        Value::Null,
+        Value::Double(2.5),
+        Value::Boolean(true),
+        Value::Blob(vec![1u8].into()),
+        Value::Timestamp(Timestamp::from_micros(0)),
+        Value::Double(f64::NAN),
+        Value::String("a".into()),
+        Value::Boolean(false),
+    ];
+    let engine = engine_with(
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i as i64 + 1, props(&[("v", v.clone(), false)])))
+            .collect(),
+    )
+    .await;
+    let query = QuerySpec {
+        kind: "Item".into(),
+        orders: vec![PropertyOrder {
+            property: "v".into(),
+            direction: Direction::Ascending,
+        }],
+        ..QuerySpec::default()
+    };
+    let order: Vec<Value> = engine
+        .run_query(&query, None)
+        .await
+        .unwrap()
+        .results
+        .into_iter()
+        .map(|r| r.key.id().unwrap().get())
+        .map(|id| values[id as usize - 1].clone())
+        .collect();
+    let names: Vec<String> = order.iter().map(|v| format!("{v:?}")).collect();
+    assert_eq!(
+        names,
+        [
+            "Null",
+            "Boolean(false)",
+            "Boolean(true)",
+            "Double(NaN)",
+            "Double(2.5)",
+            "Integer(3)",
+            "Timestamp(Timestamp(0))",
+            "Blob(Blob([1]))",
+            "String(\"a\")",
+            "String(\"b\")",
+        ]
+    );
+    // A range filter only matches values of its own type (numbers together).
+    let numbers = QuerySpec {
+        kind: "Item".into(),
+        filters: vec![PropertyFilter {
+            property: "v".into(),
+            op: Operator::GreaterThan,
+            value: Value::Integer(0),
+        }],
+        ..QuerySpec::default()
+    };
+    let found: Vec<i64> = ids(&engine.run_query(&numbers, None).await.unwrap());
+    assert_eq!(found, [4, 2]);
+}
+
+#[tokio::test]
+async fn projections_return_only_the_projected_properties_one_row_per_array_element() {
+    let engine = engine_with(vec![(
+        1,
+        props(&[
+            (
+                "tags",
+                Value::Array(vec![Value::String("x".into()), Value::String("y".into())]),
+                false,
+            ),
+            ("rank", Value::Integer(4), false),
+            ("secret", Value::String("s".into()), false),
+        ]),
+    )])
+    .await;
+    let query = QuerySpec {
+        kind: "Item".into(),
+        shape: ResultShape::Projection(vec!["tags".into(), "rank".into()]),
+        ..QuerySpec::default()
+    };
+    let batch = engine.run_query(&query, None).await.unwrap();
+    assert_eq!(batch.results.len(), 2);
+    for (result, tag) in batch.results.iter().zip(["x", "y"]) {
+        assert_eq!(result.properties.len(), 2);
+        assert_eq!(result.properties["tags"].value, Value::String(tag.into()));
+        assert_eq!(result.properties["rank"].value, Value::Integer(4));
+    }
+    // Projecting a property that is also filtered by equality is refused, as by the service.
+    let query = QuerySpec {
+        kind: "Item".into(),
+        filters: vec![PropertyFilter {
+            property: "rank".into(),
+            op: Operator::Equal,
+            value: Value::Integer(4),
+        }],
+        shape: ResultShape::Projection(vec!["rank".into()]),
+        ..QuerySpec::default()
+    };
+    assert!(matches!(
+        engine.run_query(&query, None).await,
+        Err(Error::InvalidQuery { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_deep_cursor_resumes_exactly_where_it_points() {
+    // The page after a cursor is computed from the cursor's position, not by counting
+    // earlier rows: starting after the 990th entity returns exactly the last 10.
+    let db = Db::in_memory();
+    db.put_many(&(1..=1000).map(|i| item(i, i, "g")).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let last = db
+        .query::<Item>()
+        .order(Item::RANK.asc())
+        .limit(990)
+        .fetch()
+        .await
+        .unwrap();
+    assert_eq!(last.items.len(), 990);
+    let rest = db
+        .query::<Item>()
+        .order(Item::RANK.asc())
+        .start_after(last.next)
+        .fetch()
+        .await
+        .unwrap();
+    assert_eq!(
+        rest.items.iter().map(|i| i.rank).collect::<Vec<_>>(),
+        (991..=1000).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
+async fn entities_without_the_property_are_not_returned_by_filters_or_orders() {
+    let engine = engine_with(vec![
+        (
+            1,
+            props(&[
+                ("rank", Value::Integer(1), false),
+                (
+                    "home",
+                    Value::Entity(props(&[("city", Value::String("Paris".into()), false)])),
+                    false,
+                ),
+            ]),
+        ),
+        (
+            2,
+            props(&[
+                ("other", Value::Integer(1), false),
+                ("home", Value::Null, false),
+            ]),
+        ),
+        (3, props(&[("rank", Value::Null, false)])),
+    ])
+    .await;
+    let ordered = |property: &str| QuerySpec {
+        kind: "Item".into(),
+        orders: vec![PropertyOrder {
+            property: property.into(),
+            direction: Direction::Ascending,
+        }],
+        ..QuerySpec::default()
+    };
+    // Entity 2 has no `rank`; entity 3's null `rank` is a value, and sorts first.
+    assert_eq!(
+        ids(&engine.run_query(&ordered("rank"), None).await.unwrap()),
+        [3, 1]
+    );
+    // R-P2: embedded properties are indexed under dotted paths.
+    assert_eq!(
+        ids(&engine.run_query(&ordered("home.city"), None).await.unwrap()),
+        [1]
+    );
+    let filtered = QuerySpec {
+        kind: "Item".into(),
+        filters: vec![PropertyFilter {
+            property: "home.city".into(),
+            op: Operator::Equal,
+            value: Value::String("Paris".into()),
+        }],
+        ..QuerySpec::default()
+    };
+    assert_eq!(ids(&engine.run_query(&filtered, None).await.unwrap()), [1]);
+    let missing = QuerySpec {
+        kind: "Item".into(),
+        filters: vec![PropertyFilter {
+            property: "rank".into(),
+            op: Operator::GreaterThanOrEqual,
+            value: Value::Integer(0),
+        }],
+        ..QuerySpec::default()
+    };
+    assert_eq!(ids(&engine.run_query(&missing, None).await.unwrap()), [1]);
+}
