@@ -513,33 +513,47 @@ impl GeoPoint {
     }
 }
 
-/// The service's order of values, also across types: null, booleans, numbers (integers and
-/// doubles together, NaN first), timestamps, byte strings, strings (by UTF-8 bytes), keys,
-/// geo points, arrays, embedded entities.
+/// The service's order of values, also across types, as Google's Datastore emulator orders
+/// them: null; integers and timestamps (together, by number and microseconds); booleans;
+/// strings and byte strings (together, by bytes); doubles (NaN last); geo points; keys;
+/// then arrays and embedded entities (which the service does not index as whole values).
 pub fn compare_values(a: &Value, b: &Value) -> std::cmp::Ordering {
     fn rank(v: &Value) -> u8 {
         match v {
             Value::Null => 0,
-            Value::Boolean(_) => 1,
-            Value::Integer(_) | Value::Double(_) => 2,
-            Value::Timestamp(_) => 3,
-            Value::Blob(_) => 4,
-            Value::String(_) => 5,
+            Value::Integer(_) | Value::Timestamp(_) => 1,
+            Value::Boolean(_) => 2,
+            Value::String(_) | Value::Blob(_) => 3,
+            Value::Double(_) => 4,
+            Value::GeoPoint(_) => 5,
             Value::Key(_) => 6,
-            Value::GeoPoint(_) => 7,
-            Value::Array(_) => 8,
-            Value::Entity(_) => 9,
+            Value::Array(_) => 7,
+            Value::Entity(_) => 8,
         }
+    }
+    fn fixed_point(v: &Value) -> Option<i64> {
+        match v {
+            Value::Integer(i) => Some(*i),
+            Value::Timestamp(t) => Some(t.as_micros()),
+            _ => None,
+        }
+    }
+    fn bytes(v: &Value) -> Option<&[u8]> {
+        match v {
+            Value::String(s) => Some(s.as_bytes()),
+            Value::Blob(b) => Some(b),
+            _ => None,
+        }
+    }
+    if let (Some(x), Some(y)) = (fixed_point(a), fixed_point(b)) {
+        return x.cmp(&y);
+    }
+    if let (Some(x), Some(y)) = (bytes(a), bytes(b)) {
+        return x.cmp(y);
     }
     match (a, b) {
         (Value::Boolean(x), Value::Boolean(y)) => x.cmp(y),
-        (Value::Integer(x), Value::Integer(y)) => x.cmp(y),
         (Value::Double(x), Value::Double(y)) => compare_doubles(*x, *y),
-        (Value::Integer(x), Value::Double(y)) => compare_int_double(*x, *y),
-        (Value::Double(x), Value::Integer(y)) => compare_int_double(*y, *x).reverse(),
-        (Value::Timestamp(x), Value::Timestamp(y)) => x.cmp(y),
-        (Value::Blob(x), Value::Blob(y)) => x.cmp(y),
-        (Value::String(x), Value::String(y)) => x.as_bytes().cmp(y.as_bytes()),
         (Value::Key(x), Value::Key(y)) => x.cmp(y),
         (Value::GeoPoint(x), Value::GeoPoint(y)) => {
             compare_doubles(x.lat, y.lat).then_with(|| compare_doubles(x.lng, y.lng))
@@ -563,35 +577,14 @@ pub fn compare_values(a: &Value, b: &Value) -> std::cmp::Ordering {
     }
 }
 
-/// Doubles in numeric order with NaN first (and equal to itself).
+/// Doubles in numeric order with NaN last (and equal to itself); -0.0 equals 0.0.
 fn compare_doubles(x: f64, y: f64) -> std::cmp::Ordering {
-    match (x.is_nan(), y.is_nan()) {
-        (true, true) => std::cmp::Ordering::Equal,
-        (true, false) => std::cmp::Ordering::Less,
-        (false, true) => std::cmp::Ordering::Greater,
-        // Neither is NaN, so the partial order is total here; -0.0 equals 0.0.
-        (false, false) => x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal),
-    }
-}
-
-/// An integer against a double, exactly (no rounding of large integers).
-fn compare_int_double(i: i64, d: f64) -> std::cmp::Ordering {
     use std::cmp::Ordering;
-    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
-    if d.is_nan() {
-        return Ordering::Greater;
+    match (x.is_nan(), y.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        // Neither is NaN, so the partial order is total here.
+        (false, false) => x.partial_cmp(&y).unwrap_or(Ordering::Equal),
     }
-    if d >= TWO_63 {
-        return Ordering::Less;
-    }
-    if d < -TWO_63 {
-        return Ordering::Greater;
-    }
-    // |d| < 2^63, so its integer part fits an i64 exactly.
-    #[allow(clippy::cast_possible_truncation)]
-    let whole = d.trunc() as i64;
-    i.cmp(&whole).then_with(|| {
-        let fraction = d - d.trunc();
-        0.0_f64.partial_cmp(&fraction).unwrap_or(Ordering::Equal)
-    })
 }

@@ -420,7 +420,11 @@ async fn excluded_properties_are_invisible_to_filters_orders_and_projections() {
 }
 
 #[tokio::test]
-async fn values_of_different_types_follow_the_service_order() {
+async fn values_of_different_types_follow_the_emulators_order() {
+    // The order Google's Datastore emulator (CloudDatastore.jar 2.3.1) returns for the same
+    // data: null; integers and timestamps together; booleans; byte strings and strings
+    // together, by bytes; doubles with NaN last; geo points; keys.
+    let key = Value::Key(Item::key(KeyId::new(1).unwrap()).into_raw());
     let values = [
         Value::String("b".into()),
         Value::Integer(3),
@@ -432,6 +436,11 @@ async fn values_of_different_types_follow_the_service_order() {
         Value::Double(f64::NAN),
         Value::String("a".into()),
         Value::Boolean(false),
+        key,
+        Value::GeoPoint(GeoPoint::new(1.0, 2.0).unwrap()),
+        Value::Double(f64::NEG_INFINITY),
+        Value::Integer(-4),
+        Value::Timestamp(Timestamp::from_micros(5)),
     ];
     let engine = engine_with(
         values
@@ -441,7 +450,7 @@ async fn values_of_different_types_follow_the_service_order() {
             .collect(),
     )
     .await;
-    let query = QuerySpec {
+    let ordered = QuerySpec {
         kind: "Item".into(),
         orders: vec![PropertyOrder {
             property: "v".into(),
@@ -449,33 +458,13 @@ async fn values_of_different_types_follow_the_service_order() {
         }],
         ..QuerySpec::default()
     };
-    let order: Vec<Value> = engine
-        .run_query(&query, None)
-        .await
-        .unwrap()
-        .results
-        .into_iter()
-        .map(|r| r.key.id().unwrap().get())
-        .map(|id| values[id as usize - 1].clone())
-        .collect();
-    let names: Vec<String> = order.iter().map(|v| format!("{v:?}")).collect();
     assert_eq!(
-        names,
-        [
-            "Null",
-            "Boolean(false)",
-            "Boolean(true)",
-            "Double(NaN)",
-            "Double(2.5)",
-            "Integer(3)",
-            "Timestamp(Timestamp(0))",
-            "Blob(Blob([1]))",
-            "String(\"a\")",
-            "String(\"b\")",
-        ]
+        ids(&engine.run_query(&ordered, None).await.unwrap()),
+        [3, 14, 7, 2, 15, 10, 5, 6, 9, 1, 13, 4, 8, 12, 11]
     );
-    // A range filter only matches values of its own type (numbers together).
-    let numbers = QuerySpec {
+    // A range filter scans the index from its operand on, across types, like the emulator:
+    // `v > 0` also returns the booleans, strings and doubles that sort after numbers.
+    let above_zero = QuerySpec {
         kind: "Item".into(),
         filters: vec![PropertyFilter {
             property: "v".into(),
@@ -484,8 +473,24 @@ async fn values_of_different_types_follow_the_service_order() {
         }],
         ..QuerySpec::default()
     };
-    let found: Vec<i64> = ids(&engine.run_query(&numbers, None).await.unwrap());
-    assert_eq!(found, [4, 2]);
+    assert_eq!(
+        ids(&engine.run_query(&above_zero, None).await.unwrap()),
+        [2, 15, 10, 5, 6, 9, 1, 13, 4, 8, 12, 11]
+    );
+    // Equality does not cross types: the integer 3 is not the double 3.0.
+    let three = QuerySpec {
+        kind: "Item".into(),
+        filters: vec![PropertyFilter {
+            property: "v".into(),
+            op: Operator::Equal,
+            value: Value::Double(3.0),
+        }],
+        ..QuerySpec::default()
+    };
+    assert_eq!(
+        ids(&engine.run_query(&three, None).await.unwrap()),
+        Vec::<i64>::new()
+    );
 }
 
 #[tokio::test]
@@ -510,6 +515,7 @@ async fn projections_return_only_the_projected_properties_one_row_per_array_elem
     };
     let batch = engine.run_query(&query, None).await.unwrap();
     assert_eq!(batch.results.len(), 2);
+    // Without an order, results come in the order of the projected values, as in the emulator.
     for (result, tag) in batch.results.iter().zip(["x", "y"]) {
         assert_eq!(result.properties.len(), 2);
         assert_eq!(result.properties["tags"].value, Value::String(tag.into()));
@@ -623,4 +629,77 @@ async fn entities_without_the_property_are_not_returned_by_filters_or_orders() {
         ..QuerySpec::default()
     };
     assert_eq!(ids(&engine.run_query(&missing, None).await.unwrap()), [1]);
+}
+
+#[tokio::test]
+async fn arrays_sort_by_their_smallest_or_largest_matching_element_like_the_emulator() {
+    // Same data and answers as a run against Google's Datastore emulator.
+    let array = |xs: &[i64]| Value::Array(xs.iter().map(|x| Value::Integer(*x)).collect());
+    let engine = engine_with(vec![
+        (1, props(&[("t", array(&[5, 1]), false)])),
+        (2, props(&[("t", array(&[3]), false)])),
+        (3, props(&[("t", array(&[9, 2]), false)])),
+        (4, props(&[("u", Value::Integer(1), false)])),
+        (5, props(&[("t", array(&[]), false)])),
+    ])
+    .await;
+    let query = |direction, filter: Option<i64>| QuerySpec {
+        kind: "Item".into(),
+        filters: filter
+            .map(|v| PropertyFilter {
+                property: "t".into(),
+                op: Operator::GreaterThan,
+                value: Value::Integer(v),
+            })
+            .into_iter()
+            .collect(),
+        orders: vec![PropertyOrder {
+            property: "t".into(),
+            direction,
+        }],
+        ..QuerySpec::default()
+    };
+    assert_eq!(
+        ids(&engine
+            .run_query(&query(Direction::Ascending, None), None)
+            .await
+            .unwrap()),
+        [1, 3, 2]
+    );
+    assert_eq!(
+        ids(&engine
+            .run_query(&query(Direction::Descending, None), None)
+            .await
+            .unwrap()),
+        [3, 1, 2]
+    );
+    // With a range filter, only the elements that pass it count for the order.
+    assert_eq!(
+        ids(&engine
+            .run_query(&query(Direction::Ascending, Some(2)), None)
+            .await
+            .unwrap()),
+        [2, 1, 3]
+    );
+    // A projection returns one row per element, in element order.
+    let projection = QuerySpec {
+        kind: "Item".into(),
+        shape: ResultShape::Projection(vec!["t".into()]),
+        ..QuerySpec::default()
+    };
+    let rows: Vec<(i64, Value)> = engine
+        .run_query(&projection, None)
+        .await
+        .unwrap()
+        .results
+        .into_iter()
+        .map(|r| (r.key.id().unwrap().get(), r.properties["t"].value.clone()))
+        .collect();
+    assert_eq!(
+        rows,
+        [1, 3, 2, 1, 3]
+            .into_iter()
+            .zip([1, 2, 3, 5, 9].map(Value::Integer))
+            .collect::<Vec<_>>()
+    );
 }

@@ -4,7 +4,8 @@
 //! - Every indexed property is queryable ascending and descending; excluded properties
 //!   (and everything inside them) are invisible to filters, orders and projections;
 //!   entities without a property are not returned by filters or orders on it; array
-//!   properties match on any element; values of different types follow the service's order.
+//!   properties match on any element; values of different types follow the service's order
+//!   (checked against Google's Datastore emulator, which is the reference where they differ).
 //! - Commits are atomic: every mutation is validated before the first is applied.
 //! - Transactions are optimistic: a commit fails with [`Error::Aborted`] when anything the
 //!   transaction read or writes was changed by another commit after it read it / began.
@@ -526,22 +527,18 @@ fn indexed_values<'p>(properties: &'p PropertyMap, path: &str, out: &mut Vec<&'p
     descend(&property.value, rest, out);
 }
 
+/// Filters compare in the index order, across types, as the service's index scans do: a
+/// range filter on a number also returns the property's booleans and strings (which sort
+/// after numbers), exactly as Google's emulator does.
 fn matches(value: &Value, op: Operator, operand: &Value) -> bool {
     let ordering = compare_values(value, operand);
     match op {
         Operator::Equal => ordering == Ordering::Equal,
-        // Range filters only match values of the operand's type (numbers together).
-        _ if !same_type(value, operand) => false,
         Operator::LessThan => ordering == Ordering::Less,
         Operator::LessThanOrEqual => ordering != Ordering::Greater,
         Operator::GreaterThan => ordering == Ordering::Greater,
         Operator::GreaterThanOrEqual => ordering != Ordering::Less,
     }
-}
-
-fn same_type(a: &Value, b: &Value) -> bool {
-    let numeric = |v: &Value| matches!(v, Value::Integer(_) | Value::Double(_));
-    std::mem::discriminant(a) == std::mem::discriminant(b) || (numeric(a) && numeric(b))
 }
 
 /// A query, checked and ready to run.
@@ -640,6 +637,14 @@ impl<'q> Plan<'q> {
                     several.join(", ")
                 )));
             }
+        }
+        // Without an order, a projection reads its properties' index: results come in the
+        // order of the projected values, as in the service.
+        if orders.is_empty() {
+            orders.extend(projected.iter().map(|p| PropertyOrder {
+                property: p.clone(),
+                direction: Direction::Ascending,
+            }));
         }
         if projected.is_empty() && matches!(query.shape, ResultShape::Projection(_)) {
             return Err(invalid("a projection needs at least one property".into()));
