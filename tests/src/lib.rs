@@ -68,6 +68,11 @@ pub fn account(name: &str) -> Account {
     }
 }
 
+/// The key of the account named `name`.
+pub fn account_key(name: &str) -> Key<Account> {
+    Account::key(KeyName::new(name).expect("valid test name"))
+}
+
 /// Which backend call was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Call {

@@ -3,7 +3,7 @@
 
 use datastore_entity::Error;
 use datastore_entity::prelude::*;
-use datastore_entity_tests::{Account, Address, Call, Instrumented, Post, account};
+use datastore_entity_tests::{Account, Address, Call, Instrumented, Post, account, account_key};
 
 fn post(account: &Key<Account>, title: &str, author: &str, micros: i64) -> Post {
     Post {
@@ -25,14 +25,9 @@ async fn put_then_get_returns_the_same_entity_with_key_fields_filled() {
     let db = Db::in_memory();
     let ann = account("ann");
     let key = db.put(&ann).await.unwrap();
-    assert_eq!(key, Account::key(KeyName::new("ann").unwrap()));
+    assert_eq!(key, account_key("ann"));
     assert_eq!(db.get(&key).await.unwrap(), Some(ann));
-    assert_eq!(
-        db.get(&Account::key(KeyName::new("bob").unwrap()))
-            .await
-            .unwrap(),
-        None
-    );
+    assert_eq!(db.get(&account_key("bob")).await.unwrap(), None);
 
     // R-K1: an incomplete key gets an id; loading fills #[key] and #[parent].
     let post_key = db.put(&post(&key, "Hello", "ann", 1)).await.unwrap();
@@ -58,7 +53,7 @@ async fn batch_calls_are_one_backend_call_each() {
     assert_eq!(keys[7].name(), Some("user7"));
 
     let mut wanted = keys.clone();
-    wanted.insert(3, Account::key(KeyName::new("nobody").unwrap()));
+    wanted.insert(3, account_key("nobody"));
     wanted.reverse();
     let found = db.get_many(&wanted).await.unwrap();
     assert_eq!(backend.calls(), [Call::Commit, Call::Lookup]);
@@ -90,14 +85,9 @@ async fn a_duplicate_key_fails_the_commit_before_anything_is_sent() {
         "{error}"
     );
     assert_eq!(backend.count(Call::Commit), 0, "nothing was sent");
-    assert_eq!(
-        db.get(&Account::key(KeyName::new("bob").unwrap()))
-            .await
-            .unwrap(),
-        None
-    );
+    assert_eq!(db.get(&account_key("bob")).await.unwrap(), None);
 
-    let ann = Account::key(KeyName::new("ann").unwrap());
+    let ann = account_key("ann");
     let error = db.delete_many(&[ann.clone(), ann]).await.unwrap_err();
     assert!(matches!(error, Error::DuplicateKey { .. }));
     assert_eq!(backend.count(Call::Commit), 0);
@@ -108,7 +98,7 @@ async fn the_engine_itself_refuses_duplicate_keys_in_one_commit() {
     // R-A4, at the backend level: a caller of the raw trait gets the same guarantee.
     use datastore_entity::backend::{Backend, Mutation, embedded::Embedded};
     let engine = Embedded::new();
-    let key = Account::key(KeyName::new("ann").unwrap()).into_raw();
+    let key = account_key("ann").into_raw();
     let props = account("ann").to_properties();
     let error = engine
         .commit(
@@ -151,12 +141,7 @@ async fn an_indexed_string_over_1500_bytes_fails_the_whole_commit() {
     long.email = "é".repeat(750);
     long.bio = "x".repeat(100_000);
     db.put(&long).await.unwrap();
-    assert_eq!(
-        db.get(&Account::key(KeyName::new("long").unwrap()))
-            .await
-            .unwrap(),
-        Some(long)
-    );
+    assert_eq!(db.get(&account_key("long")).await.unwrap(), Some(long));
 }
 
 #[tokio::test]
@@ -184,21 +169,11 @@ async fn insert_and_update_check_existence() {
     assert!(matches!(error, Error::AlreadyExists { .. }));
     let error = db.update(&account("bob")).await.unwrap_err();
     assert!(matches!(error, Error::NotFound { .. }));
-    assert_eq!(
-        db.get(&Account::key(KeyName::new("bob").unwrap()))
-            .await
-            .unwrap(),
-        None
-    );
+    assert_eq!(db.get(&account_key("bob")).await.unwrap(), None);
     let mut ann = account("ann");
     ann.balance = 5;
     db.update(&ann).await.unwrap();
-    assert_eq!(
-        db.get(&Account::key(KeyName::new("ann").unwrap()))
-            .await
-            .unwrap(),
-        Some(ann)
-    );
+    assert_eq!(db.get(&account_key("ann")).await.unwrap(), Some(ann));
 }
 
 #[tokio::test]
@@ -252,7 +227,7 @@ async fn reserved_ids_are_never_allocated() {
     for key in &explicit {
         fresh
             .put(&Post {
-                account: Account::key(KeyName::new("x").unwrap()),
+                account: account_key("x"),
                 id: key.id(),
                 title: String::new(),
                 author: String::new(),
@@ -280,7 +255,7 @@ async fn namespaces_are_isolated_and_validated() {
     let tenant_a = db.namespace("tenant-a").unwrap();
     let tenant_b = db.namespace("tenant-b").unwrap();
     tenant_a.put(&account("ann")).await.unwrap();
-    let key = Account::key(KeyName::new("ann").unwrap());
+    let key = account_key("ann");
     assert!(tenant_a.get(&key).await.unwrap().is_some());
     assert!(tenant_b.get(&key).await.unwrap().is_none());
     assert!(db.get(&key).await.unwrap().is_none());
@@ -320,7 +295,7 @@ async fn namespaces_are_isolated_and_validated() {
 async fn invalid_keys_are_errors_not_panics() {
     let db = Db::in_memory();
     // An incomplete key cannot be looked up or deleted.
-    let parent = Account::key(KeyName::new("ann").unwrap());
+    let parent = account_key("ann");
     let incomplete = Post::incomplete_key(&parent);
     assert!(matches!(
         db.get(&incomplete).await,

@@ -374,6 +374,31 @@ fn props(entries: &[(&str, Value, bool)]) -> PropertyMap {
         .collect()
 }
 
+/// A query on `Item` ordered by one property.
+fn ordered(property: &str, direction: Direction) -> QuerySpec {
+    QuerySpec {
+        kind: "Item".into(),
+        orders: vec![PropertyOrder {
+            property: property.into(),
+            direction,
+        }],
+        ..QuerySpec::default()
+    }
+}
+
+/// A query on `Item` with one filter.
+fn filtered(property: &str, op: Operator, value: Value) -> QuerySpec {
+    QuerySpec {
+        kind: "Item".into(),
+        filters: vec![PropertyFilter {
+            property: property.into(),
+            op,
+            value,
+        }],
+        ..QuerySpec::default()
+    }
+}
+
 fn ids(batch: &datastore_entity::backend::QueryBatch) -> Vec<i64> {
     batch
         .results
@@ -390,24 +415,9 @@ async fn excluded_properties_are_invisible_to_filters_orders_and_projections() {
         (2, props(&[("rank", Value::Integer(1), false)])),
     ])
     .await;
-    let filter = QuerySpec {
-        kind: "Item".into(),
-        filters: vec![PropertyFilter {
-            property: "rank".into(),
-            op: Operator::Equal,
-            value: Value::Integer(1),
-        }],
-        ..QuerySpec::default()
-    };
+    let filter = filtered("rank", Operator::Equal, Value::Integer(1));
     assert_eq!(ids(&engine.run_query(&filter, None).await.unwrap()), [2]);
-    let order = QuerySpec {
-        kind: "Item".into(),
-        orders: vec![PropertyOrder {
-            property: "rank".into(),
-            direction: Direction::Descending,
-        }],
-        ..QuerySpec::default()
-    };
+    let order = ordered("rank", Direction::Descending);
     assert_eq!(ids(&engine.run_query(&order, None).await.unwrap()), [2]);
     let projection = QuerySpec {
         kind: "Item".into(),
@@ -450,43 +460,20 @@ async fn values_of_different_types_follow_the_emulators_order() {
             .collect(),
     )
     .await;
-    let ordered = QuerySpec {
-        kind: "Item".into(),
-        orders: vec![PropertyOrder {
-            property: "v".into(),
-            direction: Direction::Ascending,
-        }],
-        ..QuerySpec::default()
-    };
+    let ordered = ordered("v", Direction::Ascending);
     assert_eq!(
         ids(&engine.run_query(&ordered, None).await.unwrap()),
         [3, 14, 7, 2, 15, 10, 5, 6, 9, 1, 13, 4, 8, 12, 11]
     );
     // A range filter scans the index from its operand on, across types, like the emulator:
     // `v > 0` also returns the booleans, strings and doubles that sort after numbers.
-    let above_zero = QuerySpec {
-        kind: "Item".into(),
-        filters: vec![PropertyFilter {
-            property: "v".into(),
-            op: Operator::GreaterThan,
-            value: Value::Integer(0),
-        }],
-        ..QuerySpec::default()
-    };
+    let above_zero = filtered("v", Operator::GreaterThan, Value::Integer(0));
     assert_eq!(
         ids(&engine.run_query(&above_zero, None).await.unwrap()),
         [2, 15, 10, 5, 6, 9, 1, 13, 4, 8, 12, 11]
     );
     // Equality does not cross types: the integer 3 is not the double 3.0.
-    let three = QuerySpec {
-        kind: "Item".into(),
-        filters: vec![PropertyFilter {
-            property: "v".into(),
-            op: Operator::Equal,
-            value: Value::Double(3.0),
-        }],
-        ..QuerySpec::default()
-    };
+    let three = filtered("v", Operator::Equal, Value::Double(3.0));
     assert_eq!(
         ids(&engine.run_query(&three, None).await.unwrap()),
         Vec::<i64>::new()
@@ -591,43 +578,23 @@ async fn entities_without_the_property_are_not_returned_by_filters_or_orders() {
         (3, props(&[("rank", Value::Null, false)])),
     ])
     .await;
-    let ordered = |property: &str| QuerySpec {
-        kind: "Item".into(),
-        orders: vec![PropertyOrder {
-            property: property.into(),
-            direction: Direction::Ascending,
-        }],
-        ..QuerySpec::default()
-    };
+    let ascending = |property: &str| ordered(property, Direction::Ascending);
     // Entity 2 has no `rank`; entity 3's null `rank` is a value, and sorts first.
     assert_eq!(
-        ids(&engine.run_query(&ordered("rank"), None).await.unwrap()),
+        ids(&engine.run_query(&ascending("rank"), None).await.unwrap()),
         [3, 1]
     );
     // R-P2: embedded properties are indexed under dotted paths.
     assert_eq!(
-        ids(&engine.run_query(&ordered("home.city"), None).await.unwrap()),
+        ids(&engine
+            .run_query(&ascending("home.city"), None)
+            .await
+            .unwrap()),
         [1]
     );
-    let filtered = QuerySpec {
-        kind: "Item".into(),
-        filters: vec![PropertyFilter {
-            property: "home.city".into(),
-            op: Operator::Equal,
-            value: Value::String("Paris".into()),
-        }],
-        ..QuerySpec::default()
-    };
-    assert_eq!(ids(&engine.run_query(&filtered, None).await.unwrap()), [1]);
-    let missing = QuerySpec {
-        kind: "Item".into(),
-        filters: vec![PropertyFilter {
-            property: "rank".into(),
-            op: Operator::GreaterThanOrEqual,
-            value: Value::Integer(0),
-        }],
-        ..QuerySpec::default()
-    };
+    let by_city = filtered("home.city", Operator::Equal, Value::String("Paris".into()));
+    assert_eq!(ids(&engine.run_query(&by_city, None).await.unwrap()), [1]);
+    let missing = filtered("rank", Operator::GreaterThanOrEqual, Value::Integer(0));
     assert_eq!(ids(&engine.run_query(&missing, None).await.unwrap()), [1]);
 }
 

@@ -5,11 +5,7 @@ use std::time::Duration;
 
 use datastore_entity::prelude::*;
 use datastore_entity::{Error, RetryPolicy};
-use datastore_entity_tests::{Account, Call, Instrumented, account};
-
-fn ann_key() -> Key<Account> {
-    Account::key(KeyName::new("ann").unwrap())
-}
+use datastore_entity_tests::{Call, Instrumented, account, account_key};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn contended_increments_all_land() {
@@ -27,7 +23,7 @@ async fn contended_increments_all_land() {
             tokio::spawn(async move {
                 for _ in 0..100 {
                     db.transaction(|tx| async move {
-                        let mut a = tx.get(&ann_key()).await?.expect("exists");
+                        let mut a = tx.get(&account_key("ann")).await?.expect("exists");
                         // Give the other tasks a chance to commit in between: real contention.
                         tokio::task::yield_now().await;
                         a.balance += 1;
@@ -43,7 +39,10 @@ async fn contended_increments_all_land() {
     for task in tasks {
         task.await.unwrap();
     }
-    assert_eq!(db.get(&ann_key()).await.unwrap().unwrap().balance, 800);
+    assert_eq!(
+        db.get(&account_key("ann")).await.unwrap().unwrap().balance,
+        800
+    );
     let attempts = backend.count(Call::Begin);
     eprintln!("800 increments took {attempts} attempts");
     assert!(
@@ -64,7 +63,7 @@ async fn a_conflicting_commit_aborts_the_transaction_and_writes_nothing() {
         .transaction(|tx| {
             let outside = outside.clone();
             async move {
-                let mut a = tx.get(&ann_key()).await?.unwrap();
+                let mut a = tx.get(&account_key("ann")).await?.unwrap();
                 // Another writer changes the entity after this transaction read it.
                 let mut other = account("ann");
                 other.balance = 100;
@@ -78,13 +77,11 @@ async fn a_conflicting_commit_aborts_the_transaction_and_writes_nothing() {
         .await
         .unwrap_err();
     assert!(matches!(error, Error::Aborted { .. }), "{error}");
-    assert_eq!(db.get(&ann_key()).await.unwrap().unwrap().balance, 100);
     assert_eq!(
-        db.get(&Account::key(KeyName::new("carol").unwrap()))
-            .await
-            .unwrap(),
-        None
+        db.get(&account_key("ann")).await.unwrap().unwrap().balance,
+        100
     );
+    assert_eq!(db.get(&account_key("carol")).await.unwrap(), None);
 }
 
 #[tokio::test]
@@ -110,12 +107,7 @@ async fn the_closures_own_error_is_returned_unchanged_after_a_rollback() {
     );
     assert_eq!(backend.count(Call::Begin), 1, "not retried");
     assert_eq!(backend.count(Call::Rollback), 1);
-    assert_eq!(
-        db.get(&Account::key(KeyName::new("bob").unwrap()))
-            .await
-            .unwrap(),
-        None
-    );
+    assert_eq!(db.get(&account_key("bob")).await.unwrap(), None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -134,7 +126,7 @@ async fn transient_failures_are_retried_with_backoff_and_bounded() {
     let started = tokio::time::Instant::now();
     let balance = db
         .transaction(|tx| async move {
-            let mut a = tx.get(&ann_key()).await?.unwrap();
+            let mut a = tx.get(&account_key("ann")).await?.unwrap();
             a.balance += 1;
             tx.put(&a);
             Ok(a.balance)
@@ -202,7 +194,7 @@ async fn the_async_closure_form_works_inside_spawned_tasks() {
         let db = db.clone();
         async move {
             db.transaction(async |tx| {
-                let mut a = tx.get(&ann_key()).await?.unwrap();
+                let mut a = tx.get(&account_key("ann")).await?.unwrap();
                 a.balance = 42;
                 tx.put(&a);
                 Ok(a.balance)
@@ -211,7 +203,10 @@ async fn the_async_closure_form_works_inside_spawned_tasks() {
         }
     });
     assert_eq!(task.await.unwrap().unwrap(), 42);
-    assert_eq!(db.get(&ann_key()).await.unwrap().unwrap().balance, 42);
+    assert_eq!(
+        db.get(&account_key("ann")).await.unwrap().unwrap().balance,
+        42
+    );
 }
 
 #[tokio::test]
@@ -221,7 +216,7 @@ async fn a_duplicate_write_in_a_transaction_fails_before_commit() {
     let error = db
         .transaction(|tx| async move {
             tx.put(&account("ann"));
-            tx.delete(&ann_key());
+            tx.delete(&account_key("ann"));
             Ok(())
         })
         .await
@@ -236,7 +231,7 @@ async fn a_tx_handle_kept_after_its_transaction_is_closed() {
     let db = Db::in_memory();
     let kept = db.transaction(|tx| async move { Ok(tx) }).await.unwrap();
     assert!(matches!(
-        kept.get(&ann_key()).await,
+        kept.get(&account_key("ann")).await,
         Err(Error::TransactionClosed)
     ));
 }
