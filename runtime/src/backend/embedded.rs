@@ -503,9 +503,9 @@ fn check_entity(kind: &str, entity: &PropertyMap) -> Result<(), Error> {
     properties(kind, "", entity, false)
 }
 
-/// The indexed values of `path` (dotted into embedded entities), array elements flattened.
-/// Empty when the entity lacks the property or it is excluded from indexes.
-fn indexed_values<'p>(properties: &'p PropertyMap, path: &str, out: &mut Vec<&'p Value>) {
+/// Calls `visit` with each indexed value of `path` (dotted into embedded entities), array
+/// elements flattened. Nothing when the entity lacks the property or it is excluded.
+fn visit_indexed<'p>(properties: &'p PropertyMap, path: &str, visit: &mut dyn FnMut(&'p Value)) {
     let (head, rest) = match path.split_once('.') {
         Some((head, rest)) => (head, Some(rest)),
         None => (path, None),
@@ -516,15 +516,15 @@ fn indexed_values<'p>(properties: &'p PropertyMap, path: &str, out: &mut Vec<&'p
     if property.excluded {
         return;
     }
-    fn descend<'p>(value: &'p Value, rest: Option<&str>, out: &mut Vec<&'p Value>) {
+    fn descend<'p>(value: &'p Value, rest: Option<&str>, visit: &mut dyn FnMut(&'p Value)) {
         match (value, rest) {
-            (Value::Array(values), _) => values.iter().for_each(|v| descend(v, rest, out)),
-            (Value::Entity(inner), Some(rest)) => indexed_values(inner, rest, out),
-            (value, None) => out.push(value),
+            (Value::Array(values), _) => values.iter().for_each(|v| descend(v, rest, visit)),
+            (Value::Entity(inner), Some(rest)) => visit_indexed(inner, rest, visit),
+            (value, None) => visit(value),
             (_, Some(_)) => {}
         }
     }
-    descend(&property.value, rest, out);
+    descend(&property.value, rest, visit);
 }
 
 /// Filters compare in the index order, across types, as the service's index scans do: a
@@ -674,11 +674,9 @@ impl<'q> Plan<'q> {
             w.bytes.extend_from_slice(o.property.as_bytes());
             w.u8(o.direction as u8);
         }
-        w.u8(match query.shape {
-            ResultShape::Full => 0,
-            ResultShape::KeysOnly => 1,
-            ResultShape::Projection(_) => 2,
-        });
+        // Full and keys-only queries walk the same rows, so they share cursors; a projection
+        // walks one row per combination of projected array elements, so it does not.
+        w.u8(u8::from(matches!(query.shape, ResultShape::Projection(_))));
         for p in projected {
             w.bytes.extend_from_slice(p.as_bytes());
         }
@@ -696,29 +694,63 @@ impl<'q> Plan<'q> {
             .filter(move |f| f.property == property)
     }
 
+    /// The indexed values of `property` that pass every filter on it.
+    fn candidates<'s>(&self, properties: &'s PropertyMap, property: &str) -> Vec<&'s Value> {
+        let mut values = Vec::new();
+        visit_indexed(properties, property, &mut |v| {
+            if self
+                .filters_on(property)
+                .all(|f| matches(v, f.op, &f.value))
+            {
+                values.push(v);
+            }
+        });
+        values
+    }
+
+    /// The value an order sorts an entity by: its smallest (ascending) or largest
+    /// (descending) indexed value that passes the filters on the property.
+    fn sort_value<'s>(
+        &self,
+        properties: &'s PropertyMap,
+        order: &PropertyOrder,
+    ) -> Option<&'s Value> {
+        let mut best: Option<&'s Value> = None;
+        visit_indexed(properties, &order.property, &mut |v| {
+            if !self
+                .filters_on(&order.property)
+                .all(|f| matches(v, f.op, &f.value))
+            {
+                return;
+            }
+            let better = best.is_none_or(|b| match order.direction {
+                Direction::Ascending => compare_values(v, b) == Ordering::Less,
+                Direction::Descending => compare_values(v, b) == Ordering::Greater,
+            });
+            if better {
+                best = Some(v);
+            }
+        });
+        best
+    }
+
     /// The rows of one entity, none if it does not match.
     fn rows<'s>(&self, key: &'s RawKey, properties: &'s PropertyMap, rows: &mut Vec<Row<'s>>) {
-        // Values of `property` that pass every filter on it (all of them if none).
-        let candidates = |property: &str| {
-            let mut values = Vec::new();
-            indexed_values(properties, property, &mut values);
-            values.retain(|v| {
-                self.filters_on(property)
-                    .all(|f| matches(v, f.op, &f.value))
-            });
-            values
-        };
-        // Every filtered property must have an element satisfying all filters on it.
-        // (Equality filters on arrays may be met by different elements, as in the service.)
+        // Every filter must hold for some indexed value. Equality filters on an array may be
+        // met by different elements; range filters on one property by one element.
         for filter in &self.query.filters {
-            let mut values = Vec::new();
-            indexed_values(properties, &filter.property, &mut values);
-            let ok = if filter.op == Operator::Equal {
-                values.iter().any(|v| matches(v, filter.op, &filter.value))
-            } else {
-                !candidates(&filter.property).is_empty()
-            };
-            if !ok {
+            let mut found = false;
+            visit_indexed(properties, &filter.property, &mut |v| {
+                found = found
+                    || if filter.op == Operator::Equal {
+                        matches(v, filter.op, &filter.value)
+                    } else {
+                        self.filters_on(&filter.property)
+                            .filter(|f| f.op.is_inequality())
+                            .all(|f| matches(v, f.op, &f.value))
+                    };
+            });
+            if !found {
                 return;
             }
         }
@@ -726,12 +758,30 @@ impl<'q> Plan<'q> {
             ResultShape::Projection(names) => names,
             _ => &[],
         };
-        let projected_values: Vec<Vec<&Value>> =
-            projected_names.iter().map(|p| candidates(p)).collect();
+        if projected_names.is_empty() {
+            let mut sort = Vec::with_capacity(self.orders.len());
+            for order in &self.orders {
+                match self.sort_value(properties, order) {
+                    Some(v) => sort.push(v),
+                    None => return,
+                }
+            }
+            rows.push(Row {
+                key,
+                properties,
+                sort,
+                projected: Vec::new(),
+            });
+            return;
+        }
+        let projected_values: Vec<Vec<&Value>> = projected_names
+            .iter()
+            .map(|p| self.candidates(properties, p))
+            .collect();
         if projected_values.iter().any(Vec::is_empty) {
             return;
         }
-        // One row per combination of projected elements (one row without a projection).
+        // One row per combination of projected elements.
         let mut combinations: Vec<Vec<&Value>> = vec![Vec::new()];
         for values in &projected_values {
             combinations = combinations
@@ -747,23 +797,16 @@ impl<'q> Plan<'q> {
         }
         combinations.sort_by(|a, b| compare_lists(a, b));
         combinations.dedup_by(|a, b| compare_lists(a, b) == Ordering::Equal);
-        for projected in combinations {
+        'combination: for projected in combinations {
             let mut sort = Vec::with_capacity(self.orders.len());
             for order in &self.orders {
                 let value = match projected_names.iter().position(|p| *p == order.property) {
                     Some(i) => Some(projected[i]),
-                    None => {
-                        let values = candidates(&order.property);
-                        let pick = |a: &&&Value, b: &&&Value| compare_values(a, b);
-                        match order.direction {
-                            Direction::Ascending => values.iter().min_by(pick).copied(),
-                            Direction::Descending => values.iter().max_by(pick).copied(),
-                        }
-                    }
+                    None => self.sort_value(properties, order),
                 };
                 match value {
                     Some(v) => sort.push(v),
-                    None => return,
+                    None => continue 'combination,
                 }
             }
             rows.push(Row {
