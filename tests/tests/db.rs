@@ -314,3 +314,14 @@ async fn invalid_keys_are_errors_not_panics() {
     ));
     assert!(db.query::<Post>().fetch().await.unwrap().items.is_empty());
 }
+
+#[test]
+fn db_handles_and_their_futures_can_cross_threads() {
+    fn send_sync<T: Send + Sync + Clone + 'static>(_: &T) {}
+    fn send<T: Send>(_: T) {}
+    let db = Db::in_memory();
+    send_sync(&db);
+    send(db.get(&account_key("ann")));
+    send(db.query::<Account>().fetch());
+    send(db.transaction(|_tx| async { Ok(()) }));
+}
