@@ -45,7 +45,9 @@ pub use error::Error;
 pub use futures_core::Stream;
 pub use key::{IdOrName, Key, KeyId, PartitionId, PathElement, RawKey};
 pub use name::KeyName;
-pub use property::{Direction, Excluded, Filter, Indexed, Operator, Order, PropertyPath};
+pub use property::{
+    Direction, Excluded, Filter, IndexMarker, Indexed, Operator, Order, PropertyPath, Queryable,
+};
 pub use query::{Cursor, KeysOnlyQuery, Page, Query};
 pub use txn::{RetryPolicy, Tx};
 pub use value::{

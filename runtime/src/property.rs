@@ -14,6 +14,21 @@ pub enum Indexed {}
 #[derive(Debug, Clone, Copy)]
 pub enum Excluded {}
 
+/// [`Indexed`] or [`Excluded`]; `And<J>` is the marker of a path through both (a property
+/// inside an excluded embedded entity is excluded too).
+pub trait IndexMarker: sealed::Marker {
+    /// The marker of `self` followed by `J`.
+    type And<J: IndexMarker>: IndexMarker;
+}
+
+impl IndexMarker for Indexed {
+    type And<J: IndexMarker> = J;
+}
+
+impl IndexMarker for Excluded {
+    type And<J: IndexMarker> = Excluded;
+}
+
 /// Implemented only by [`Indexed`]: what filters, orders and projections require.
 #[diagnostic::on_unimplemented(
     message = "this property is excluded from indexes (`#[exclude_from_index]` or `#[ttl]`), so it cannot be used in a filter, an order or a projection",
@@ -27,6 +42,9 @@ impl Queryable for Indexed {}
 mod sealed {
     pub trait Sealed {}
     impl Sealed for super::Indexed {}
+    pub trait Marker {}
+    impl Marker for super::Indexed {}
+    impl Marker for super::Excluded {}
 }
 
 /// A stored property of entity type `E`, holding Rust type `T`; `I` is [`Indexed`] or [`Excluded`].
@@ -52,6 +70,21 @@ impl<E, T, I> PropertyPath<E, T, I> {
     /// The stored name (a dotted path inside embedded entities).
     pub fn name(&self) -> &str {
         &self.name
+    }
+}
+
+impl<E, T: PropertyType, I: IndexMarker> PropertyPath<E, T, I> {
+    /// The property `inner` of the embedded entity this property holds, addressed as
+    /// `outer.inner` (R-P2): `Post::LOCATION.dot(Address::CITY).eq("Paris")`. Works through
+    /// `Option` and `Vec` (an array of embedded entities matches on any element).
+    pub fn dot<U, J: IndexMarker>(
+        &self,
+        inner: PropertyPath<T::Operand, U, J>,
+    ) -> PropertyPath<E, U, I::And<J>> {
+        PropertyPath {
+            name: Cow::Owned(format!("{}.{}", self.name, inner.name)),
+            marker: PhantomData,
+        }
     }
 }
 

@@ -670,3 +670,30 @@ async fn arrays_sort_by_their_smallest_or_largest_matching_element_like_the_emul
             .collect::<Vec<_>>()
     );
 }
+
+#[tokio::test]
+async fn embedded_properties_are_queried_by_dotted_typed_paths() {
+    // R-P2: `Post::LOCATION.dot(Address::CITY)` is the property `location.city`.
+    let (db, _, _) = blog().await;
+    let path = Post::LOCATION.dot(Address::CITY);
+    assert_eq!(path.name(), "location.city");
+    let in_paris = db
+        .query::<Post>()
+        .filter(path.eq("Paris"))
+        .order(Post::LOCATION.dot(Address::CITY).asc())
+        .fetch()
+        .await
+        .unwrap();
+    let mut got = titles(&in_paris.items);
+    got.sort_unstable();
+    assert_eq!(got, ["a1", "b1"]);
+    // Ordering on it skips the post without a location.
+    let by_city = db
+        .query::<Post>()
+        .order(Post::LOCATION.dot(Address::CITY).desc())
+        .fetch()
+        .await
+        .unwrap();
+    assert_eq!(titles(&by_city.items)[0], "a1");
+    assert_eq!(by_city.items.len(), 3);
+}
