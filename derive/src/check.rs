@@ -1,5 +1,9 @@
 //! The rules, one small function each, run on the typed model before any code is generated.
 //! Every broken rule is recorded; all of them are reported together.
+//!
+//! Rules about names and property types leave the model well-formed (`soft`): the code is
+//! still generated next to their errors, so the user's code that uses the type compiles and
+//! only the real mistakes are shown. Structural mistakes (`hard`) stop generation.
 
 use std::collections::HashMap;
 
@@ -9,17 +13,17 @@ use proc_macro2::Span;
 
 use crate::ast::{Entity, Name, Origin, Role, is_vec_u8, key_target, type_span};
 
-pub(crate) fn check(entity: &Entity, errors: &mut Accumulator) {
-    no_generics(entity, errors);
-    kind_name(entity, errors);
-    property_names(entity, errors);
-    unique_property_names(entity, errors);
-    at_most_one(entity, Role::Key, "#[key]", errors);
-    at_most_one(entity, Role::Parent, "#[parent]", errors);
-    embedded_needs_no_kind_or_parent(entity, errors);
-    key_and_parent_are_not_properties(entity, errors);
-    parent_is_a_key(entity, errors);
-    bytes_need_blob(entity, errors);
+pub(crate) fn check(entity: &Entity, hard: &mut Accumulator, soft: &mut Accumulator) {
+    no_generics(entity, hard);
+    kind_name(entity, soft);
+    property_names(entity, soft);
+    unique_property_names(entity, soft);
+    at_most_one(entity, Role::Key, "#[key]", hard);
+    at_most_one(entity, Role::Parent, "#[parent]", hard);
+    embedded_needs_no_kind_or_parent(entity, hard);
+    key_and_parent_are_not_properties(entity, hard);
+    parent_is_a_key(entity, hard);
+    bytes_need_blob(entity, soft);
 }
 
 fn error(span: Span, message: String) -> darling::Error {

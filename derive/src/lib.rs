@@ -28,15 +28,27 @@ pub fn derive_entity(input: TokenStream) -> TokenStream {
 
 fn derive(input: &syn::DeriveInput) -> darling::Result<proc_macro2::TokenStream> {
     shape(input)?;
-    let mut errors = darling::Error::accumulator();
-    let entity = errors
+    let mut hard = darling::Error::accumulator();
+    let mut soft = darling::Error::accumulator();
+    let entity = hard
         .handle(attr::EntityInput::from_derive_input(input))
-        .map(|parsed| ast::Entity::from_input(parsed, &mut errors));
+        .map(|parsed| ast::Entity::from_input(parsed, &mut hard));
     if let Some(entity) = &entity {
-        check::check(entity, &mut errors);
+        check::check(entity, &mut hard, &mut soft);
     }
-    let entity = errors.finish_with(entity)?;
-    Ok(entity.map(|e| expand::expand(&e)).unwrap_or_default())
+    let (hard, soft) = (hard.into_inner(), soft.into_inner());
+    match entity {
+        Some(entity) if hard.is_empty() => {
+            let mut tokens = expand::expand(&entity);
+            if !soft.is_empty() {
+                tokens.extend(darling::Error::multiple(soft).write_errors());
+            }
+            Ok(tokens)
+        }
+        _ => Err(darling::Error::multiple(
+            soft.into_iter().chain(hard).collect(),
+        )),
+    }
 }
 
 /// Only structs with named fields can be entities; say why for every other shape.
