@@ -235,3 +235,30 @@ async fn a_tx_handle_kept_after_its_transaction_is_closed() {
         Err(Error::TransactionClosed)
     ));
 }
+
+#[tokio::test]
+async fn a_blind_write_does_not_conflict_like_in_the_emulator() {
+    // Google's emulator commits a transaction that only writes an entity another commit
+    // changed after the transaction began; only reads are checked.
+    let db = Db::in_memory().with_retry(RetryPolicy {
+        max_attempts: 1,
+        ..RetryPolicy::default()
+    });
+    db.put(&account("ann")).await.unwrap();
+    let outside = db.clone();
+    db.transaction(|tx| {
+        let outside = outside.clone();
+        async move {
+            let mut other = account("ann");
+            other.balance = 100;
+            outside.put(&other).await?;
+            let mut mine = account("ann");
+            mine.balance = 7;
+            tx.put(&mine);
+            Ok(())
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(db.get(&account_key("ann")).await.unwrap().unwrap().balance, 7);
+}

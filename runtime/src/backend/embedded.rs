@@ -7,8 +7,9 @@
 //!   properties match on any element; values of different types follow the service's order
 //!   (checked against Google's Datastore emulator, which is the reference where they differ).
 //! - Commits are atomic: every mutation is validated before the first is applied.
-//! - Transactions are optimistic: a commit fails with [`Error::Aborted`] when anything the
-//!   transaction read or writes was changed by another commit after it read it / began.
+//! - Transactions are optimistic: a commit fails with [`Error::Aborted`] when an entity the
+//!   transaction read was changed by another commit since. Blind writes (of entities it did
+//!   not read) do not conflict, as in Google's emulator.
 //! - Allocated ids are scattered over `[2^52, 2^53)` (R-K1); reserved ids are never handed out.
 
 use std::cmp::Ordering;
@@ -51,7 +52,6 @@ struct State {
 }
 
 struct Transaction {
-    begun_at: u64,
     /// Version of each key when the transaction first read it (0: never written).
     reads: HashMap<RawKey, u64>,
 }
@@ -107,11 +107,9 @@ impl Backend for Embedded {
         let mut state = self.state();
         state.next_transaction += 1;
         let id = state.next_transaction;
-        let begun_at = state.version;
         state.transactions.insert(
             id,
             Transaction {
-                begun_at,
                 reads: HashMap::new(),
             },
         );
@@ -280,7 +278,7 @@ impl State {
             None => None,
         };
         if let Some(t) = &ended {
-            self.check_conflicts(t, &mutations)?;
+            self.check_conflicts(t)?;
         }
         self.validate(&mutations)?;
         // Everything is valid: allocate ids, then apply all mutations.
@@ -323,26 +321,18 @@ impl State {
         Ok(keys)
     }
 
-    /// Optimistic concurrency: what the transaction read, and what it writes, must not have
-    /// changed since.
-    fn check_conflicts(&self, t: &Transaction, mutations: &[Mutation]) -> Result<(), Error> {
+    /// Optimistic concurrency: nothing the transaction read may have changed since. Blind
+    /// writes do not conflict (Google's emulator commits them).
+    fn check_conflicts(&self, t: &Transaction) -> Result<(), Error> {
         let version = |k: &RawKey| self.versions.get(k).copied().unwrap_or(0);
-        if let Some((key, _)) = t.reads.iter().find(|(k, v)| version(k) != **v) {
-            return Err(Error::Aborted {
+        match t.reads.iter().find(|(k, v)| version(k) != **v) {
+            Some((key, _)) => Err(Error::Aborted {
                 reason: format!(
                     "{key:?} was changed by another commit after this transaction read it"
                 ),
-            });
+            }),
+            None => Ok(()),
         }
-        if let Some(m) = mutations.iter().find(|m| version(m.key()) > t.begun_at) {
-            return Err(Error::Aborted {
-                reason: format!(
-                    "{:?} was changed by another commit after this transaction began",
-                    m.key()
-                ),
-            });
-        }
-        Ok(())
     }
 
     /// Every check of a commit, before anything is written.
