@@ -260,5 +260,8 @@ async fn a_blind_write_does_not_conflict_like_in_the_emulator() {
     })
     .await
     .unwrap();
-    assert_eq!(db.get(&account_key("ann")).await.unwrap().unwrap().balance, 7);
+    assert_eq!(
+        db.get(&account_key("ann")).await.unwrap().unwrap().balance,
+        7
+    );
 }
