@@ -215,7 +215,10 @@ fn inherent_impl(entity: &Entity) -> TokenStream {
             ),
             None => (TokenStream::new(), quote!(#p::Option::None), ""),
         };
-        let key_doc = format!("The key of the `{kind}` entity{parent_doc} with this id or name.");
+        let key_doc = format!(
+            "The key of the `{kind}` entity{parent_doc} with this id or name. Key names show up \
+             in logs, URLs and the console: never put sensitive data in them (R-N8)."
+        );
         let builder = quote_spanned!(key_ty.span()=> <#key_ty as #p::KeyField>::Builder);
         let incomplete = is_option(key_ty).then(|| {
             let doc = format!(
