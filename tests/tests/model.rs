@@ -3,15 +3,8 @@
 
 use datastore_entity::prelude::*;
 use datastore_entity::{Error, IdOrName, PropertyMap, Value};
+use datastore_entity_tests::Account;
 use proptest::prelude::*;
-
-#[derive(Entity, Debug, Clone, PartialEq)]
-#[entity(kind = "Account")]
-pub struct Account {
-    #[key]
-    pub name: KeyName,
-    pub email: String,
-}
 
 #[derive(Entity, Debug, Clone, PartialEq)]
 pub struct Address {
