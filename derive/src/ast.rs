@@ -3,9 +3,10 @@
 
 use heck::{ToKebabCase, ToLowerCamelCase, ToPascalCase, ToShoutySnakeCase, ToSnakeCase};
 use proc_macro2::Span;
-use syn::spanned::Spanned;
 
-use crate::attr::{EntityInput, FieldFlags, NameLit, field_flags};
+use crate::attr::{
+    Count, EntityInput, FieldFlags, IndexDecl, NameLit, ProjectionDecl, field_flags, replicated,
+};
 
 /// How a stored name was obtained, for error messages that say what to change.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -72,7 +73,7 @@ pub(crate) enum Case {
 pub(crate) const CASES: &str = "\"lowercase\", \"UPPERCASE\", \"camelCase\", \"PascalCase\", \"snake_case\", \"SCREAMING_SNAKE_CASE\", \"kebab-case\"";
 
 impl Case {
-    fn parse(text: &str) -> Option<Case> {
+    pub(crate) fn parse(text: &str) -> Option<Case> {
         Some(match text {
             "lowercase" => Case::Lower,
             "UPPERCASE" => Case::Upper,
@@ -85,7 +86,7 @@ impl Case {
         })
     }
 
-    fn apply(self, ident: &str) -> String {
+    pub(crate) fn apply(self, ident: &str) -> String {
         match self {
             Case::Lower => ident.to_lowercase(),
             Case::Upper => ident.to_uppercase(),
@@ -126,10 +127,59 @@ impl Field {
         }
     }
 
-    /// `#[exclude_from_index]`, implied by `#[ttl]` (R-I4).
-    pub(crate) fn excluded(&self) -> bool {
-        self.flags.exclude_from_index.is_some() || self.flags.ttl.is_some()
+    /// Stored on the entity itself (a `#[sharded]` counter lives in its shards).
+    pub(crate) fn stored(&self) -> bool {
+        self.role() == Role::Property && self.flags.sharded.is_none()
     }
+
+    /// Stored excluded from indexes: `#[exclude_from_index]`, implied by `#[ttl]` (R-I4), and
+    /// the plain value of a `#[sharded_index]` field (R-S3).
+    pub(crate) fn excluded(&self) -> bool {
+        self.flags.exclude_from_index.is_some()
+            || self.flags.ttl.is_some()
+            || self.flags.sharded_index.is_some()
+    }
+
+    /// The field's descriptor constant, `TITLE` for `title`.
+    pub(crate) fn descriptor(&self) -> syn::Ident {
+        syn::Ident::new(
+            &ident_text(&self.ident).to_shouty_snake_case(),
+            self.ident.span(),
+        )
+    }
+
+    /// Why the field cannot be projected or put in a composite index, if it cannot.
+    pub(crate) fn not_indexed(&self) -> Option<&'static str> {
+        match self.role() {
+            Role::Key => Some("it is the key, which every index holds already"),
+            Role::Parent => {
+                Some("it is the parent, part of the key; use `ancestor_index` for ancestor queries")
+            }
+            Role::Property if self.flags.sharded.is_some() => {
+                Some("it is a sharded counter, which lives in its own shard entities")
+            }
+            Role::Property if self.flags.sharded_index.is_some() => None,
+            Role::Property if self.excluded() => {
+                Some("it is excluded from indexes (`#[exclude_from_index]` or `#[ttl]`) [R-I1]")
+            }
+            Role::Property => None,
+        }
+    }
+
+    /// The stored name of a `#[sharded_index]` field's indexed companion property.
+    pub(crate) fn companion(&self) -> String {
+        format!("{}_sharded", self.name.text())
+    }
+}
+
+/// Descriptor names the `Entity` trait already uses: a field with one of these names would
+/// shadow the trait's item.
+pub(crate) const RESERVED_DESCRIPTORS: [&str; 2] = ["KIND", "SCHEMA"];
+
+/// A composite index declaration: `index(...)` or `ancestor_index(...)`.
+pub(crate) struct Index {
+    pub ancestor: bool,
+    pub decl: IndexDecl,
 }
 
 /// One `#[derive(Entity)]` input.
@@ -142,13 +192,14 @@ pub(crate) struct Entity {
     /// Whether `kind = "..."` was written (a struct without a key cannot have a kind).
     pub kind_given: bool,
     pub fields: Vec<Field>,
+    pub projections: Vec<ProjectionDecl>,
+    pub indexes: Vec<Index>,
+    /// `#[replicated(n)]`.
+    pub replicated: Option<Count>,
 }
 
 impl Entity {
-    pub(crate) fn from_input(
-        input: EntityInput,
-        errors: &mut darling::error::Accumulator,
-    ) -> Entity {
+    pub(crate) fn from_input(input: EntityInput, errors: &mut crate::errors::Errors) -> Entity {
         let case = input.rename_all.as_ref().and_then(|rename_all| {
             let case = Case::parse(rename_all);
             if case.is_none() {
@@ -185,6 +236,18 @@ impl Entity {
                 })
             })
             .collect();
+        let indexes = input
+            .index
+            .into_iter()
+            .map(|decl| Index {
+                ancestor: false,
+                decl,
+            })
+            .chain(input.ancestor_index.into_iter().map(|decl| Index {
+                ancestor: true,
+                decl,
+            }))
+            .collect();
         Entity {
             kind: input.kind.as_ref().map_or_else(
                 || Name::from_ident(&input.ident, Origin::Ident, None),
@@ -194,10 +257,13 @@ impl Entity {
             krate: input
                 .krate
                 .unwrap_or_else(|| syn::parse_quote!(::datastore_entity)),
+            replicated: replicated(&input.attrs, errors),
             ident: input.ident,
             vis: input.vis,
             generics: input.generics,
             fields,
+            projections: input.projection,
+            indexes,
         }
     }
 
@@ -213,8 +279,166 @@ impl Entity {
         self.with_role(Role::Parent).next()
     }
 
+    /// Every property field, stored or not (counters included).
     pub(crate) fn properties(&self) -> impl Iterator<Item = &Field> {
         self.with_role(Role::Property)
+    }
+
+    /// The fields stored on the entity itself.
+    pub(crate) fn stored(&self) -> impl Iterator<Item = &Field> {
+        self.fields.iter().filter(|f| f.stored())
+    }
+
+    /// The `#[sharded(n)]` counters.
+    pub(crate) fn counters(&self) -> impl Iterator<Item = &Field> {
+        self.properties().filter(|f| f.flags.sharded.is_some())
+    }
+
+    /// The `#[sharded_index(n)]` fields.
+    pub(crate) fn sharded_indexes(&self) -> impl Iterator<Item = &Field> {
+        self.stored().filter(|f| f.flags.sharded_index.is_some())
+    }
+
+    /// Whether the struct is meant to be an entity of its own (not an embedded one): it has a
+    /// key, a parent, or a kind.
+    pub(crate) fn is_entity(&self) -> bool {
+        self.key().is_some() || self.parent().is_some() || self.kind_given
+    }
+
+    /// The stored fields with the descriptor each gets: a descriptor that would collide
+    /// with the trait's items or with an earlier field's is left out (`check` reports it).
+    pub(crate) fn descriptors(&self) -> Vec<(&Field, syn::Ident)> {
+        let mut taken: Vec<String> = RESERVED_DESCRIPTORS
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        self.stored()
+            .filter_map(|field| {
+                let ident = field.descriptor();
+                let text = ident.to_string();
+                if taken.contains(&text) {
+                    return None;
+                }
+                taken.push(text);
+                Some((field, ident))
+            })
+            .collect()
+    }
+
+    /// The field a projection or index declaration names, by its Rust identifier.
+    pub(crate) fn field(&self, ident: &syn::Ident) -> Option<&Field> {
+        let wanted = ident_text(ident);
+        self.fields.iter().find(|f| ident_text(&f.ident) == wanted)
+    }
+
+    /// The properties of an index declaration that can be indexed, each once, as stored
+    /// names (a `#[sharded_index]` field by its companion) with their direction.
+    pub(crate) fn index_properties(&self, index: &Index) -> Vec<(String, bool)> {
+        let mut properties: Vec<(String, bool)> = Vec::new();
+        for item in &index.decl.items {
+            let Some(field) = self.field(&item.field) else {
+                continue;
+            };
+            if field.not_indexed().is_some() {
+                continue;
+            }
+            let name = match field.flags.sharded_index {
+                Some(_) => field.companion(),
+                None => field.name.text(),
+            };
+            if !properties.iter().any(|(n, _)| *n == name) {
+                properties.push((name, item.descending));
+            }
+        }
+        properties
+    }
+
+    /// The known fields a projection lists, each once.
+    pub(crate) fn projection_fields(&self, projection: &ProjectionDecl) -> Vec<&Field> {
+        let mut fields: Vec<&Field> = Vec::new();
+        for ident in &projection.fields {
+            if let Some(field) = self.field(ident).filter(|f| f.stored())
+                && !fields.iter().any(|f| f.ident == field.ident)
+            {
+                fields.push(field);
+            }
+        }
+        fields
+    }
+
+    /// The projections that can be generated: each name once, not the entity's own.
+    pub(crate) fn distinct_projections(&self) -> Vec<&ProjectionDecl> {
+        let mut seen: Vec<String> = vec![ident_text(&self.ident)];
+        self.projections
+            .iter()
+            .filter(|p| {
+                let name = ident_text(&p.name);
+                let new = !seen.contains(&name);
+                seen.push(name);
+                new
+            })
+            .collect()
+    }
+
+    /// The kind of a counter's shards.
+    pub(crate) fn shard_kind(&self, field: &Field) -> String {
+        format!("{}.{}.shard", self.kind.text(), field.name.text())
+    }
+
+    /// The kind of the replicas.
+    pub(crate) fn replica_kind(&self) -> String {
+        format!("{}.replica", self.kind.text())
+    }
+}
+
+/// What to store instead of a std type the store cannot hold, for the types people reach
+/// for first: the message of a targeted error at the field's type.
+pub(crate) fn unsupported_hint(ty: &syn::Type) -> Option<(String, &'static str, &'static str)> {
+    let ident = innermost(ty)?;
+    let name = ident.to_string();
+    let (why, fix) = match name.as_str() {
+        "SystemTime" | "Instant" => (
+            "the store keeps points in time as `Timestamp` (microseconds, UTC)",
+            "declare the field as `Timestamp` and convert with `Timestamp::from(system_time)`",
+        ),
+        "Duration" => (
+            "the store has no duration type",
+            "store the duration as an `i64` of microseconds (`duration.as_micros()`)",
+        ),
+        "u64" | "usize" | "u128" | "i128" | "isize" => (
+            "the store's integers are 64-bit signed",
+            "use `i64` (or a smaller integer type)",
+        ),
+        "char" | "str" => ("the store keeps text as strings", "use `String`"),
+        "HashMap" | "BTreeMap" => (
+            "the store has no map type",
+            "declare a struct deriving `Entity` without `#[key]` and store it as an embedded entity",
+        ),
+        "HashSet" | "BTreeSet" => (
+            "the store has no set type",
+            "use a `Vec`: an array property matches filters on any element",
+        ),
+        _ => return None,
+    };
+    Some((name, why, fix))
+}
+
+/// The last path segment's identifier under `Option`, `Vec` and `Box` (and `&`), as written.
+fn innermost(ty: &syn::Type) -> Option<&syn::Ident> {
+    match ty {
+        syn::Type::Reference(r) => innermost(&r.elem),
+        syn::Type::Path(path) if path.qself.is_none() => {
+            let last = path.path.segments.last()?;
+            let wrapper = ["Option", "Vec", "Box"].iter().any(|w| last.ident == w);
+            match (&last.arguments, wrapper) {
+                (syn::PathArguments::AngleBracketed(args), true) => match args.args.first() {
+                    Some(syn::GenericArgument::Type(inner)) => innermost(inner),
+                    _ => None,
+                },
+                _ => Some(&last.ident),
+            }
+        }
+        _ => None,
     }
 }
 
@@ -258,9 +482,4 @@ fn last_segment(ty: &syn::Type) -> Option<&syn::PathSegment> {
         syn::Type::Path(path) if path.qself.is_none() => path.path.segments.last(),
         _ => None,
     }
-}
-
-/// The span of a whole type, for errors about it.
-pub(crate) fn type_span(ty: &syn::Type) -> Span {
-    ty.span()
 }

@@ -1,30 +1,52 @@
 //! The attributes as written, read with darling into plain structs. No rule is checked here
 //! beyond the syntax of each attribute.
+//!
+//! When darling refuses the input (an attribute typo), [`lenient`] reads what it can of the
+//! same attributes, item by item, so the derive can still emit the generated API's stub next
+//! to the real error.
 
 use darling::util::SpannedValue;
 use darling::{FromDeriveInput, FromField, FromMeta};
 use proc_macro2::Span;
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 
 /// `#[entity(...)]` on the struct, and the struct itself.
 #[derive(FromDeriveInput)]
-#[darling(attributes(entity), supports(struct_named))]
+#[darling(attributes(entity), supports(struct_named), forward_attrs(replicated))]
 pub(crate) struct EntityInput {
     pub ident: syn::Ident,
     pub vis: syn::Visibility,
     pub generics: syn::Generics,
     pub data: darling::ast::Data<(), FieldInput>,
+    pub attrs: Vec<syn::Attribute>,
     pub kind: Option<NameLit>,
     pub rename_all: Option<SpannedValue<String>>,
     #[darling(rename = "crate")]
     pub krate: Option<syn::Path>,
+    #[darling(multiple)]
+    pub projection: Vec<ProjectionDecl>,
+    #[darling(multiple)]
+    pub index: Vec<IndexDecl>,
+    #[darling(multiple)]
+    pub ancestor_index: Vec<IndexDecl>,
 }
 
-/// One field: `#[property(rename = "...")]` parsed by darling, the word attributes forwarded.
+/// One field: `#[property(rename = "...")]` parsed by darling, the other attributes forwarded.
 #[derive(FromField)]
 #[darling(
     attributes(property),
-    forward_attrs(key, parent, exclude_from_index, ttl, blob)
+    forward_attrs(
+        key,
+        parent,
+        exclude_from_index,
+        ttl,
+        blob,
+        sharded,
+        sharded_index,
+        index
+    )
 )]
 pub(crate) struct FieldInput {
     pub ident: Option<syn::Ident>,
@@ -60,7 +82,105 @@ impl FromMeta for NameLit {
     }
 }
 
-/// The word attributes of one field, each with the span of its path for error messages.
+/// `projection(Name: a, b, ...)`: a projection struct and the fields it holds (R-Q2).
+#[derive(Clone)]
+pub(crate) struct ProjectionDecl {
+    pub name: syn::Ident,
+    pub fields: Vec<syn::Ident>,
+}
+
+impl Parse for ProjectionDecl {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let name: syn::Ident = input.parse()?;
+        input.parse::<syn::Token![:]>()?;
+        let fields = Punctuated::<syn::Ident, syn::Token![,]>::parse_terminated(input)?;
+        Ok(ProjectionDecl {
+            name,
+            fields: fields.into_iter().collect(),
+        })
+    }
+}
+
+impl FromMeta for ProjectionDecl {
+    fn from_meta(item: &syn::Meta) -> darling::Result<Self> {
+        let list = item.require_list().map_err(|_| {
+            darling::Error::custom(
+                "write `projection(Name: field, field, ...)`: the projection struct's name, then the fields it holds",
+            )
+            .with_span(item)
+        })?;
+        syn::parse2(list.tokens.clone()).map_err(|e| {
+            darling::Error::custom(format!("{e}; write `projection(Name: field, field, ...)`"))
+                .with_span(&e.span())
+        })
+    }
+}
+
+/// One property of an index declaration: `name` or `-name` (descending).
+#[derive(Clone)]
+pub(crate) struct IndexItem {
+    pub field: syn::Ident,
+    pub descending: bool,
+    pub span: Span,
+}
+
+/// `index(a, -b, ...)` or `ancestor_index(...)`: a composite index (R-I2).
+#[derive(Clone)]
+pub(crate) struct IndexDecl {
+    pub items: Vec<IndexItem>,
+    pub span: Span,
+}
+
+impl Parse for IndexItem {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let minus: Option<syn::Token![-]> = input.parse()?;
+        let field: syn::Ident = input.parse()?;
+        let span = match &minus {
+            Some(minus) => minus
+                .span
+                .join(field.span())
+                .unwrap_or_else(|| field.span()),
+            None => field.span(),
+        };
+        Ok(IndexItem {
+            field,
+            descending: minus.is_some(),
+            span,
+        })
+    }
+}
+
+impl FromMeta for IndexDecl {
+    fn from_meta(item: &syn::Meta) -> darling::Result<Self> {
+        let list = item.require_list().map_err(|_| {
+            darling::Error::custom(
+                "write `index(field, -field, ...)`: the indexed fields in order, `-` for descending",
+            )
+            .with_span(item)
+        })?;
+        let items = list
+            .parse_args_with(Punctuated::<IndexItem, syn::Token![,]>::parse_terminated)
+            .map_err(|e| {
+                darling::Error::custom(format!(
+                    "{e}; write `index(field, -field, ...)`, `-` for descending"
+                ))
+                .with_span(&e.span())
+            })?;
+        Ok(IndexDecl {
+            items: items.into_iter().collect(),
+            span: list.path.span(),
+        })
+    }
+}
+
+/// A count given to an attribute (`#[sharded(20)]`), with its span for range errors.
+#[derive(Clone, Copy)]
+pub(crate) struct Count {
+    pub value: u64,
+    pub span: Span,
+}
+
+/// The word and count attributes of one field, each with the span of its path.
 #[derive(Default)]
 pub(crate) struct FieldFlags {
     pub key: Option<Span>,
@@ -68,49 +188,191 @@ pub(crate) struct FieldFlags {
     pub exclude_from_index: Option<Span>,
     pub ttl: Option<Span>,
     pub blob: Option<Span>,
+    /// `#[index(monotonic)]` (R-I3).
+    pub monotonic: Option<Span>,
+    /// `#[sharded(n)]` (R-S1).
+    pub sharded: Option<Count>,
+    /// `#[sharded_index(n)]` (R-S3).
+    pub sharded_index: Option<Count>,
 }
 
-/// Reads the forwarded word attributes (`#[key]`, `#[parent]`, ...): each takes no arguments
-/// and may appear once.
+/// Reads the forwarded attributes of a field. Word attributes take no arguments; each
+/// attribute may appear once.
 pub(crate) fn field_flags(
     attrs: &[syn::Attribute],
-    errors: &mut darling::error::Accumulator,
+    errors: &mut crate::errors::Errors,
 ) -> FieldFlags {
     let mut flags = FieldFlags::default();
     for attr in attrs {
         let path = attr.path();
-        let slot = if path.is_ident("key") {
-            &mut flags.key
-        } else if path.is_ident("parent") {
-            &mut flags.parent
-        } else if path.is_ident("exclude_from_index") {
-            &mut flags.exclude_from_index
-        } else if path.is_ident("ttl") {
-            &mut flags.ttl
-        } else if path.is_ident("blob") {
-            &mut flags.blob
-        } else {
-            continue;
-        };
         let name = path
             .get_ident()
             .map(ToString::to_string)
             .unwrap_or_default();
-        if !matches!(attr.meta, syn::Meta::Path(_)) {
-            errors.push(
-                darling::Error::custom(format!(
-                    "`#[{name}]` takes no arguments; write `#[{name}]`"
-                ))
-                .with_span(&attr.meta),
-            );
-        }
-        if slot.is_some() {
+        let span = path.span();
+        let seen = match name.as_str() {
+            "key" => word(attr, &name, &mut flags.key, errors),
+            "parent" => word(attr, &name, &mut flags.parent, errors),
+            "exclude_from_index" => word(attr, &name, &mut flags.exclude_from_index, errors),
+            "ttl" => word(attr, &name, &mut flags.ttl, errors),
+            "blob" => word(attr, &name, &mut flags.blob, errors),
+            "sharded" => count(attr, &name, &mut flags.sharded, errors),
+            "sharded_index" => count(attr, &name, &mut flags.sharded_index, errors),
+            "index" => {
+                let given = flags.monotonic.replace(span).is_some();
+                let monotonic = attr
+                    .parse_args::<syn::Ident>()
+                    .is_ok_and(|arg| arg == "monotonic");
+                if !monotonic {
+                    errors.push(
+                        darling::Error::custom(
+                            "write `#[index(monotonic)]` to index a value that grows with time \
+                             despite the write hotspot [R-I3]",
+                        )
+                        .with_span(&attr.meta),
+                    );
+                }
+                given
+            }
+            _ => continue,
+        };
+        if seen {
             errors.push(
                 darling::Error::custom(format!("`#[{name}]` is given twice; remove one"))
                     .with_span(&attr.meta),
             );
         }
-        *slot = Some(path.span());
     }
     flags
+}
+
+/// A word attribute (`#[key]`); returns whether it was already given.
+fn word(
+    attr: &syn::Attribute,
+    name: &str,
+    slot: &mut Option<Span>,
+    errors: &mut crate::errors::Errors,
+) -> bool {
+    if !matches!(attr.meta, syn::Meta::Path(_)) {
+        errors.push(
+            darling::Error::custom(format!("`#[{name}]` takes no arguments; write `#[{name}]`"))
+                .with_span(&attr.meta),
+        );
+    }
+    slot.replace(attr.path().span()).is_some()
+}
+
+/// A count attribute (`#[sharded(20)]`); returns whether it was already given.
+fn count(
+    attr: &syn::Attribute,
+    name: &str,
+    slot: &mut Option<Count>,
+    errors: &mut crate::errors::Errors,
+) -> bool {
+    match attr_count(attr, name) {
+        Ok(count) => slot.replace(count).is_some(),
+        Err(error) => {
+            errors.push(error);
+            false
+        }
+    }
+}
+
+/// The integer of `#[name(n)]`.
+pub(crate) fn attr_count(attr: &syn::Attribute, name: &str) -> darling::Result<Count> {
+    let usage = || {
+        darling::Error::custom(format!(
+            "write `#[{name}(n)]` with the number of shards or copies, e.g. `#[{name}(20)]`"
+        ))
+    };
+    let lit: syn::LitInt = attr
+        .parse_args()
+        .map_err(|_| usage().with_span(&attr.meta))?;
+    let value = lit
+        .base10_parse::<u64>()
+        .map_err(|_| usage().with_span(&lit.span()))?;
+    Ok(Count {
+        value,
+        span: lit.span(),
+    })
+}
+
+/// The `#[replicated(n)]` attribute of the struct, if any (R-S2).
+pub(crate) fn replicated(
+    attrs: &[syn::Attribute],
+    errors: &mut crate::errors::Errors,
+) -> Option<Count> {
+    let mut found = None;
+    for attr in attrs.iter().filter(|a| a.path().is_ident("replicated")) {
+        if count(attr, "replicated", &mut found, errors) {
+            errors.push(
+                darling::Error::custom("`#[replicated]` is given twice; remove one")
+                    .with_span(&attr.meta),
+            );
+        }
+    }
+    found
+}
+
+/// What can be read of an input darling refused: the struct, its fields (names from their
+/// identifiers, the forwarded attributes as written), and each `#[entity(...)]` item that
+/// parses on its own. Only used to emit the generated API's stub next to the real errors.
+pub(crate) fn lenient(input: &syn::DeriveInput) -> EntityInput {
+    let fields = match &input.data {
+        syn::Data::Struct(data) => data
+            .fields
+            .iter()
+            .map(|field| FieldInput {
+                ident: field.ident.clone(),
+                ty: field.ty.clone(),
+                attrs: field.attrs.clone(),
+                rename: None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let mut parsed = EntityInput {
+        ident: input.ident.clone(),
+        vis: input.vis.clone(),
+        generics: input.generics.clone(),
+        data: darling::ast::Data::Struct(darling::ast::Fields::new(
+            darling::ast::Style::Struct,
+            fields,
+        )),
+        attrs: input.attrs.clone(),
+        kind: None,
+        rename_all: None,
+        krate: None,
+        projection: Vec::new(),
+        index: Vec::new(),
+        ancestor_index: Vec::new(),
+    };
+    let items = input
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("entity"))
+        .filter_map(|a| {
+            a.parse_args_with(Punctuated::<syn::Meta, syn::Token![,]>::parse_terminated)
+                .ok()
+        })
+        .flatten();
+    for item in items {
+        let path = item.path();
+        if path.is_ident("crate") {
+            parsed.krate = syn::Path::from_meta(&item).ok().or(parsed.krate);
+        } else if path.is_ident("kind") {
+            parsed.kind = NameLit::from_meta(&item).ok().or(parsed.kind);
+        } else if path.is_ident("projection") {
+            parsed
+                .projection
+                .extend(ProjectionDecl::from_meta(&item).ok());
+        } else if path.is_ident("index") {
+            parsed.index.extend(IndexDecl::from_meta(&item).ok());
+        } else if path.is_ident("ancestor_index") {
+            parsed
+                .ancestor_index
+                .extend(IndexDecl::from_meta(&item).ok());
+        }
+    }
+    parsed
 }

@@ -1,19 +1,23 @@
 //! The rules, one small function each, run on the typed model before any code is generated.
 //! Every broken rule is recorded; all of them are reported together.
 //!
-//! Rules about names and property types leave the model well-formed (`soft`): the code is
-//! still generated next to their errors, so the user's code that uses the type compiles and
-//! only the real mistakes are shown. Structural mistakes (`hard`) stop generation.
+//! Most mistakes leave the model well-formed (`soft`): the code is still generated next to
+//! their errors, so the user's code that uses the type compiles and only the real mistakes
+//! are shown. Structural mistakes (`hard`) make the derive emit a stub of the generated API
+//! instead (`expand::Mode::Stub`), for the same reason.
 
 use std::collections::HashMap;
 
-use darling::error::Accumulator;
-use datastore_entity_names::{NameRole, NameViolation};
+use datastore_entity_names::{NameRole, NameViolation, check_bytes};
 use proc_macro2::Span;
 
-use crate::ast::{Entity, Name, Origin, Role, is_vec_u8, key_target, type_span};
+use crate::ast::{
+    Entity, Field, Name, Origin, RESERVED_DESCRIPTORS, Role, ident_text, is_vec_u8, key_target,
+    unsupported_hint,
+};
+use crate::errors::{self, Errors};
 
-pub(crate) fn check(entity: &Entity, hard: &mut Accumulator, soft: &mut Accumulator) {
+pub(crate) fn check(entity: &Entity, hard: &mut Errors, soft: &mut Errors) {
     no_generics(entity, hard);
     kind_name(entity, soft);
     property_names(entity, soft);
@@ -21,40 +25,48 @@ pub(crate) fn check(entity: &Entity, hard: &mut Accumulator, soft: &mut Accumula
     at_most_one(entity, Role::Key, "#[key]", hard);
     at_most_one(entity, Role::Parent, "#[parent]", hard);
     embedded_needs_no_kind_or_parent(entity, hard);
-    key_and_parent_are_not_properties(entity, hard);
+    key_and_parent_are_not_properties(entity, soft);
     parent_is_a_key(entity, hard);
     bytes_need_blob(entity, soft);
+    known_unsupported_types(entity, soft);
+    descriptors_do_not_collide(entity, soft);
+    entity_only_attributes(entity, soft);
+    sharded_counters(entity, soft);
+    sharded_indexes(entity, soft);
+    replicated(entity, soft);
+    monotonic_is_indexed(entity, soft);
+    projections(entity, soft);
+    index_declarations(entity, soft);
 }
 
-fn error(span: Span, message: String) -> darling::Error {
-    darling::Error::custom(message).with_span(&span)
+fn error(span: Span, message: impl std::fmt::Display) -> syn::Error {
+    errors::at(span, message)
 }
 
 /// Entities are concrete types: a kind has one schema.
-fn no_generics(entity: &Entity, errors: &mut Accumulator) {
+fn no_generics(entity: &Entity, errors: &mut Errors) {
     if let Some(param) = entity.generics.params.first() {
         errors.push(error(
             syn::spanned::Spanned::span(param),
             "`#[derive(Entity)]` does not support generic structs: a kind has one fixed schema; \
-             declare one struct per kind"
-                .into(),
+             declare one struct per kind",
         ));
     }
 }
 
 /// R-N1, R-N2, R-N5, R-N7 for the kind.
-fn kind_name(entity: &Entity, errors: &mut Accumulator) {
+fn kind_name(entity: &Entity, errors: &mut Errors) {
     name(NameRole::Kind, &entity.kind, errors);
 }
 
 /// R-N1, R-N3, R-N4, R-N5, R-N7 for every property name.
-fn property_names(entity: &Entity, errors: &mut Accumulator) {
+fn property_names(entity: &Entity, errors: &mut Errors) {
     for field in entity.properties() {
         name(NameRole::Property, &field.name, errors);
     }
 }
 
-fn name(role: NameRole, name: &Name, errors: &mut Accumulator) {
+fn name(role: NameRole, name: &Name, errors: &mut Errors) {
     if let Err(violation) = datastore_entity_names::check_bytes(role, &name.bytes) {
         errors.push(error(name.span, name_message(role, name, violation)));
     }
@@ -97,7 +109,7 @@ fn shown(text: &str) -> String {
 }
 
 /// Two fields stored under one name would overwrite each other.
-fn unique_property_names(entity: &Entity, errors: &mut Accumulator) {
+fn unique_property_names(entity: &Entity, errors: &mut Errors) {
     let mut seen: HashMap<&[u8], &syn::Ident> = HashMap::new();
     for field in entity.properties() {
         if let Some(first) = seen.insert(&field.name.bytes, &field.ident) {
@@ -114,7 +126,7 @@ fn unique_property_names(entity: &Entity, errors: &mut Accumulator) {
 }
 
 /// One `#[key]` (or none, for an embedded entity) and at most one `#[parent]`.
-fn at_most_one(entity: &Entity, role: Role, attr: &str, errors: &mut Accumulator) {
+fn at_most_one(entity: &Entity, role: Role, attr: &str, errors: &mut Errors) {
     let mut fields = entity.with_role(role);
     let Some(first) = fields.next() else { return };
     for extra in fields {
@@ -134,7 +146,7 @@ fn at_most_one(entity: &Entity, role: Role, attr: &str, errors: &mut Accumulator
 }
 
 /// Without `#[key]` a struct is an embedded entity: it has no kind of its own and no ancestor.
-fn embedded_needs_no_kind_or_parent(entity: &Entity, errors: &mut Accumulator) {
+fn embedded_needs_no_kind_or_parent(entity: &Entity, errors: &mut Errors) {
     if entity.key().is_some() {
         return;
     }
@@ -162,7 +174,7 @@ fn embedded_needs_no_kind_or_parent(entity: &Entity, errors: &mut Accumulator) {
 
 /// The key and the parent live in the entity's key, not in its properties: property
 /// attributes on them mean nothing.
-fn key_and_parent_are_not_properties(entity: &Entity, errors: &mut Accumulator) {
+fn key_and_parent_are_not_properties(entity: &Entity, errors: &mut Errors) {
     for field in entity.fields.iter().filter(|f| f.role() != Role::Property) {
         let role = if field.role() == Role::Key {
             "#[key]"
@@ -173,6 +185,12 @@ fn key_and_parent_are_not_properties(entity: &Entity, errors: &mut Accumulator) 
             (field.flags.exclude_from_index, "#[exclude_from_index]"),
             (field.flags.ttl, "#[ttl]"),
             (field.flags.blob, "#[blob]"),
+            (field.flags.monotonic, "#[index(monotonic)]"),
+            (field.flags.sharded.map(|c| c.span), "#[sharded]"),
+            (
+                field.flags.sharded_index.map(|c| c.span),
+                "#[sharded_index]",
+            ),
             (
                 field.flags.parent.filter(|_| field.role() == Role::Key),
                 "#[parent]",
@@ -202,29 +220,415 @@ fn key_and_parent_are_not_properties(entity: &Entity, errors: &mut Accumulator) 
 }
 
 /// `#[parent]` holds the parent's typed key.
-fn parent_is_a_key(entity: &Entity, errors: &mut Accumulator) {
+fn parent_is_a_key(entity: &Entity, errors: &mut Errors) {
     for field in entity.with_role(Role::Parent) {
         if key_target(&field.ty).is_none() {
-            errors.push(error(
-                type_span(&field.ty),
+            errors.push(errors::on(
+                &field.ty,
                 "a `#[parent]` field must be a typed key, `Key<ParentEntity>`\n\
-                 help: change the field's type to `Key<...>` of the parent's entity type"
-                    .into(),
+                 help: change the field's type to `Key<...>` of the parent's entity type",
             ));
         }
     }
 }
 
 /// R-P1: bytes are a byte string, not an array of small integers.
-fn bytes_need_blob(entity: &Entity, errors: &mut Accumulator) {
+fn bytes_need_blob(entity: &Entity, errors: &mut Errors) {
     for field in entity.properties() {
         if field.flags.blob.is_none() && is_vec_u8(&field.ty) {
-            errors.push(error(
-                type_span(&field.ty),
+            errors.push(errors::on(
+                &field.ty,
                 "a `Vec<u8>` would be stored as an array of integers, one index entry per byte [R-P1]\n\
-                 help: mark the field `#[blob]` or use `Blob` to store the bytes as a byte string"
-                    .into(),
+                 help: mark the field `#[blob]` or use `Blob` to store the bytes as a byte string",
             ));
+        }
+    }
+}
+
+/// The std types people reach for first get an error that says what to store instead; the
+/// derive then leaves out the field's type assertion, so the mistake is reported once.
+fn known_unsupported_types(entity: &Entity, errors: &mut Errors) {
+    for field in entity.properties().filter(|f| f.flags.blob.is_none()) {
+        if let Some((name, why, fix)) = unsupported_hint(&field.ty) {
+            errors.push(errors::on(
+                &field.ty,
+                format!("`{name}` cannot be stored as a property value: {why}\nhelp: {fix}"),
+            ));
+        }
+    }
+}
+
+/// Each property gets a descriptor constant (`title` → `Post::TITLE`); it must not shadow the
+/// trait's `KIND` or `SCHEMA`, nor another field's descriptor.
+fn descriptors_do_not_collide(entity: &Entity, errors: &mut Errors) {
+    let mut seen: HashMap<String, &syn::Ident> = HashMap::new();
+    for field in entity.stored() {
+        let descriptor = field.descriptor().to_string();
+        let clash = if RESERVED_DESCRIPTORS.contains(&descriptor.as_str()) {
+            format!(
+                "`{}::{descriptor}` already names the kind's {}",
+                entity.ident,
+                descriptor.to_lowercase()
+            )
+        } else if let Some(first) = seen.get(&descriptor) {
+            format!(
+                "field `{first}` already has the descriptor `{}::{descriptor}`",
+                entity.ident
+            )
+        } else {
+            seen.insert(descriptor, &field.ident);
+            continue;
+        };
+        errors.push(error(
+            field.ident.span(),
+            format!(
+                "field `{}` would get the property descriptor `{}::{descriptor}`, but {clash}\n\
+                 help: rename the field, keeping its stored name with \
+                 `#[property(rename = \"{}\")]`",
+                field.ident,
+                entity.ident,
+                field.name.text()
+            ),
+        ));
+    }
+}
+
+/// Counters, sharded indexes, replicas, projections and indexes belong to a kind: an embedded
+/// struct (no `#[key]`) has none.
+fn entity_only_attributes(entity: &Entity, errors: &mut Errors) {
+    if entity.is_entity() {
+        return;
+    }
+    let why = "a struct without a `#[key]` field is an embedded entity, stored inside another \
+               entity, and has no kind of its own\nhelp: add a `#[key]` field, or remove the attribute";
+    for field in entity.properties() {
+        if let Some(count) = field.flags.sharded {
+            errors.push(error(
+                count.span,
+                format!("`#[sharded]` needs an entity with a key: {why}"),
+            ));
+        }
+        if let Some(count) = field.flags.sharded_index {
+            errors.push(error(
+                count.span,
+                format!("`#[sharded_index]` needs an entity with a key: {why}"),
+            ));
+        }
+    }
+    if let Some(count) = entity.replicated {
+        errors.push(error(
+            count.span,
+            format!("`#[replicated]` needs an entity with a key: {why}"),
+        ));
+    }
+    for projection in &entity.projections {
+        errors.push(error(
+            projection.name.span(),
+            format!("a projection is a query of the kind: {why}"),
+        ));
+    }
+    for index in &entity.indexes {
+        errors.push(error(
+            index.decl.span,
+            format!("an index is an index of the kind: {why}"),
+        ));
+    }
+}
+
+/// `#[a]` and `#[b]` on one field contradict each other.
+fn conflict(
+    field: &Field,
+    this: &str,
+    other: (Option<Span>, &str),
+    why: &str,
+) -> Option<syn::Error> {
+    let (span, attr) = other;
+    span.map(|span| {
+        error(
+            span,
+            format!(
+                "`{attr}` cannot be combined with `{this}` on field `{}`: {why}\nhelp: remove `{attr}`",
+                field.ident
+            ),
+        )
+    })
+}
+
+/// R-S1: `#[sharded(n)]` takes 1 to 1,000 shards; the counter lives in its shards, so the
+/// attributes about the stored property do not apply.
+fn sharded_counters(entity: &Entity, errors: &mut Errors) {
+    for field in entity.counters() {
+        let Some(count) = field.flags.sharded else {
+            continue;
+        };
+        if !(1..=1000).contains(&count.value) {
+            errors.push(error(
+                count.span,
+                format!(
+                    "`#[sharded({})]`: a counter has 1 to 1,000 shards [R-S1]\nhelp: 20 shards take \
+                     about 20 writes per second each; choose n from the write rate you expect",
+                    count.value
+                ),
+            ));
+        }
+        let why = "a sharded counter is not stored on the entity (it lives in its shards)";
+        let others = [
+            (field.flags.exclude_from_index, "#[exclude_from_index]"),
+            (field.flags.ttl, "#[ttl]"),
+            (field.flags.blob, "#[blob]"),
+            (field.flags.monotonic, "#[index(monotonic)]"),
+            (
+                field.flags.sharded_index.map(|c| c.span),
+                "#[sharded_index]",
+            ),
+        ];
+        errors.extend(
+            others
+                .into_iter()
+                .filter_map(|o| conflict(field, "#[sharded]", o, why)),
+        );
+        companion_kind(entity, field, &entity.shard_kind(field), errors);
+    }
+}
+
+/// A generated kind follows the kind rules too (R-N7: at most 1,500 bytes).
+fn companion_kind(entity: &Entity, field: &Field, kind: &str, errors: &mut Errors) {
+    if let Err(violation) = check_bytes(NameRole::Kind, kind.as_bytes()) {
+        errors.push(error(
+            field.ident.span(),
+            format!(
+                "the kind `{}` that `{}` needs is not a valid kind: it {violation}\nhelp: choose a \
+                 shorter kind or property name",
+                shown(kind),
+                entity.ident
+            ),
+        ));
+    }
+}
+
+/// R-S3: `#[sharded_index(n)]` takes 2 to 100 shards (one query each); its companion property
+/// must not collide with another property.
+fn sharded_indexes(entity: &Entity, errors: &mut Errors) {
+    for field in entity.sharded_indexes() {
+        let Some(count) = field.flags.sharded_index else {
+            continue;
+        };
+        if !(2..=100).contains(&count.value) {
+            errors.push(error(
+                count.span,
+                format!(
+                    "`#[sharded_index({})]`: a sharded index has 2 to 100 shards [R-S3]: each \
+                     query of it runs one query per shard",
+                    count.value
+                ),
+            ));
+        }
+        let why = "the field's plain value is already excluded, and its companion property is \
+                   the indexed one";
+        let others = [
+            (field.flags.exclude_from_index, "#[exclude_from_index]"),
+            (field.flags.ttl, "#[ttl]"),
+            (field.flags.blob, "#[blob]"),
+            (field.flags.monotonic, "#[index(monotonic)]"),
+        ];
+        errors.extend(
+            others
+                .into_iter()
+                .filter_map(|o| conflict(field, "#[sharded_index]", o, why)),
+        );
+        let companion = field.companion();
+        if let Some(other) = entity.stored().find(|f| f.name.text() == companion) {
+            errors.push(error(
+                count.span,
+                format!(
+                    "the sharded index of `{}` is stored as property `{companion}`, which field \
+                     `{}` already uses\nhelp: rename one of them with `#[property(rename = \"...\")]`",
+                    field.ident, other.ident
+                ),
+            ));
+        }
+        if let Err(violation) = check_bytes(NameRole::Property, companion.as_bytes()) {
+            errors.push(error(
+                field.name.span,
+                format!("the companion property {} {violation}", shown(&companion)),
+            ));
+        }
+    }
+}
+
+/// R-S2: `#[replicated(n)]` takes 2 to 100 copies.
+fn replicated(entity: &Entity, errors: &mut Errors) {
+    let Some(count) = entity.replicated else {
+        return;
+    };
+    if !(2..=100).contains(&count.value) {
+        errors.push(error(
+            count.span,
+            format!(
+                "`#[replicated({})]`: an entity has 2 to 100 read replicas [R-S2], all written in \
+                 the entity's commit",
+                count.value
+            ),
+        ));
+    }
+    if entity.is_entity()
+        && let Err(violation) = check_bytes(NameRole::Kind, entity.replica_kind().as_bytes())
+    {
+        errors.push(error(
+            count.span,
+            format!(
+                "the replicas' kind {} {violation}",
+                shown(&entity.replica_kind())
+            ),
+        ));
+    }
+}
+
+/// R-I3: `#[index(monotonic)]` acknowledges the hotspot of an indexed value; an excluded
+/// field has no index to acknowledge.
+fn monotonic_is_indexed(entity: &Entity, errors: &mut Errors) {
+    let why = "an excluded field has no index entries, so there is no hotspot to accept";
+    for field in entity.properties().filter(|f| f.flags.monotonic.is_some()) {
+        let others = [
+            (field.flags.exclude_from_index, "#[exclude_from_index]"),
+            (field.flags.ttl, "#[ttl]"),
+        ];
+        errors.extend(
+            others
+                .into_iter()
+                .filter_map(|o| conflict(field, "#[index(monotonic)]", o, why)),
+        );
+    }
+}
+
+/// R-Q2: a projection names indexed properties of the struct, each once, at least one.
+fn projections(entity: &Entity, errors: &mut Errors) {
+    let mut names: HashMap<String, &syn::Ident> = HashMap::new();
+    for projection in entity.projections.iter().filter(|_| entity.is_entity()) {
+        let name = ident_text(&projection.name);
+        if name == ident_text(&entity.ident) {
+            errors.push(error(
+                projection.name.span(),
+                format!("the projection cannot be called `{name}`: that is the entity's own name"),
+            ));
+        } else if let Some(first) = names.insert(name.clone(), &projection.name) {
+            errors.push(error(
+                projection.name.span(),
+                format!(
+                    "the projection `{first}` is declared twice; give each projection its own name"
+                ),
+            ));
+        }
+        if projection.fields.is_empty() {
+            errors.push(error(
+                projection.name.span(),
+                format!(
+                    "the projection `{name}` has no properties\nhelp: list the fields it holds: \
+                     `projection({name}: field, field)`"
+                ),
+            ));
+        }
+        let mut seen: Vec<String> = Vec::new();
+        for ident in &projection.fields {
+            let text = ident_text(ident);
+            if seen.contains(&text) {
+                errors.push(error(
+                    ident.span(),
+                    format!("`{text}` is listed twice in the projection `{name}`"),
+                ));
+                continue;
+            }
+            seen.push(text.clone());
+            match entity.field(ident) {
+                None => errors.push(error(ident.span(), unknown_field(entity, &text))),
+                Some(field) => {
+                    let why = field.not_indexed().or_else(|| {
+                        field.flags.sharded_index.map(|_| {
+                            "its plain value is excluded from indexes (`#[sharded_index]`) [R-S3]"
+                        })
+                    });
+                    if let Some(why) = why {
+                        errors.push(error(
+                            ident.span(),
+                            format!(
+                                "`{text}` cannot be projected: {why}; a projection reads its \
+                                 properties from the index [R-Q2]"
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn unknown_field(entity: &Entity, name: &str) -> String {
+    let known: Vec<String> = entity
+        .stored()
+        .map(|f| format!("`{}`", ident_text(&f.ident)))
+        .collect();
+    format!(
+        "`{}` has no field `{name}`\nhelp: the stored fields are {}",
+        entity.ident,
+        known.join(", ")
+    )
+}
+
+/// R-I2: an index declaration names indexed properties of the struct, each once; a
+/// composite index has at least two (or one with `ancestor_index`); no index is declared twice.
+fn index_declarations(entity: &Entity, errors: &mut Errors) {
+    let mut declared: Vec<(bool, Vec<(String, bool)>)> = Vec::new();
+    for index in entity.indexes.iter().filter(|_| entity.is_entity()) {
+        let attr = if index.ancestor {
+            "ancestor_index"
+        } else {
+            "index"
+        };
+        let mut names: Vec<(String, bool)> = Vec::new();
+        for item in &index.decl.items {
+            let text = ident_text(&item.field);
+            if names.iter().any(|(n, _)| *n == text) {
+                errors.push(error(
+                    item.span,
+                    format!("`{text}` is listed twice in one `{attr}`"),
+                ));
+                continue;
+            }
+            names.push((text.clone(), item.descending));
+            match entity.field(&item.field) {
+                None => errors.push(error(item.field.span(), unknown_field(entity, &text))),
+                Some(field) => {
+                    if let Some(why) = field.not_indexed() {
+                        errors.push(error(
+                            item.field.span(),
+                            format!("`{text}` cannot be in a composite index: {why}"),
+                        ));
+                    }
+                }
+            }
+        }
+        let needed = if index.ancestor { 1 } else { 2 };
+        if index.decl.items.len() < needed {
+            errors.push(error(
+                index.decl.span,
+                if index.ancestor {
+                    "`ancestor_index` needs at least one property".to_owned()
+                } else {
+                    "a composite index has at least two properties: one property is already \
+                     indexed by the built-in index\nhelp: list two or more fields, or use \
+                     `ancestor_index(field)` for ancestor queries ordered by one property"
+                        .to_owned()
+                },
+            ));
+        }
+        let signature = (index.ancestor, names);
+        if declared.contains(&signature) {
+            errors.push(error(
+                index.decl.span,
+                format!("this `{attr}` is declared twice; remove one"),
+            ));
+        } else {
+            declared.push(signature);
         }
     }
 }

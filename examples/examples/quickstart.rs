@@ -24,6 +24,7 @@ pub struct Post {
     pub id: Option<KeyId>,
     pub title: String,
     pub tags: Vec<String>,
+    #[index(monotonic)] // indexed despite growing with time: a blog writes rarely (R-I3)
     pub published: Timestamp,
     #[exclude_from_index]
     pub body: String,

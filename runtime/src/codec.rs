@@ -46,6 +46,11 @@ impl Writer {
         self.bytes(partition.project_id.as_bytes());
         self.bytes(partition.database_id.as_bytes());
         self.bytes(partition.namespace.as_bytes());
+        self.path(key);
+    }
+
+    /// The key's path without its partition.
+    pub(crate) fn path(&mut self, key: &RawKey) {
         self.len(key.path().len());
         for element in key.path() {
             self.bytes(element.kind().as_bytes());
@@ -241,6 +246,15 @@ impl<'a> Reader<'a> {
         }
         Ok(properties)
     }
+}
+
+/// FNV-1a, 128 bits: for names that must not collide by accident.
+pub(crate) fn fnv1a_128(bytes: &[u8]) -> u128 {
+    bytes
+        .iter()
+        .fold(0x6c62_272e_07bb_0142_62b8_2175_6295_c58d_u128, |h, b| {
+            (h ^ u128::from(*b)).wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b)
+        })
 }
 
 /// FNV-1a, 64 bits: stable across releases and platforms, for checksums and fingerprints.

@@ -4,10 +4,11 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::backend::Backend;
 use crate::backend::embedded::Embedded;
-use crate::backend::{Backend, Mutation};
 use crate::name::{NameRole, validate};
 use crate::query::Query;
+use crate::scale::{Op, Write};
 use crate::txn::RetryPolicy;
 use crate::{Entity, Error, Key, PartitionId, RawKey};
 
@@ -122,62 +123,52 @@ impl Db {
         key.clone().with_partition(PartitionId::default())
     }
 
-    pub(crate) fn mutation<E: Entity>(
-        &self,
-        entity: &E,
-        make: fn(RawKey, crate::PropertyMap) -> Mutation,
-    ) -> Result<Mutation, Error> {
-        let key = entity.entity_key()?;
-        Ok(make(self.outgoing(key.raw()), entity.to_properties()))
-    }
-
-    pub(crate) async fn commit_typed<E: Entity>(
-        &self,
-        mutations: Vec<Mutation>,
-    ) -> Result<Vec<Key<E>>, Error> {
-        check_unique(&mutations)?;
-        let keys = self.backend.commit(mutations, None).await?;
+    async fn commit_typed<E: Entity>(&self, writes: Vec<Write>) -> Result<Vec<Key<E>>, Error> {
+        let keys = crate::scale::commit(self, writes, None).await?;
         keys.iter()
             .map(|k| Key::from_raw(self.incoming(k)))
             .collect()
     }
 
-    /// Writes `entity`, creating or replacing it; returns its complete key (an id is
-    /// allocated for an `Option<KeyId>` key holding `None`).
-    pub async fn put<E: Entity>(&self, entity: &E) -> Result<Key<E>, Error> {
-        let mutation = self.mutation(entity, Mutation::Upsert)?;
-        let mut keys = self.commit_typed(vec![mutation]).await?;
+    async fn commit_one<E: Entity>(&self, entity: &E, op: Op) -> Result<Key<E>, Error> {
+        let write = Write::entity(self, entity, op)?;
+        let mut keys = self.commit_typed(vec![write]).await?;
         keys.pop().ok_or_else(|| Error::Unavailable {
             reason: "the backend returned no key for the write".into(),
         })
+    }
+
+    /// Writes `entity`, creating or replacing it; returns its complete key (an id is
+    /// allocated for an `Option<KeyId>` key holding `None`). A `#[replicated]` entity is
+    /// written with its replicas in the same commit; `#[sharded]` counters are not written
+    /// (use the generated `increment_*`).
+    pub async fn put<E: Entity>(&self, entity: &E) -> Result<Key<E>, Error> {
+        self.commit_one(entity, Op::Upsert).await
     }
 
     /// Writes all `entities` in one commit (R-A1): all or none. The same key twice is
     /// [`Error::DuplicateKey`] and nothing is sent (R-A4). Keys come back in input order.
     pub async fn put_many<E: Entity>(&self, entities: &[E]) -> Result<Vec<Key<E>>, Error> {
-        let mutations = entities
+        let writes = entities
             .iter()
-            .map(|e| self.mutation(e, Mutation::Upsert))
+            .map(|e| Write::entity(self, e, Op::Upsert))
             .collect::<Result<Vec<_>, _>>()?;
-        self.commit_typed(mutations).await
+        self.commit_typed(writes).await
     }
 
     /// Creates `entity`; [`Error::AlreadyExists`] if its key is taken.
     pub async fn insert<E: Entity>(&self, entity: &E) -> Result<Key<E>, Error> {
-        let mutation = self.mutation(entity, Mutation::Insert)?;
-        let mut keys = self.commit_typed(vec![mutation]).await?;
-        keys.pop().ok_or_else(|| Error::Unavailable {
-            reason: "the backend returned no key for the write".into(),
-        })
+        self.commit_one(entity, Op::Insert).await
     }
 
     /// Replaces `entity`; [`Error::NotFound`] if it does not exist.
     pub async fn update<E: Entity>(&self, entity: &E) -> Result<(), Error> {
-        let mutation = self.mutation(entity, Mutation::Update)?;
-        self.commit_typed::<E>(vec![mutation]).await.map(drop)
+        self.commit_one(entity, Op::Update).await.map(drop)
     }
 
-    /// Reads one entity by key (R-K5); `None` if it does not exist.
+    /// Reads one entity by key (R-K5); `None` if it does not exist. `#[sharded]` counters
+    /// hold their totals, read in the same lookup; a `#[replicated]` entity is read from one
+    /// of its replicas, chosen at random.
     pub async fn get<E: Entity>(&self, key: &Key<E>) -> Result<Option<E>, Error> {
         let mut found = self.get_many(std::slice::from_ref(key)).await?;
         Ok(found.pop().flatten())
@@ -185,21 +176,19 @@ impl Db {
 
     /// Reads many entities in one lookup (R-A1): one slot per key, in the order of `keys`.
     pub async fn get_many<E: Entity>(&self, keys: &[Key<E>]) -> Result<Vec<Option<E>>, Error> {
-        lookup(self, keys, None).await
+        crate::scale::load(self, keys, None).await
     }
 
-    /// Deletes one entity (deleting a missing entity is not an error).
+    /// Deletes one entity (deleting a missing entity is not an error), with its replicas and
+    /// counter shards, in one commit.
     pub async fn delete<E: Entity>(&self, key: &Key<E>) -> Result<(), Error> {
         self.delete_many(std::slice::from_ref(key)).await
     }
 
     /// Deletes many entities in one commit (R-A1); the same key twice is [`Error::DuplicateKey`] (R-A4).
     pub async fn delete_many<E: Entity>(&self, keys: &[Key<E>]) -> Result<(), Error> {
-        let mutations = keys
-            .iter()
-            .map(|k| Mutation::Delete(self.outgoing(k.raw())))
-            .collect();
-        self.commit_typed::<E>(mutations).await.map(drop)
+        let writes = keys.iter().map(|k| Write::delete(self, k)).collect();
+        self.commit_typed::<E>(writes).await.map(drop)
     }
 
     /// A query on kind `E`.
@@ -229,25 +218,10 @@ impl Db {
     }
 }
 
-/// One lookup for all keys, decoded in key order.
-pub(crate) async fn lookup<E: Entity>(
-    db: &Db,
-    keys: &[Key<E>],
-    transaction: Option<&crate::backend::TransactionId>,
-) -> Result<Vec<Option<E>>, Error> {
-    let raw: Vec<RawKey> = keys.iter().map(|k| db.outgoing(k.raw())).collect();
-    let found = db.backend.lookup(&raw, transaction).await?;
-    keys.iter()
-        .zip(found)
-        .map(|(key, properties)| properties.map(|p| E::from_entity(key.raw(), p)).transpose())
-        .collect()
-}
-
 /// R-A4: each complete key at most once per commit, checked before anything is sent.
-pub(crate) fn check_unique(mutations: &[Mutation]) -> Result<(), Error> {
-    let mut seen = HashSet::with_capacity(mutations.len());
-    for mutation in mutations {
-        let key = mutation.key();
+pub(crate) fn check_unique<'k>(keys: impl Iterator<Item = &'k RawKey>) -> Result<(), Error> {
+    let mut seen = HashSet::new();
+    for key in keys {
         if key.is_complete() && !seen.insert(key) {
             return Err(Error::DuplicateKey {
                 key: format!("{key:?}"),

@@ -29,19 +29,29 @@ pub trait Entity: Sized + Send + Sync + 'static {
     fn from_entity(key: &RawKey, properties: PropertyMap) -> Result<Self, Error>;
 }
 
-/// A kind (or embedded entity type) as declared in Rust: what indexes and tools need to know.
-#[derive(Debug, PartialEq, Eq)]
+/// A kind (or embedded entity type) as declared in Rust: what indexes, tools and the `Db`
+/// need to know about it.
+#[derive(Debug)]
 pub struct Schema {
     /// The kind, or the struct name of an embedded entity.
     pub kind: &'static str,
     /// Whether this is an embedded entity (no `#[key]`).
     pub embedded: bool,
-    /// The stored properties, in declaration order.
+    /// The stored properties, in declaration order (a `#[sharded_index]` field's companion
+    /// property included; `#[sharded]` counters, which live in their own entities, not).
     pub properties: &'static [PropertySchema],
+    /// The composite indexes declared with `#[entity(index(...), ancestor_index(...))]` (R-I2).
+    pub indexes: &'static [IndexSchema],
+    /// The `#[sharded(n)]` counters (R-S1).
+    pub counters: &'static [CounterSchema],
+    /// The `#[sharded_index(n)]` fields (R-S3).
+    pub sharded_indexes: &'static [ShardedIndexSchema],
+    /// The read replicas of `#[replicated(n)]` (R-S2).
+    pub replicas: Option<ReplicaSchema>,
 }
 
 impl Schema {
-    /// The property with that stored name.
+    /// The stored property with that name.
     pub fn property(&self, name: &str) -> Option<&PropertySchema> {
         self.properties.iter().find(|p| p.name == name)
     }
@@ -50,21 +60,132 @@ impl Schema {
     pub fn ttl(&self) -> Option<&PropertySchema> {
         self.properties.iter().find(|p| p.ttl)
     }
+
+    /// The counter of the Rust field `field`.
+    pub fn counter(&self, field: &str) -> Option<&CounterSchema> {
+        self.counters.iter().find(|c| c.field == field)
+    }
 }
 
 /// One stored property of a [`Schema`].
-#[derive(Debug, PartialEq, Eq)]
 pub struct PropertySchema {
     /// The stored name (after `rename` / `rename_all`).
     pub name: &'static str,
     /// The Rust field name.
     pub field: &'static str,
-    /// Excluded from indexes (`#[exclude_from_index]` or `#[ttl]`).
+    /// Excluded from indexes (`#[exclude_from_index]`, `#[ttl]`, or the plain value of a
+    /// `#[sharded_index]` field).
     pub excluded: bool,
     /// The TTL property (`#[ttl]`).
     pub ttl: bool,
+    embedded: fn() -> Option<&'static Schema>,
+}
+
+impl PropertySchema {
+    /// Describes a property; `embedded` returns the schema of an embedded entity type. Used by
+    /// the derive.
+    #[doc(hidden)]
+    pub const fn new(
+        name: &'static str,
+        field: &'static str,
+        excluded: bool,
+        ttl: bool,
+        embedded: fn() -> Option<&'static Schema>,
+    ) -> PropertySchema {
+        PropertySchema {
+            name,
+            field,
+            excluded,
+            ttl,
+            embedded,
+        }
+    }
+
     /// The schema of an embedded entity, whose properties are indexed as `name.inner` (R-P2).
-    pub embedded: Option<&'static Schema>,
+    pub fn embedded(&self) -> Option<&'static Schema> {
+        (self.embedded)()
+    }
+}
+
+impl std::fmt::Debug for PropertySchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PropertySchema")
+            .field("name", &self.name)
+            .field("field", &self.field)
+            .field("excluded", &self.excluded)
+            .field("ttl", &self.ttl)
+            .field("embedded", &self.embedded().map(|s| s.kind))
+            .finish()
+    }
+}
+
+/// A composite index declared on a kind (R-I2).
+#[derive(Debug, PartialEq, Eq)]
+pub struct IndexSchema {
+    /// Whether the index serves ancestor queries (`ancestor_index(...)`, `ancestor: yes`).
+    pub ancestor: bool,
+    /// The indexed properties, most significant first.
+    pub properties: &'static [IndexedProperty],
+}
+
+/// One property of a composite index.
+#[derive(Debug, PartialEq, Eq)]
+pub struct IndexedProperty {
+    /// The stored name.
+    pub name: &'static str,
+    /// The index's direction on it (`-name` in the declaration: descending).
+    pub direction: crate::Direction,
+}
+
+/// A `#[sharded(n)]` counter (R-S1): its value lives in `shards` entities of kind `kind`, root
+/// entities with scattered names derived from the owner's key.
+#[derive(Debug, PartialEq, Eq)]
+pub struct CounterSchema {
+    /// The Rust field name.
+    pub field: &'static str,
+    /// The property name the field would have (the shards' kind is derived from it).
+    pub name: &'static str,
+    /// The number of shards.
+    pub shards: u32,
+    /// The kind of the shard entities: `{Kind}.{name}.shard`.
+    pub kind: &'static str,
+}
+
+/// `#[replicated(n)]` (R-S2): `copies` read replicas of each entity, of kind `kind`, root
+/// entities with scattered names derived from the entity's key.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ReplicaSchema {
+    /// The number of replicas (besides the entity itself).
+    pub copies: u32,
+    /// The kind of the replicas: `{Kind}.replica`.
+    pub kind: &'static str,
+}
+
+/// A `#[sharded_index(n)]` field (R-S3): the plain value is stored excluded from indexes, and
+/// `companion` holds it behind a fixed-width shard prefix.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ShardedIndexSchema {
+    /// The Rust field name.
+    pub field: &'static str,
+    /// The stored name of the plain (excluded) value.
+    pub name: &'static str,
+    /// The stored name of the indexed companion property.
+    pub companion: &'static str,
+    /// The number of shards.
+    pub shards: u32,
+}
+
+/// A struct generated by `#[entity(projection(Name: a, b))]`: the rows of a projection query
+/// (R-Q2), which reads only those properties from the index.
+pub trait Projection: Sized + Send + 'static {
+    /// The entity type projected.
+    type Entity: Entity;
+
+    /// The stored names of the projected properties.
+    const PROPERTIES: &'static [&'static str];
+
+    /// Builds one row from the projected properties.
+    fn from_properties(properties: PropertyMap) -> Result<Self, Error>;
 }
 
 /// A type that can be the `#[key]` field of an entity.

@@ -109,6 +109,41 @@ pub enum Error {
         max: usize,
     },
 
+    /// An entity would have more index entries than the service allows (R-I5). Nothing was written.
+    #[error(
+        "the entity {key} of kind `{kind}` would have {entries} index entries, more than the \
+         {max} the service allows for one entity [R-I5]; nothing was written. Property \
+         `{property}` contributes the most ({contribution} entries): mark it \
+         `#[exclude_from_index]` if it is never queried, store fewer values in it, or drop \
+         a composite index that multiplies it"
+    )]
+    TooManyIndexEntries {
+        /// The kind written.
+        kind: String,
+        /// The entity's key.
+        key: String,
+        /// Its index entries: built-in plus composite.
+        entries: usize,
+        /// The limit.
+        max: usize,
+        /// The property that contributes the most entries.
+        property: String,
+        /// How many entries that property contributes.
+        contribution: usize,
+    },
+
+    /// A `#[sharded]` counter would leave the range of an `i64`. Nothing was written.
+    #[error(
+        "the counter `{field}` (shards of kind `{kind}`) would overflow a 64-bit integer; \
+         nothing was written"
+    )]
+    CounterOverflow {
+        /// The kind of the counter's shards.
+        kind: String,
+        /// The counter's field.
+        field: String,
+    },
+
     /// `insert` of a key that already exists. Nothing was written.
     #[error("the entity {key} already exists; use `put` to overwrite it")]
     AlreadyExists {

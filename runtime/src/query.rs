@@ -3,6 +3,7 @@
 //! There is no offset anywhere: a page carries an opaque cursor to the next one (R-Q3).
 
 use std::fmt;
+use std::future::Future;
 use std::marker::PhantomData;
 use std::str::FromStr;
 
@@ -10,7 +11,10 @@ use base64::Engine as _;
 use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
-use crate::backend::{PropertyFilter, PropertyOrder, QuerySpec, ResultShape, TransactionId};
+use crate::backend::{
+    PropertyFilter, PropertyOrder, QueryBatch, QuerySpec, ResultShape, TransactionId,
+};
+use crate::entity::Projection;
 use crate::{Db, Entity, Error, Filter, Key, Order};
 
 /// An opaque position in a query's results (R-Q3).
@@ -25,6 +29,11 @@ impl Cursor {
     /// The cursor's bytes, as the backend produced them.
     pub fn as_bytes(&self) -> &[u8] {
         &self.0
+    }
+
+    /// A cursor from bytes a backend (or a sharded query) produced.
+    pub(crate) fn from_bytes(bytes: Vec<u8>) -> Cursor {
+        Cursor(bytes)
     }
 }
 
@@ -61,15 +70,50 @@ pub struct Page<T> {
     pub next: Option<Cursor>,
 }
 
-/// How many results [`Query::stream`] asks for per page.
+/// How many results a stream asks for per page.
 const STREAM_PAGE: usize = 300;
+
+/// All results of a paged query as one stream: `fetch(query, page_size, cursor)` returns a
+/// page, and the next page starts at its `next` cursor. `total` caps the number of results.
+pub(crate) fn paged<Q, T, F, Fut>(
+    query: Q,
+    total: Option<usize>,
+    fetch: F,
+) -> impl Stream<Item = Result<T, Error>> + Send + 'static
+where
+    Q: Clone + Send + 'static,
+    T: Send + 'static,
+    F: Fn(Q, usize, Option<Cursor>) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<Page<T>, Error>> + Send + 'static,
+{
+    let state = (query, fetch, None::<Cursor>, total, false);
+    stream::try_unfold(
+        state,
+        |(query, fetch, cursor, remaining, done)| async move {
+            if done || remaining == Some(0) {
+                return Ok(None);
+            }
+            let size = remaining.map_or(STREAM_PAGE, |r| r.min(STREAM_PAGE));
+            let page = fetch(query.clone(), size, cursor).await?;
+            let remaining = remaining.map(|r| r.saturating_sub(page.items.len()));
+            let done = page.next.is_none();
+            Ok::<_, Error>(Some((
+                page.items,
+                (query, fetch, page.next, remaining, done),
+            )))
+        },
+    )
+    .map_ok(|items| stream::iter(items.into_iter().map(Ok)))
+    .try_flatten()
+    .boxed()
+}
 
 /// A query on kind `E::KIND`. Built by `Db::query`, run by [`fetch`](Query::fetch) or
 /// [`stream`](Query::stream).
 #[must_use = "a query does nothing until `fetch` or `stream` is called"]
 pub struct Query<E> {
-    db: Db,
-    spec: QuerySpec,
+    pub(crate) db: Db,
+    pub(crate) spec: QuerySpec,
     transaction: Option<TransactionId>,
     entity: PhantomData<fn() -> E>,
 }
@@ -155,30 +199,50 @@ impl<E: Entity> Query<E> {
         KeysOnlyQuery { query: self }
     }
 
-    /// Runs the query and returns one page.
-    pub async fn fetch(self) -> Result<Page<E>, Error> {
-        let db = self.db.clone();
-        self.fetch_with(|key, properties| E::from_entity(&db.incoming(&key), properties))
+    /// Returns only the properties of projection `P` (declared with
+    /// `#[entity(projection(P: a, b))]`), read from the index: cheaper than whole entities (R-Q2).
+    /// An array property gives one row per element.
+    pub fn project<P: Projection<Entity = E>>(mut self) -> ProjectionQuery<E, P> {
+        self.spec.shape =
+            ResultShape::Projection(P::PROPERTIES.iter().map(|p| (*p).to_owned()).collect());
+        ProjectionQuery {
+            query: self,
+            projection: PhantomData,
+        }
+    }
+
+    /// One batch from the backend.
+    pub(crate) async fn run(&self) -> Result<QueryBatch, Error> {
+        self.db
+            .backend()
+            .run_query(&self.spec, self.transaction.as_ref())
             .await
     }
 
-    async fn fetch_with<T>(
-        self,
-        convert: impl Fn(crate::RawKey, crate::PropertyMap) -> Result<T, Error>,
-    ) -> Result<Page<T>, Error> {
-        let batch = self
-            .db
-            .backend()
-            .run_query(&self.spec, self.transaction.as_ref())
+    /// Entities from query rows, their counters filled with one lookup (R-S1).
+    pub(crate) async fn entities(
+        &self,
+        mut rows: Vec<(crate::RawKey, crate::PropertyMap)>,
+    ) -> Result<Vec<E>, Error> {
+        crate::scale::with_counters(&self.db, E::SCHEMA, &mut rows, self.transaction.as_ref())
             .await?;
-        let items = batch
+        rows.into_iter()
+            .map(|(key, properties)| E::from_entity(&self.db.incoming(&key), properties))
+            .collect()
+    }
+
+    /// Runs the query and returns one page.
+    pub async fn fetch(self) -> Result<Page<E>, Error> {
+        let batch = self.run().await?;
+        let next = next_cursor(&batch);
+        let rows = batch
             .results
             .into_iter()
-            .map(|r| convert(r.key, r.properties))
-            .collect::<Result<Vec<T>, Error>>()?;
+            .map(|r| (r.key, r.properties))
+            .collect();
         Ok(Page {
-            items,
-            next: batch.more_results.then_some(Cursor(batch.end_cursor)),
+            items: self.entities(rows).await?,
+            next,
         })
     }
 
@@ -186,40 +250,112 @@ impl<E: Entity> Query<E> {
     /// if any, caps the total.
     pub fn stream(self) -> impl Stream<Item = Result<E, Error>> + Send + 'static {
         let total = self.spec.limit;
-        let pages = stream::try_unfold(
-            (self, total, false),
-            |(query, remaining, done)| async move {
-                if done || remaining == Some(0) {
-                    return Ok(None);
-                }
-                let page_size = remaining.map_or(STREAM_PAGE, |r| r.min(STREAM_PAGE));
-                let page = query.clone().limit(page_size).fetch().await?;
-                let remaining = remaining.map(|r| r - page.items.len());
-                let done = page.next.is_none();
-                let next = query.start_after(page.next);
-                Ok::<_, Error>(Some((page.items, (next, remaining, done))))
-            },
-        );
-        pages
-            .map_ok(|items| stream::iter(items.into_iter().map(Ok)))
-            .try_flatten()
-            .boxed()
+        paged(self, total, |query, size, cursor| {
+            query.limit(size).start_after(cursor).fetch()
+        })
     }
 }
 
+fn next_cursor(batch: &QueryBatch) -> Option<Cursor> {
+    batch.more_results.then(|| Cursor(batch.end_cursor.clone()))
+}
+
 /// A keys-only query: [`fetch`](KeysOnlyQuery::fetch) returns typed keys (R-Q1).
-#[must_use = "a query does nothing until `fetch` is called"]
-#[derive(Debug, Clone)]
+#[must_use = "a query does nothing until `fetch` or `stream` is called"]
 pub struct KeysOnlyQuery<E> {
     query: Query<E>,
+}
+
+impl<E> Clone for KeysOnlyQuery<E> {
+    fn clone(&self) -> Self {
+        KeysOnlyQuery {
+            query: self.query.clone(),
+        }
+    }
+}
+
+impl<E> fmt::Debug for KeysOnlyQuery<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeysOnlyQuery")
+            .field("spec", &self.query.spec)
+            .finish()
+    }
 }
 
 impl<E: Entity> KeysOnlyQuery<E> {
     /// Runs the query and returns one page of keys.
     pub async fn fetch(self) -> Result<Page<Key<E>>, Error> {
-        let db = self.query.db.clone();
-        self.query
-            .fetch_with(|key, _| Key::from_raw(db.incoming(&key)))
-            .await
+        let batch = self.query.run().await?;
+        let db = &self.query.db;
+        Ok(Page {
+            next: next_cursor(&batch),
+            items: batch
+                .results
+                .into_iter()
+                .map(|r| Key::from_raw(db.incoming(&r.key)))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// All keys as a stream, fetched page by page; the query's `limit`, if any, caps the total.
+    pub fn stream(self) -> impl Stream<Item = Result<Key<E>, Error>> + Send + 'static {
+        let total = self.query.spec.limit;
+        paged(self, total, |q, size, cursor| {
+            KeysOnlyQuery {
+                query: q.query.limit(size).start_after(cursor),
+            }
+            .fetch()
+        })
+    }
+}
+
+/// A projection query: [`fetch`](ProjectionQuery::fetch) returns rows of `P` (R-Q2).
+#[must_use = "a query does nothing until `fetch` or `stream` is called"]
+pub struct ProjectionQuery<E, P> {
+    query: Query<E>,
+    projection: PhantomData<fn() -> P>,
+}
+
+impl<E, P> Clone for ProjectionQuery<E, P> {
+    fn clone(&self) -> Self {
+        ProjectionQuery {
+            query: self.query.clone(),
+            projection: PhantomData,
+        }
+    }
+}
+
+impl<E, P> fmt::Debug for ProjectionQuery<E, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProjectionQuery")
+            .field("spec", &self.query.spec)
+            .finish()
+    }
+}
+
+impl<E: Entity, P: Projection<Entity = E>> ProjectionQuery<E, P> {
+    /// Runs the query and returns one page of projected rows.
+    pub async fn fetch(self) -> Result<Page<P>, Error> {
+        let batch = self.query.run().await?;
+        Ok(Page {
+            next: next_cursor(&batch),
+            items: batch
+                .results
+                .into_iter()
+                .map(|r| P::from_properties(r.properties))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// All rows as a stream, fetched page by page; the query's `limit`, if any, caps the total.
+    pub fn stream(self) -> impl Stream<Item = Result<P, Error>> + Send + 'static {
+        let total = self.query.spec.limit;
+        paged(self, total, |q, size, cursor| {
+            ProjectionQuery::<E, P> {
+                query: q.query.limit(size).start_after(cursor),
+                projection: PhantomData,
+            }
+            .fetch()
+        })
     }
 }

@@ -5,10 +5,11 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::backend::{Mutation, TransactionId};
-use crate::db::{check_unique, lookup};
+use crate::backend::TransactionId;
 use crate::query::Query;
-use crate::{Db, Entity, Error, Key};
+use crate::scale::{Op, Write};
+use crate::value::PropertyMap;
+use crate::{Db, Entity, Error, Key, RawKey};
 
 /// How `Db::transaction` retries: at most `max_attempts` attempts in all, sleeping a random
 /// time in `[0, min(max_backoff, initial_backoff × 2^(attempt-1))]` between two ("full
@@ -141,7 +142,7 @@ struct TxInner {
 
 #[derive(Default)]
 struct TxState {
-    mutations: Vec<Mutation>,
+    writes: Vec<Write>,
     /// The first error of a buffered write, reported at commit.
     error: Option<Error>,
     ended: bool,
@@ -178,7 +179,20 @@ impl Tx {
     /// Reads many entities in one lookup inside the transaction.
     pub async fn get_many<E: Entity>(&self, keys: &[Key<E>]) -> Result<Vec<Option<E>>, Error> {
         self.check_open()?;
-        lookup(&self.inner.db, keys, Some(&self.inner.id)).await
+        crate::scale::load(&self.inner.db, keys, Some(&self.inner.id)).await
+    }
+
+    /// Reads entities by their keys in the backend's partition, inside the transaction.
+    pub(crate) async fn lookup_raw(
+        &self,
+        keys: &[RawKey],
+    ) -> Result<Vec<Option<PropertyMap>>, Error> {
+        self.check_open()?;
+        self.inner
+            .db
+            .backend()
+            .lookup(keys, Some(&self.inner.id))
+            .await
     }
 
     /// A query inside the transaction (use `.ancestor(…)` for a strongly consistent one).
@@ -188,20 +202,24 @@ impl Tx {
 
     /// Buffers a write of `entity` (create or replace), committed with the transaction.
     pub fn put<E: Entity>(&self, entity: &E) {
-        let mutation = self.inner.db.mutation(entity, Mutation::Upsert);
-        self.buffer(mutation);
+        let write = Write::entity(&self.inner.db, entity, Op::Upsert);
+        self.buffer(write);
     }
 
     /// Buffers a delete, committed with the transaction.
     pub fn delete<E: Entity>(&self, key: &Key<E>) {
-        let mutation = Mutation::Delete(self.inner.db.outgoing(key.raw()));
-        self.buffer(Ok(mutation));
+        self.buffer(Ok(Write::delete(&self.inner.db, key)));
     }
 
-    fn buffer(&self, mutation: Result<Mutation, Error>) {
+    /// Buffers a write prepared by the crate (counter shards).
+    pub(crate) fn write(&self, write: Write) {
+        self.buffer(Ok(write));
+    }
+
+    fn buffer(&self, write: Result<Write, Error>) {
         let mut state = self.state();
-        match mutation {
-            Ok(m) => state.mutations.push(m),
+        match write {
+            Ok(w) => state.writes.push(w),
             Err(e) => {
                 state.error.get_or_insert(e);
             }
@@ -209,21 +227,25 @@ impl Tx {
     }
 
     async fn commit(&self) -> Result<(), Error> {
-        let (mutations, error) = {
+        let (writes, error) = {
             let mut state = self.state();
             if state.ended {
                 return Err(Error::TransactionClosed);
             }
-            (std::mem::take(&mut state.mutations), state.error.take())
+            (std::mem::take(&mut state.writes), state.error.take())
         };
-        if let Some(error) = error
-            .map(Err)
-            .unwrap_or_else(|| check_unique(&mutations))
-            .err()
-        {
-            self.rollback().await;
-            return Err(error);
-        }
+        let prepared = match error {
+            Some(error) => Err(error),
+            None => crate::scale::prepare(&self.inner.db, writes).await,
+        };
+        let mutations = match prepared {
+            Ok((mutations, _)) => mutations,
+            Err(error) => {
+                // Refused before anything was sent: the transaction is still open there.
+                self.rollback().await;
+                return Err(error);
+            }
+        };
         self.state().ended = true;
         self.inner
             .db

@@ -98,6 +98,15 @@ pub struct DecodeError {
 }
 
 impl DecodeError {
+    /// The stored value is not what the field expects.
+    pub fn new(expected: impl Into<String>, found: impl Into<String>) -> DecodeError {
+        DecodeError {
+            path: String::new(),
+            expected: expected.into(),
+            found: found.into(),
+        }
+    }
+
     /// The stored value is not of the expected type.
     pub fn mismatch(expected: impl Into<String>, found: &Value) -> DecodeError {
         DecodeError {
@@ -139,11 +148,12 @@ pub trait PropertyType: Sized {
     /// What an equality or range filter compares against: `Self`, or the element type of an array.
     type Operand: PropertyType;
 
+    /// Whether stored values grow with time ([`Increasing`]: timestamps) or not ([`Steady`]).
+    /// An indexed field of an increasing type must be acknowledged (R-I3).
+    type Growth: Growth;
+
     /// The schema of an embedded entity type, `None` for plain values.
     const EMBEDDED: Option<&'static Schema> = None;
-
-    /// Whether values of this type grow monotonically over time (timestamps).
-    const MONOTONIC: bool = false;
 
     /// The stored form.
     fn to_value(&self) -> Value;
@@ -161,10 +171,87 @@ pub trait PropertyType: Sized {
     }
 }
 
+/// How the values of a property type behave over time: [`Steady`] or [`Increasing`].
+pub trait Growth: sealed::Growth {}
+
+/// Values that do not grow with time: indexing them creates no hotspot.
+#[derive(Debug, Clone, Copy)]
+pub enum Steady {}
+
+/// Values that grow with time, such as timestamps: every new entity writes at the end of
+/// the property's index, one hot tablet (R-I3).
+#[derive(Debug, Clone, Copy)]
+pub enum Increasing {}
+
+impl Growth for Steady {}
+impl Growth for Increasing {}
+
+mod sealed {
+    pub trait Growth {}
+    impl Growth for super::Steady {}
+    impl Growth for super::Increasing {}
+}
+
+/// Implemented by [`Steady`] only: what an indexed field's [`PropertyType::Growth`] must be
+/// unless the field acknowledges the hotspot (R-I3).
+#[diagnostic::on_unimplemented(
+    message = "an indexed timestamp makes its index a write hotspot [R-I3]",
+    label = "indexed, and increasing with time",
+    note = "every new entity writes its timestamp at the end of the property's index, so all writes of the kind \
+            land on one tablet; at high write rates that tablet limits the whole kind",
+    note = "choose one: `#[exclude_from_index]` if the field is never queried; `#[ttl]` if it is an expiry time; \
+            `#[sharded_index(n)]` to index it behind n shard prefixes and query it with the generated helper; \
+            or `#[index(monotonic)]` to accept the hotspot (low write rates)"
+)]
+pub trait Indexable: Growth {}
+impl Indexable for Steady {}
+
+/// A property type a projection query can return (R-Q2): a plain value, or an array, whose
+/// projection returns one row per element ([`Projected`](Projectable::Projected) is then the
+/// element type). Embedded entities are not indexed as whole values, so they cannot be projected.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be projected",
+    label = "not a projectable type",
+    note = "an embedded entity is not indexed as a whole: project a plain property instead"
+)]
+pub trait Projectable: PropertyType {
+    /// What one projected row holds for this property.
+    type Projected: PropertyType;
+}
+
+macro_rules! projectable {
+    ($($t:ty),* $(,)?) => {$(
+        impl Projectable for $t {
+            type Projected = $t;
+        }
+    )*};
+}
+projectable!(
+    bool, i8, i16, i32, i64, u8, u16, u32, f32, f64, String, Blob, GeoPoint, RawKey, Timestamp,
+    KeyId, KeyName, Value
+);
+
+impl<E: Entity> Projectable for Key<E> {
+    type Projected = Key<E>;
+}
+
+impl<T: Projectable> Projectable for Option<T> {
+    type Projected = Option<T::Projected>;
+}
+
+impl<T: Projectable> Projectable for Vec<T> {
+    type Projected = T::Projected;
+}
+
+impl<T: Projectable> Projectable for Box<T> {
+    type Projected = T::Projected;
+}
+
 macro_rules! integer_property {
     ($($t:ty),*) => {$(
         impl PropertyType for $t {
             type Operand = $t;
+            type Growth = Steady;
             fn to_value(&self) -> Value {
                 Value::Integer(i64::from(*self))
             }
@@ -187,6 +274,7 @@ macro_rules! simple_property {
     ($($t:ty => $variant:ident, $expected:literal);* $(;)?) => {$(
         impl PropertyType for $t {
             type Operand = $t;
+            type Growth = Steady;
             fn to_value(&self) -> Value {
                 Value::$variant(self.clone().into())
             }
@@ -210,6 +298,7 @@ simple_property! {
 
 impl PropertyType for f32 {
     type Operand = f32;
+    type Growth = Steady;
     fn to_value(&self) -> Value {
         Value::Double(f64::from(*self))
     }
@@ -225,7 +314,7 @@ impl PropertyType for f32 {
 
 impl PropertyType for Timestamp {
     type Operand = Timestamp;
-    const MONOTONIC: bool = true;
+    type Growth = Increasing;
     fn to_value(&self) -> Value {
         Value::Timestamp(*self)
     }
@@ -239,6 +328,7 @@ impl PropertyType for Timestamp {
 
 impl PropertyType for KeyId {
     type Operand = KeyId;
+    type Growth = Steady;
     fn to_value(&self) -> Value {
         Value::Integer(self.get())
     }
@@ -256,6 +346,7 @@ impl PropertyType for KeyId {
 
 impl PropertyType for KeyName {
     type Operand = KeyName;
+    type Growth = Steady;
     fn to_value(&self) -> Value {
         Value::String(self.as_str().to_owned())
     }
@@ -273,6 +364,7 @@ impl PropertyType for KeyName {
 
 impl<E: Entity> PropertyType for Key<E> {
     type Operand = Key<E>;
+    type Growth = Steady;
     fn to_value(&self) -> Value {
         Value::Key(self.raw().clone())
     }
@@ -296,6 +388,7 @@ impl<E: Entity> PropertyType for Key<E> {
 
 impl PropertyType for Value {
     type Operand = Value;
+    type Growth = Steady;
     fn to_value(&self) -> Value {
         self.clone()
     }
@@ -309,8 +402,8 @@ impl PropertyType for Value {
 
 impl<T: PropertyType> PropertyType for Option<T> {
     type Operand = T::Operand;
+    type Growth = T::Growth;
     const EMBEDDED: Option<&'static Schema> = T::EMBEDDED;
-    const MONOTONIC: bool = T::MONOTONIC;
     fn to_value(&self) -> Value {
         match self {
             Some(v) => v.to_value(),
@@ -330,8 +423,8 @@ impl<T: PropertyType> PropertyType for Option<T> {
 
 impl<T: PropertyType> PropertyType for Vec<T> {
     type Operand = T::Operand;
+    type Growth = T::Growth;
     const EMBEDDED: Option<&'static Schema> = T::EMBEDDED;
-    const MONOTONIC: bool = T::MONOTONIC;
     fn to_value(&self) -> Value {
         Value::Array(self.iter().map(T::to_value).collect())
     }
@@ -353,8 +446,8 @@ impl<T: PropertyType> PropertyType for Vec<T> {
 
 impl<T: PropertyType> PropertyType for Box<T> {
     type Operand = T::Operand;
+    type Growth = T::Growth;
     const EMBEDDED: Option<&'static Schema> = T::EMBEDDED;
-    const MONOTONIC: bool = T::MONOTONIC;
     fn to_value(&self) -> Value {
         (**self).to_value()
     }

@@ -31,6 +31,7 @@ pub struct Everything {
     pub text: String,
     pub maybe_text: Option<String>,
     pub tags: Vec<String>,
+    #[index(monotonic)]
     pub when: Timestamp,
     pub blob: Blob,
     #[blob]
@@ -331,7 +332,7 @@ fn schema_describes_the_kind() {
     let home = schema
         .property("home")
         .unwrap()
-        .embedded
+        .embedded()
         .expect("embedded schema");
     assert!(home.embedded);
     assert_eq!(

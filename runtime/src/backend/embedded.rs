@@ -423,6 +423,7 @@ impl State {
         let results: Vec<QueryResult> = rows
             .into_iter()
             .map(|row| QueryResult {
+                cursor: plan.encode_cursor(&row.position()),
                 key: row.key.clone(),
                 properties: match &query.shape {
                     ResultShape::Full => row.properties.clone(),

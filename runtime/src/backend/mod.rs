@@ -105,6 +105,8 @@ pub struct QueryResult {
     pub key: RawKey,
     /// Its properties (empty for keys-only; the projected ones for a projection).
     pub properties: PropertyMap,
+    /// The position just after this result: a query resumed from it starts with the next one.
+    pub cursor: Vec<u8>,
 }
 
 /// One batch of query results.

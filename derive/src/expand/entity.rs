@@ -1,0 +1,297 @@
+//! `impl Entity` (a struct with a `#[key]`) or `impl PropertyType` (an embedded entity), the
+//! schema, and the conversion to and from the store's entity form.
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+
+use super::{Mode, private};
+use crate::ast::{Entity, Field, ident_text, key_target};
+
+/// `impl Entity` for a struct with a `#[key]`.
+pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
+    let p = private(entity);
+    let ident = &entity.ident;
+    let kind = entity.kind.text();
+    let schema = schema(entity);
+    let parent_raw = match entity.parent() {
+        Some(parent) => {
+            let parent_ident = &parent.ident;
+            quote!(#p::Option::Some(#p::Key::raw(&self.#parent_ident)))
+        }
+        None => quote!(#p::Option::None),
+    };
+    let entity_key = entity.key().map(|key| {
+        let key_ident = &key.ident;
+        let key_ty = &key.ty;
+        quote! {
+            (&#p::Probe::<#key_ty>::new()).entity_key::<Self>(#parent_raw, &self.#key_ident)
+        }
+    });
+    let to_properties = to_properties(entity);
+    let from_entity = entity.key().map(|key| {
+        let key_ident = &key.ident;
+        let key_ty = &key.ty;
+        let parent_init = entity.parent().map(|parent| {
+            let parent_ident = &parent.ident;
+            let target = key_target(&parent.ty);
+            quote! {
+                #parent_ident: #p::parent_field::<#target>(__key)
+                    .map_err(|__e| __e.into_error(<Self as #p::Entity>::KIND, "__key__"))?,
+            }
+        });
+        let fields = entity.properties().map(|field| {
+            let field_ident = &field.ident;
+            let read = read_property(entity, field);
+            let name = field.name.text();
+            quote! {
+                #field_ident: #read.map_err(|__e| __e.into_error(<Self as #p::Entity>::KIND, #name))?,
+            }
+        });
+        quote! {
+            #p::Result::Ok(Self {
+                #key_ident: (&#p::Probe::<#key_ty>::new()).key_field(__key)
+                    .map_err(|__e| __e.into_error(<Self as #p::Entity>::KIND, "__key__"))?,
+                #parent_init
+                #(#fields)*
+            })
+        }
+    });
+    // A stub, or an entity whose key is missing (a reported mistake), never converts.
+    let mode = if entity.key().is_some() {
+        mode
+    } else {
+        Mode::Stub
+    };
+    let entity_key = mode.body(&p, entity_key.unwrap_or_default());
+    let to_properties = mode.body(&p, to_properties);
+    let from_entity = mode.body(&p, from_entity.unwrap_or_default());
+    quote! {
+        #[automatically_derived]
+        impl #p::Entity for #ident {
+            const KIND: &'static str = #kind;
+            const SCHEMA: &'static #p::Schema = &#schema;
+
+            fn entity_key(&self) -> #p::Result<#p::Key<Self>, #p::Error> {
+                #entity_key
+            }
+
+            fn to_properties(&self) -> #p::PropertyMap {
+                #to_properties
+            }
+
+            #[allow(unused_variables)]
+            fn from_entity(
+                __key: &#p::RawKey,
+                #[allow(unused_mut)] mut __properties: #p::PropertyMap,
+            ) -> #p::Result<Self, #p::Error> {
+                #from_entity
+            }
+        }
+    }
+}
+
+/// `impl PropertyType` for a struct without `#[key]`: an embedded entity value.
+pub(super) fn embedded_impl(entity: &Entity, mode: Mode) -> TokenStream {
+    let p = private(entity);
+    let ident = &entity.ident;
+    let schema = schema(entity);
+    let to_properties = mode.body(&p, to_properties(entity));
+    let fields = entity.properties().map(|field| {
+        let field_ident = &field.ident;
+        let read = read_property(entity, field);
+        let step = format!(".{}", field.name.text());
+        quote! {
+            #field_ident: #read.map_err(|__e| __e.within(#step))?,
+        }
+    });
+    let from_value = mode.body(
+        &p,
+        quote! {
+            match __value {
+                #p::Value::Entity(__properties) => {
+                    #[allow(unused_mut)]
+                    let mut __properties = __properties;
+                    #p::Result::Ok(Self {
+                        #(#fields)*
+                    })
+                }
+                __other => #p::Result::Err(#p::DecodeError::mismatch("embedded entity", &__other)),
+            }
+        },
+    );
+    quote! {
+        #[automatically_derived]
+        impl #p::PropertyType for #ident {
+            type Operand = Self;
+            type Growth = #p::Steady;
+            const EMBEDDED: #p::Option<&'static #p::Schema> = #p::Option::Some(&#schema);
+
+            fn to_value(&self) -> #p::Value {
+                #p::Value::Entity(#to_properties)
+            }
+
+            #[allow(unused_variables)]
+            fn from_value(__value: #p::Value) -> #p::Result<Self, #p::DecodeError> {
+                #from_value
+            }
+        }
+    }
+}
+
+/// The `Schema` literal.
+fn schema(entity: &Entity) -> TokenStream {
+    let p = private(entity);
+    let kind = entity.kind.text();
+    let embedded = !entity.is_entity();
+    let mut properties: Vec<TokenStream> = entity
+        .stored()
+        .map(|field| {
+            let name = field.name.text();
+            let rust_name = ident_text(&field.ident);
+            let excluded = field.excluded();
+            let ttl = field.flags.ttl.is_some();
+            let ty = &field.ty;
+            let nested = match field.flags.blob {
+                Some(_) => quote!(|| #p::Option::None),
+                None => quote_spanned!(ty.span()=> || (&#p::Probe::<#ty>::new()).embedded()),
+            };
+            quote!(#p::PropertySchema::new(#name, #rust_name, #excluded, #ttl, #nested))
+        })
+        .collect();
+    let mut counters = Vec::new();
+    let mut sharded = Vec::new();
+    let mut indexes = Vec::new();
+    let mut replicas = quote!(#p::Option::None);
+    if entity.is_entity() {
+        for field in entity.sharded_indexes() {
+            let (rust_name, name, companion) = (
+                ident_text(&field.ident),
+                field.name.text(),
+                field.companion(),
+            );
+            let shards = field.flags.sharded_index.map_or(0, |c| count(c.value));
+            properties.push(quote!(
+                #p::PropertySchema::new(#companion, #rust_name, false, false, || #p::Option::None)
+            ));
+            sharded.push(quote! {
+                #p::ShardedIndexSchema {
+                    field: #rust_name, name: #name, companion: #companion, shards: #shards,
+                }
+            });
+        }
+        for field in entity.counters() {
+            let (rust_name, name, kind) = (
+                ident_text(&field.ident),
+                field.name.text(),
+                entity.shard_kind(field),
+            );
+            let shards = field.flags.sharded.map_or(0, |c| count(c.value));
+            counters.push(quote! {
+                #p::CounterSchema { field: #rust_name, name: #name, shards: #shards, kind: #kind }
+            });
+        }
+        indexes = entity
+            .indexes
+            .iter()
+            .map(|index| {
+                let ancestor = index.ancestor;
+                let items = entity
+                    .index_properties(index)
+                    .into_iter()
+                    .map(|(name, descending)| {
+                        let direction = if descending {
+                            quote!(#p::Direction::Descending)
+                        } else {
+                            quote!(#p::Direction::Ascending)
+                        };
+                        quote!(#p::IndexedProperty { name: #name, direction: #direction })
+                    });
+                quote!(#p::IndexSchema { ancestor: #ancestor, properties: &[#(#items),*] })
+            })
+            .collect();
+        if let Some(copies) = entity.replicated {
+            let copies = count(copies.value);
+            let kind = entity.replica_kind();
+            replicas = quote!(#p::Option::Some(#p::ReplicaSchema { copies: #copies, kind: #kind }));
+        }
+    }
+    quote! {
+        #p::Schema {
+            kind: #kind,
+            embedded: #embedded,
+            properties: &[#(#properties),*],
+            indexes: &[#(#indexes),*],
+            counters: &[#(#counters),*],
+            sharded_indexes: &[#(#sharded),*],
+            replicas: #replicas,
+        }
+    }
+}
+
+/// A count from an attribute, as the `u32` the schema holds (range errors are `check`'s).
+fn count(value: u64) -> u32 {
+    u32::try_from(value).unwrap_or(u32::MAX)
+}
+
+/// The block that builds the `PropertyMap` from `self`.
+fn to_properties(entity: &Entity) -> TokenStream {
+    let p = private(entity);
+    let puts = entity.stored().map(|field| {
+        let ident = &field.ident;
+        let ty = &field.ty;
+        let name = field.name.text();
+        let excluded = field.excluded();
+        let put = match field.flags.blob {
+            Some(_) => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put_blob),
+            None => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put),
+        };
+        quote! { #put(&mut __properties, #name, &self.#ident, #excluded); }
+    });
+    let companions = entity
+        .is_entity()
+        .then(|| {
+            entity.sharded_indexes().enumerate().map(|(i, field)| {
+                let ident = &field.ident;
+                let ty = &field.ty;
+                let companion = field.companion();
+                quote! {
+                    if let #p::Option::Some(__sort) = (&#p::Probe::<#ty>::new()).sort_key(&self.#ident) {
+                        let __key = <Self as #p::Entity>::entity_key(self).ok();
+                        __properties.insert(
+                            #p::From::from(#companion),
+                            #p::Property::indexed(#p::companion_value(
+                                &<Self as #p::Entity>::SCHEMA.sharded_indexes[#i],
+                                __key.as_ref().map(#p::Key::raw),
+                                &__sort,
+                            )),
+                        );
+                    }
+                }
+            })
+        })
+        .into_iter()
+        .flatten();
+    quote! {{
+        #[allow(unused_mut)]
+        let mut __properties = #p::PropertyMap::new();
+        #(#puts)*
+        #(#companions)*
+        __properties
+    }}
+}
+
+/// The expression reading one property out of `__properties`.
+fn read_property(entity: &Entity, field: &Field) -> TokenStream {
+    let p = private(entity);
+    let ty = &field.ty;
+    let name = field.name.text();
+    match field.flags.blob {
+        Some(_) => {
+            quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).take_blob(&mut __properties, #name))
+        }
+        None => {
+            quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).take(&mut __properties, #name))
+        }
+    }
+}

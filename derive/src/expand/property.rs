@@ -1,0 +1,85 @@
+//! Property descriptors (`Post::TITLE`) and the one assertion per field that checks its type.
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+
+use super::private;
+use crate::ast::{Entity, Role, unsupported_hint};
+
+/// One typed descriptor per stored property, named in SCREAMING_SNAKE_CASE.
+pub(super) fn descriptors(entity: &Entity) -> Vec<TokenStream> {
+    let p = private(entity);
+    let vis = &entity.vis;
+    entity
+        .descriptors()
+        .into_iter()
+        .map(|(field, ident)| {
+            let name = field.name.text();
+            let ty = match field.flags.blob {
+                Some(_) => quote!(#p::Blob),
+                None => {
+                    let ty = &field.ty;
+                    quote!(#ty)
+                }
+            };
+            let (marker, note) = if field.flags.sharded_index.is_some() {
+                (
+                    quote!(#p::Excluded),
+                    format!(
+                        " Its plain value is excluded from indexes: query it with `{}::query_by_{}` (R-S3).",
+                        entity.ident,
+                        crate::ast::ident_text(&field.ident)
+                    ),
+                )
+            } else if field.excluded() {
+                (
+                    quote!(#p::Excluded),
+                    " Excluded from indexes: it cannot be filtered, ordered or projected on.".to_owned(),
+                )
+            } else {
+                (quote!(#p::Indexed), String::new())
+            };
+            let doc = format!("The `{name}` property.{note}");
+            quote! {
+                #[doc = #doc]
+                #vis const #ident: #p::PropertyPath<Self, #ty, #marker> = #p::PropertyPath::new(#name);
+            }
+        })
+        .collect()
+}
+
+/// Exactly one type assertion per field, at the field's type: the only place a wrong type is
+/// reported (the generated code's other uses of the type go through `Probe`).
+pub(super) fn assertions(entity: &Entity) -> TokenStream {
+    let p = private(entity);
+    let checks = entity.fields.iter().filter_map(|field| {
+        let ty = &field.ty;
+        let assert = match field.role() {
+            Role::Key => quote!(assert_key),
+            Role::Parent => return None,
+            // A targeted error was reported already.
+            Role::Property if field.flags.blob.is_none() && unsupported_hint(ty).is_some() => {
+                return None;
+            }
+            Role::Property if field.flags.blob.is_some() => quote!(assert_blob),
+            Role::Property if field.flags.sharded.is_some() => quote!(assert_counter),
+            Role::Property if field.flags.sharded_index.is_some() => {
+                quote!(assert_sharded_index)
+            }
+            Role::Property if field.flags.ttl.is_some() => quote!(assert_ttl),
+            // R-I3: an indexed value must not grow with time unless acknowledged.
+            Role::Property if field.excluded() || field.flags.monotonic.is_some() => {
+                quote!(assert_property)
+            }
+            Role::Property => quote!(assert_indexed),
+        };
+        Some(quote_spanned!(ty.span()=> #p::#assert::<#ty>();))
+    });
+    quote! {
+        #[allow(dead_code)]
+        fn __assert_field_types() {
+            #(#checks)*
+        }
+    }
+}
