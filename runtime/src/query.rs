@@ -74,7 +74,8 @@ pub struct Page<T> {
 const STREAM_PAGE: usize = 300;
 
 /// All results of a paged query as one stream: `fetch(query, page_size, cursor)` returns a
-/// page, and the next page starts at its `next` cursor. `total` caps the number of results.
+/// page, and the next page starts at its `next` cursor (`None` for the first page: the
+/// query's own start). `total` caps the number of results.
 pub(crate) fn paged<Q, T, F, Fut>(
     query: Q,
     total: Option<usize>,
@@ -251,13 +252,62 @@ impl<E: Entity> Query<E> {
     pub fn stream(self) -> impl Stream<Item = Result<E, Error>> + Send + 'static {
         let total = self.spec.limit;
         paged(self, total, |query, size, cursor| {
-            query.limit(size).start_after(cursor).fetch()
+            query.limit(size).resume(cursor).fetch()
         })
+    }
+
+    /// Continues after `cursor`; `None` keeps the query's own start.
+    pub(crate) fn resume(self, cursor: Option<Cursor>) -> Self {
+        match cursor {
+            Some(cursor) => self.start_after(cursor),
+            None => self,
+        }
     }
 }
 
 fn next_cursor(batch: &QueryBatch) -> Option<Cursor> {
     batch.more_results.then(|| Cursor(batch.end_cursor.clone()))
+}
+
+/// The builder methods of [`Query`], on a keys-only or projection query built from one.
+macro_rules! forward_builders {
+    () => {
+        /// Only entities under `ancestor` (its entity group): strongly consistent (R-E1).
+        pub fn ancestor<A>(mut self, ancestor: &Key<A>) -> Self {
+            self.query = self.query.ancestor(ancestor);
+            self
+        }
+
+        /// Adds a filter; all filters must hold.
+        pub fn filter(mut self, filter: Filter<E>) -> Self {
+            self.query = self.query.filter(filter);
+            self
+        }
+
+        /// Adds a sort order, after the ones already given.
+        pub fn order(mut self, order: Order<E>) -> Self {
+            self.query = self.query.order(order);
+            self
+        }
+
+        /// At most `limit` results per page.
+        pub fn limit(mut self, limit: usize) -> Self {
+            self.query = self.query.limit(limit);
+            self
+        }
+
+        /// Starts after `cursor` (the `next` of a previous page); `None` starts at the beginning.
+        pub fn start_after(mut self, cursor: impl Into<Option<Cursor>>) -> Self {
+            self.query = self.query.start_after(cursor);
+            self
+        }
+
+        /// Stops at `cursor`: results after it are not returned.
+        pub fn end_at(mut self, cursor: impl Into<Option<Cursor>>) -> Self {
+            self.query = self.query.end_at(cursor);
+            self
+        }
+    };
 }
 
 /// A keys-only query: [`fetch`](KeysOnlyQuery::fetch) returns typed keys (R-Q1).
@@ -283,6 +333,8 @@ impl<E> fmt::Debug for KeysOnlyQuery<E> {
 }
 
 impl<E: Entity> KeysOnlyQuery<E> {
+    forward_builders!();
+
     /// Runs the query and returns one page of keys.
     pub async fn fetch(self) -> Result<Page<Key<E>>, Error> {
         let batch = self.query.run().await?;
@@ -302,7 +354,7 @@ impl<E: Entity> KeysOnlyQuery<E> {
         let total = self.query.spec.limit;
         paged(self, total, |q, size, cursor| {
             KeysOnlyQuery {
-                query: q.query.limit(size).start_after(cursor),
+                query: q.query.limit(size).resume(cursor),
             }
             .fetch()
         })
@@ -334,6 +386,8 @@ impl<E, P> fmt::Debug for ProjectionQuery<E, P> {
 }
 
 impl<E: Entity, P: Projection<Entity = E>> ProjectionQuery<E, P> {
+    forward_builders!();
+
     /// Runs the query and returns one page of projected rows.
     pub async fn fetch(self) -> Result<Page<P>, Error> {
         let batch = self.query.run().await?;
@@ -352,7 +406,7 @@ impl<E: Entity, P: Projection<Entity = E>> ProjectionQuery<E, P> {
         let total = self.query.spec.limit;
         paged(self, total, |q, size, cursor| {
             ProjectionQuery::<E, P> {
-                query: q.query.limit(size).start_after(cursor),
+                query: q.query.limit(size).resume(cursor),
                 projection: PhantomData,
             }
             .fetch()

@@ -29,6 +29,12 @@ pub struct Account {
 
 /// A post under an account.
 #[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(
+    projection(PostCard: title, author),
+    projection(TagRow: tags, title),
+    index(author, -published),
+    ancestor_index(-published)
+)]
 pub struct Post {
     /// The owning account.
     #[parent]
@@ -74,6 +80,72 @@ pub fn account_key(name: &str) -> Key<Account> {
     Account::key(KeyName::new(name).expect("valid test name"))
 }
 
+/// An article whose views and likes are sharded counters (R-S1).
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(projection(ArticleCard: title, status))]
+pub struct Article {
+    /// The article's slug.
+    #[key]
+    pub slug: KeyName,
+    /// Title.
+    pub title: String,
+    /// Editorial state, stored as a string.
+    pub status: Status,
+    /// Priority, stored as its integer.
+    pub priority: Priority,
+    /// Page views: 20 shards.
+    #[sharded(20)]
+    pub views: i64,
+    /// Likes: 4 shards, a narrower integer.
+    #[sharded(4)]
+    #[property(rename = "likeCount")]
+    pub likes: i32,
+}
+
+/// An article's editorial state (a `PropertyValue` enum).
+#[derive(PropertyValue, Debug, Clone, Copy, PartialEq, Eq)]
+#[property(rename_all = "snake_case")]
+pub enum Status {
+    /// Being written.
+    Draft,
+    /// Waiting for an editor.
+    InReview,
+    /// Online.
+    #[property(rename = "live")]
+    Published,
+}
+
+/// A priority, stored as its inner integer (a `PropertyValue` newtype).
+#[derive(PropertyValue, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Priority(pub i64);
+
+/// A hot configuration entity, read from 5 replicas (R-S2).
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[replicated(5)]
+pub struct SiteConfig {
+    /// The configuration's name.
+    #[key]
+    pub name: KeyName,
+    /// The banner shown on every page.
+    pub banner: String,
+    /// Bumped on every change.
+    pub version: i64,
+}
+
+/// A timeline event, ordered through a sharded timestamp index (R-S3).
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(index(topic, at))]
+pub struct Event {
+    /// Allocated on put.
+    #[key]
+    pub id: Option<KeyId>,
+    /// What the event is about.
+    pub topic: String,
+    /// When it happened: indexed behind 8 shard prefixes.
+    #[sharded_index(8)]
+    pub at: Timestamp,
+}
+
 /// Which backend call was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Call {
@@ -91,12 +163,15 @@ pub enum Call {
     Ids,
 }
 
-/// Wraps the embedded engine: counts calls, and fails the next `fail_commits` commits with
-/// `Error::Unavailable` (a transient outage) before passing commits through.
+/// Wraps the embedded engine: counts calls, records the keys of lookups and commits, and
+/// fails the next `fail_commits` commits with `Error::Unavailable` (a transient outage)
+/// before passing commits through.
 #[derive(Default)]
 pub struct Instrumented {
     inner: Embedded,
     calls: std::sync::Mutex<Vec<Call>>,
+    lookups: std::sync::Mutex<Vec<Vec<RawKey>>>,
+    commits: std::sync::Mutex<Vec<Vec<RawKey>>>,
     /// Commits still to fail.
     pub fail_commits: AtomicUsize,
 }
@@ -118,6 +193,21 @@ impl Instrumented {
         self.calls().iter().filter(|c| **c == call).count()
     }
 
+    /// The keys of each lookup so far, in order.
+    pub fn lookups(&self) -> Vec<Vec<RawKey>> {
+        self.lookups.lock().expect("not poisoned").clone()
+    }
+
+    /// The keys written or deleted by each commit so far, in order.
+    pub fn commits(&self) -> Vec<Vec<RawKey>> {
+        self.commits.lock().expect("not poisoned").clone()
+    }
+
+    /// The engine itself, for reads and writes that bypass the typed API.
+    pub fn engine(&self) -> &Embedded {
+        &self.inner
+    }
+
     fn record(&self, call: Call) {
         self.calls.lock().expect("not poisoned").push(call);
     }
@@ -130,6 +220,10 @@ impl Backend for Instrumented {
         transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<Vec<Option<PropertyMap>>, Error>> {
         self.record(Call::Lookup);
+        self.lookups
+            .lock()
+            .expect("not poisoned")
+            .push(keys.to_vec());
         self.inner.lookup(keys, transaction)
     }
 
@@ -139,6 +233,10 @@ impl Backend for Instrumented {
         transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
         self.record(Call::Commit);
+        self.commits
+            .lock()
+            .expect("not poisoned")
+            .push(mutations.iter().map(|m| m.key().clone()).collect());
         let failing = self
             .fail_commits
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -187,5 +285,79 @@ impl Backend for Instrumented {
     fn reserve_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<(), Error>> {
         self.record(Call::Ids);
         self.inner.reserve_ids(keys)
+    }
+}
+
+/// Wraps the embedded engine and adds a fixed round trip to every call, as a network would:
+/// the window in which concurrent transactions conflict grows with it.
+pub struct Latency {
+    inner: Embedded,
+    round_trip: std::time::Duration,
+}
+
+impl Latency {
+    /// A fresh engine behind a `round_trip` delay, and a `Db` on it.
+    pub fn db(round_trip: std::time::Duration) -> Db {
+        Db::with_backend(Arc::new(Latency {
+            inner: Embedded::new(),
+            round_trip,
+        }))
+    }
+}
+
+/// Sleeps for the round trip, then makes the call (the engine answers when called).
+macro_rules! after_round_trip {
+    ($self:ident, $call:expr) => {{
+        let round_trip = $self.round_trip;
+        Box::pin(async move {
+            tokio::time::sleep(round_trip).await;
+            $call.await
+        })
+    }};
+}
+
+impl Backend for Latency {
+    fn lookup<'a>(
+        &'a self,
+        keys: &'a [RawKey],
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<Vec<Option<PropertyMap>>, Error>> {
+        after_round_trip!(self, self.inner.lookup(keys, transaction))
+    }
+
+    fn commit<'a>(
+        &'a self,
+        mutations: Vec<Mutation>,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
+        after_round_trip!(self, self.inner.commit(mutations, transaction))
+    }
+
+    fn run_query<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<QueryBatch, Error>> {
+        after_round_trip!(self, self.inner.run_query(query, transaction))
+    }
+
+    fn begin_transaction(
+        &self,
+        partition: &PartitionId,
+    ) -> BoxFuture<'_, Result<TransactionId, Error>> {
+        let partition = partition.clone();
+        after_round_trip!(self, self.inner.begin_transaction(&partition))
+    }
+
+    fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>> {
+        after_round_trip!(self, self.inner.rollback(transaction))
+    }
+
+    fn allocate_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
+        after_round_trip!(self, self.inner.allocate_ids(keys))
+    }
+
+    fn reserve_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<(), Error>> {
+        after_round_trip!(self, self.inner.reserve_ids(keys))
     }
 }

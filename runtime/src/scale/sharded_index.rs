@@ -377,7 +377,12 @@ impl<E: Entity, T: ShardIndexable> ShardedQuery<E, T> {
     {
         let total = self.query.spec.limit;
         paged(self, total, |query, size, cursor| {
-            query.limit(size).start_after(cursor).fetch()
+            let query = query.limit(size);
+            match cursor {
+                Some(cursor) => query.start_after(cursor),
+                None => query,
+            }
+            .fetch()
         })
     }
 }

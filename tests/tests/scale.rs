@@ -1,0 +1,573 @@
+//! The scale patterns, generated from one attribute each: sharded counters (R-S1), read
+//! replicas (R-S2) and sharded timestamp indexes (R-S3), with exact values.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use datastore_entity::backend::Backend;
+use datastore_entity::prelude::*;
+use datastore_entity::{Error, Value};
+use datastore_entity_tests::{
+    Account, Article, Call, Event, Instrumented, Latency, Priority, SiteConfig, Status, account,
+    account_key,
+};
+use futures_util::TryStreamExt as _;
+
+fn article(slug: &str) -> Article {
+    Article {
+        slug: KeyName::new(slug).unwrap(),
+        title: format!("About {slug}"),
+        status: Status::Published,
+        priority: Priority(1),
+        views: 0,
+        likes: 0,
+    }
+}
+
+fn article_key(slug: &str) -> Key<Article> {
+    Article::key(KeyName::new(slug).unwrap())
+}
+
+/// `tasks` tasks each add 1 to `key`'s views `each` times; every increment must succeed.
+async fn hammer(db: &Db, key: &Key<Article>, tasks: usize, each: usize) {
+    let handles: Vec<_> = (0..tasks)
+        .map(|_| {
+            let (db, key) = (db.clone(), key.clone());
+            tokio::spawn(async move {
+                for _ in 0..each {
+                    Article::increment_views(&db, &key, 1).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sharded_counters_count_every_increment() {
+    // R-S1: 16 tasks × 25 increments = 400, through increment_* and get.
+    let db = Db::in_memory();
+    let key = db.put(&article("rust")).await.unwrap();
+    hammer(&db, &key, 16, 25).await;
+    assert_eq!(Article::views_total(&db, &key).await.unwrap(), 400);
+    let loaded = db.get(&key).await.unwrap().unwrap();
+    assert_eq!(loaded.views, 400);
+    assert_eq!(loaded.likes, 0);
+    // Negative deltas count too, on a counter of another type and name.
+    Article::increment_likes(&db, &key, 7).await.unwrap();
+    Article::increment_likes(&db, &key, -2).await.unwrap();
+    assert_eq!(Article::likes_total(&db, &key).await.unwrap(), 5);
+    assert_eq!(db.get(&key).await.unwrap().unwrap().likes, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn counters_are_isolated_per_namespace_and_per_entity() {
+    let db = Db::in_memory();
+    let tenant = db.namespace("tenant-a").unwrap();
+    for handle in [&db, &tenant] {
+        handle.put(&article("rust")).await.unwrap();
+        handle.put(&article("go")).await.unwrap();
+    }
+    hammer(&tenant, &article_key("rust"), 16, 25).await;
+    Article::increment_views(&tenant, &article_key("go"), 3)
+        .await
+        .unwrap();
+    Article::increment_views(&db, &article_key("rust"), 1)
+        .await
+        .unwrap();
+    let in_tenant = tenant
+        .get_many(&[article_key("rust"), article_key("go")])
+        .await
+        .unwrap();
+    assert_eq!(in_tenant[0].as_ref().unwrap().views, 400);
+    assert_eq!(in_tenant[1].as_ref().unwrap().views, 3);
+    assert_eq!(
+        Article::views_total(&db, &article_key("rust"))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        Article::views_total(&db, &article_key("go")).await.unwrap(),
+        0
+    );
+}
+
+#[tokio::test]
+async fn get_reads_the_counters_in_the_same_lookup_and_put_never_writes_them() {
+    let (backend, db) = Instrumented::db();
+    let mut written = article("rust");
+    written.views = 999; // ignored: the counter lives in its shards
+    let key = db.put(&written).await.unwrap();
+    let commits = backend.commits();
+    assert_eq!(commits.len(), 1);
+    assert_eq!(commits[0].len(), 1, "put writes the article alone");
+    Article::increment_views(&db, &key, 2).await.unwrap();
+    Article::increment_likes(&db, &key, 1).await.unwrap();
+
+    let before = backend.count(Call::Lookup);
+    let loaded = db.get(&key).await.unwrap().unwrap();
+    assert_eq!((loaded.views, loaded.likes), (2, 1));
+    assert_eq!(
+        backend.count(Call::Lookup) - before,
+        1,
+        "entity and shards come from one lookup"
+    );
+    let last = backend.lookups().pop().unwrap();
+    assert_eq!(last.len(), 1 + 20 + 4);
+    // Shards are root entities (not in the owner's entity group, R-E2) of their own kinds.
+    assert!(last[1..].iter().all(|k| k.path().len() == 1));
+    assert_eq!(last[1].kind(), "Article.views.shard");
+    assert_eq!(last[21].kind(), "Article.likeCount.shard");
+    // Their names are scattered (R-K4): no two shards share a name prefix.
+    let prefixes: HashSet<&str> = last[1..21]
+        .iter()
+        .map(|k| &k.name().unwrap()[..6])
+        .collect();
+    assert_eq!(prefixes.len(), 20);
+
+    // put again: the counter keeps its total.
+    db.put(&written).await.unwrap();
+    assert_eq!(db.get(&key).await.unwrap().unwrap().views, 2);
+    // get_many fills each entity's counters, still with one lookup.
+    db.put(&article("go")).await.unwrap();
+    let before = backend.count(Call::Lookup);
+    let both = db
+        .get_many(&[article_key("go"), key.clone(), article_key("none")])
+        .await
+        .unwrap();
+    assert_eq!(backend.count(Call::Lookup) - before, 1);
+    assert_eq!(both[0].as_ref().unwrap().views, 0);
+    assert_eq!(both[1].as_ref().unwrap().views, 2);
+    assert!(both[2].is_none());
+}
+
+#[tokio::test]
+async fn shards_never_appear_in_queries_and_are_deleted_with_their_owner() {
+    let (backend, db) = Instrumented::db();
+    let key = db.put(&article("rust")).await.unwrap();
+    db.put(&article("go")).await.unwrap();
+    for _ in 0..30 {
+        Article::increment_views(&db, &key, 1).await.unwrap();
+    }
+    let page = db.query::<Article>().fetch().await.unwrap();
+    assert_eq!(
+        page.items.len(),
+        2,
+        "the kind holds two articles, not their shards"
+    );
+    // Queries fill the counters too.
+    let rust = page
+        .items
+        .iter()
+        .find(|a| a.slug.as_str() == "rust")
+        .unwrap();
+    assert_eq!(rust.views, 30);
+    let streamed: Vec<Article> = db.query::<Article>().stream().try_collect().await.unwrap();
+    assert_eq!(streamed.iter().map(|a| a.views).sum::<i64>(), 30);
+
+    let commits_before = backend.count(Call::Commit);
+    db.delete(&key).await.unwrap();
+    assert_eq!(
+        backend.count(Call::Commit) - commits_before,
+        1,
+        "one commit"
+    );
+    let deleted = backend.commits().pop().unwrap();
+    assert_eq!(deleted.len(), 1 + 20 + 4, "the article and all its shards");
+    let shards: Vec<RawKey> = deleted[1..].to_vec();
+    let found = backend.engine().lookup(&shards, None).await.unwrap();
+    assert!(found.iter().all(Option::is_none), "no shard is left behind");
+    assert_eq!(Article::views_total(&db, &key).await.unwrap(), 0);
+    // Re-created, the article starts from zero.
+    db.put(&article("rust")).await.unwrap();
+    assert_eq!(db.get(&key).await.unwrap().unwrap().views, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn under_latency_a_plain_counter_loses_increments_and_a_sharded_one_none() {
+    // Measured in the issue: with a 1 ms round trip, 8 writers × 100 transactional
+    // increments of one entity lose dozens to exhausted retries. The sharded counter, under
+    // the same latency and the same default retry policy, loses none.
+    const WRITERS: usize = 8;
+    const EACH: usize = 100;
+    let db = Latency::db(Duration::from_millis(1));
+    db.put(&account("ann")).await.unwrap();
+    let plain: Vec<_> = (0..WRITERS)
+        .map(|_| {
+            let db = db.clone();
+            tokio::spawn(async move {
+                let mut lost = 0;
+                for _ in 0..EACH {
+                    let result = db
+                        .transaction(|tx| async move {
+                            let mut a: Account = tx.get(&account_key("ann")).await?.unwrap();
+                            a.balance += 1;
+                            tx.put(&a);
+                            Ok(())
+                        })
+                        .await;
+                    match result {
+                        Ok(()) => {}
+                        Err(Error::Aborted { .. }) => lost += 1,
+                        Err(other) => panic!("{other}"),
+                    }
+                }
+                lost
+            })
+        })
+        .collect();
+    let mut plain_lost = 0;
+    for handle in plain {
+        plain_lost += handle.await.unwrap();
+    }
+    let balance = db.get(&account_key("ann")).await.unwrap().unwrap().balance;
+    eprintln!("plain counter: {balance} of 800 increments landed, {plain_lost} lost");
+    assert_eq!(balance as usize + plain_lost, WRITERS * EACH);
+    assert!(
+        plain_lost > 0,
+        "no increment was lost: the test made no contention"
+    );
+
+    let key = db.put(&article("hot")).await.unwrap();
+    hammer(&db, &key, WRITERS, EACH).await;
+    assert_eq!(
+        Article::views_total(&db, &key).await.unwrap(),
+        (WRITERS * EACH) as i64
+    );
+}
+
+#[tokio::test]
+async fn counter_overflow_is_an_error_and_writes_nothing() {
+    let db = Db::in_memory();
+    let key = db.put(&article("big")).await.unwrap();
+    Article::increment_views(&db, &key, i64::MAX).await.unwrap();
+    // Whichever shard the next increment picks, the total would overflow; a shard holding
+    // i64::MAX overflows on its own, others when summed.
+    let mut failures = 0;
+    for _ in 0..40 {
+        match Article::increment_views(&db, &key, i64::MAX).await {
+            Ok(()) => {}
+            Err(Error::CounterOverflow { field, .. }) => {
+                assert_eq!(field, "views");
+                failures += 1;
+            }
+            Err(other) => panic!("{other}"),
+        }
+        if failures > 0 {
+            break;
+        }
+    }
+    assert!(matches!(
+        Article::views_total(&db, &key).await,
+        Err(Error::CounterOverflow { .. })
+    ));
+}
+
+fn config(version: i64) -> SiteConfig {
+    SiteConfig {
+        name: KeyName::new("site").unwrap(),
+        banner: format!("banner v{version}"),
+        version,
+    }
+}
+
+#[tokio::test]
+async fn replicas_are_written_in_one_commit_and_read_one_at_a_time() {
+    // R-S2
+    let (backend, db) = Instrumented::db();
+    let key = db.put(&config(1)).await.unwrap();
+    let commits = backend.commits();
+    assert_eq!(commits.len(), 1, "one commit");
+    assert_eq!(commits[0].len(), 6, "the entity and its 5 replicas");
+    assert_eq!(commits[0][0], *key.raw());
+    let replicas: HashSet<RawKey> = commits[0][1..].iter().cloned().collect();
+    assert_eq!(replicas.len(), 5);
+    assert!(
+        replicas
+            .iter()
+            .all(|k| k.kind() == "SiteConfig.replica" && k.path().len() == 1)
+    );
+
+    // Each get reads one replica, chosen at random: over many reads, all of them.
+    let mut read = HashSet::new();
+    for _ in 0..200 {
+        assert_eq!(db.get(&key).await.unwrap(), Some(config(1)));
+        let lookup = backend.lookups().pop().unwrap();
+        assert_eq!(lookup.len(), 1);
+        assert!(
+            replicas.contains(&lookup[0]),
+            "{:?} is not a replica",
+            lookup[0]
+        );
+        read.insert(lookup[0].clone());
+    }
+    assert_eq!(read, replicas);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_is_never_older_than_the_last_acknowledged_put() {
+    let db = Db::in_memory();
+    let key = db.put(&config(0)).await.unwrap();
+    let reader = {
+        let (db, key) = (db.clone(), key.clone());
+        tokio::spawn(async move {
+            let mut last = 0;
+            for _ in 0..500 {
+                let version = db.get(&key).await.unwrap().unwrap().version;
+                assert!(version >= last, "read v{version} after v{last}");
+                last = version;
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    for version in 1..=200 {
+        db.put(&config(version)).await.unwrap();
+        // Acknowledged: every replica now holds it.
+        for _ in 0..5 {
+            assert_eq!(db.get(&key).await.unwrap().unwrap().version, version);
+        }
+    }
+    reader.await.unwrap();
+}
+
+#[tokio::test]
+async fn replicated_entities_appear_once_in_queries_and_are_deleted_with_their_replicas() {
+    let (backend, db) = Instrumented::db();
+    let key = db.put(&config(1)).await.unwrap();
+    let other = SiteConfig {
+        name: KeyName::new("admin").unwrap(),
+        ..config(2)
+    };
+    db.put(&other).await.unwrap();
+    let all = db.query::<SiteConfig>().fetch().await.unwrap().items;
+    assert_eq!(all, vec![other.clone(), config(1)]);
+    let tx_read = db
+        .transaction(|tx| {
+            let key = key.clone();
+            async move { tx.get(&key).await }
+        })
+        .await
+        .unwrap();
+    assert_eq!(tx_read, Some(config(1)));
+
+    db.delete(&key).await.unwrap();
+    let deleted = backend.commits().pop().unwrap();
+    assert_eq!(
+        deleted.len(),
+        6,
+        "the entity and its 5 replicas, in one commit"
+    );
+    let found = backend.engine().lookup(&deleted, None).await.unwrap();
+    assert!(found.iter().all(Option::is_none));
+    assert_eq!(db.get(&key).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn an_entity_written_without_its_replicas_is_still_read() {
+    // Written by another tool, or before `#[replicated]` was added: the replica is missing,
+    // so `get` reads the entity itself in a second lookup.
+    let (backend, db) = Instrumented::db();
+    let key = db.put(&config(3)).await.unwrap();
+    let replicas: Vec<RawKey> = backend.commits()[0][1..].to_vec();
+    let deletes = replicas
+        .iter()
+        .cloned()
+        .map(datastore_entity::backend::Mutation::Delete)
+        .collect();
+    backend.engine().commit(deletes, None).await.unwrap();
+    let before = backend.count(Call::Lookup);
+    assert_eq!(db.get(&key).await.unwrap(), Some(config(3)));
+    assert_eq!(backend.count(Call::Lookup) - before, 2);
+    // A missing entity is None, also after the second lookup.
+    let missing = SiteConfig::key(KeyName::new("none").unwrap());
+    assert_eq!(db.get(&missing).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn replicas_live_in_the_namespace_of_their_entity() {
+    let db = Db::in_memory();
+    let tenant = db.namespace("tenant-b").unwrap();
+    let key = tenant.put(&config(7)).await.unwrap();
+    assert_eq!(db.get(&key).await.unwrap(), None);
+    assert_eq!(tenant.get(&key).await.unwrap(), Some(config(7)));
+}
+
+fn event(topic: &str, micros: i64) -> Event {
+    Event {
+        id: None,
+        topic: topic.into(),
+        at: Timestamp::from_micros(micros),
+    }
+}
+
+#[tokio::test]
+async fn a_sharded_index_spreads_writes_and_reads_them_back_in_order() {
+    // R-S3: 240 events; the timeline is read newest first, 25 at a time, each event exactly
+    // once, in order, with one cursor for all 8 shards.
+    let (backend, db) = Instrumented::db();
+    let events: Vec<Event> = (0..240)
+        .map(|i| {
+            event(
+                if i % 3 == 0 { "a" } else { "b" },
+                1_700_000_000_000_000 + i * 997,
+            )
+        })
+        .collect();
+    db.put_many(&events).await.unwrap();
+
+    // The plain value is excluded; the companion spreads over the shards.
+    let raw = db.query::<Event>().keys_only().fetch().await.unwrap().items;
+    let stored = backend
+        .engine()
+        .lookup(
+            &raw.iter().map(|k| k.raw().clone()).collect::<Vec<_>>(),
+            None,
+        )
+        .await
+        .unwrap();
+    let mut shards = HashSet::new();
+    for properties in stored.into_iter().flatten() {
+        assert!(properties["at"].excluded);
+        let Value::String(companion) = &properties["at_sharded"].value else {
+            panic!("the companion is a string");
+        };
+        assert!(!properties["at_sharded"].excluded);
+        shards.insert(companion[..1].to_owned());
+    }
+    assert_eq!(shards.len(), 8, "240 events land in all 8 shards");
+
+    let mut cursor = None;
+    let mut seen = Vec::new();
+    loop {
+        let queries = backend.count(Call::RunQuery);
+        let page = Event::query_by_at(&db)
+            .desc()
+            .limit(25)
+            .start_after(cursor)
+            .fetch()
+            .await
+            .unwrap();
+        assert!(
+            backend.count(Call::RunQuery) - queries <= 8,
+            "one query per shard at most"
+        );
+        seen.extend(page.items.iter().map(|e| e.at.as_micros()));
+        match page.next {
+            // The cursor survives the web: text and back.
+            Some(next) => cursor = Some(next.to_string().parse::<Cursor>().unwrap()),
+            None => break,
+        }
+    }
+    let mut expected: Vec<i64> = events.iter().map(|e| e.at.as_micros()).collect();
+    expected.sort_unstable_by(|a, b| b.cmp(a));
+    assert_eq!(seen, expected);
+
+    // Ascending, within a range, streamed.
+    let from = Timestamp::from_micros(1_700_000_000_000_000 + 100 * 997);
+    let to = Timestamp::from_micros(1_700_000_000_000_000 + 110 * 997);
+    let range: Vec<i64> = Event::query_by_at(&db)
+        .ge(from)
+        .lt(to)
+        .stream()
+        .map_ok(|e| e.at.as_micros())
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        range,
+        (100..110)
+            .map(|i| 1_700_000_000_000_000 + i * 997)
+            .collect::<Vec<_>>()
+    );
+
+    // With an equality filter on another property (the index(topic, at) declared on Event).
+    let topic_a: Vec<Event> = Event::query_by_at(&db)
+        .filter(Event::TOPIC.eq("a"))
+        .desc()
+        .limit(5)
+        .fetch()
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(topic_a.len(), 5);
+    assert!(topic_a.iter().all(|e| e.topic == "a"));
+    assert_eq!(topic_a[0].at.as_micros(), 1_700_000_000_000_000 + 237 * 997);
+    assert!(topic_a.windows(2).all(|w| w[0].at > w[1].at));
+}
+
+#[tokio::test]
+async fn a_sharded_cursor_resumes_after_concurrent_writes_and_refuses_other_queries() {
+    let db = Db::in_memory();
+    let events: Vec<Event> = (0..50).map(|i| event("x", i * 10)).collect();
+    db.put_many(&events).await.unwrap();
+    let first = Event::query_by_at(&db).limit(20).fetch().await.unwrap();
+    let got: Vec<i64> = first.items.iter().map(|e| e.at.as_micros()).collect();
+    assert_eq!(got, (0..20).map(|i| i * 10).collect::<Vec<_>>());
+    // Written after the first page: an earlier one is not returned, a later one is.
+    db.put_many(&[event("x", 5), event("x", 10_000)])
+        .await
+        .unwrap();
+    let rest: Vec<i64> = Event::query_by_at(&db)
+        .start_after(first.next.clone())
+        .stream()
+        .map_ok(|e| e.at.as_micros())
+        .try_collect()
+        .await
+        .unwrap();
+    let mut expected: Vec<i64> = (20..50).map(|i| i * 10).collect();
+    expected.push(10_000);
+    assert_eq!(rest, expected);
+
+    // The cursor of the ascending query does not fit the descending one.
+    let error = Event::query_by_at(&db)
+        .desc()
+        .start_after(first.next.clone())
+        .fetch()
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::InvalidCursor { .. }), "{error}");
+    // Nor does an ordinary query's cursor, nor an altered one.
+    let plain = db.query::<Event>().limit(1).fetch().await.unwrap().next;
+    assert!(matches!(
+        Event::query_by_at(&db).start_after(plain).fetch().await,
+        Err(Error::InvalidCursor { .. })
+    ));
+    let mut text = first.next.unwrap().to_string();
+    text.replace_range(10..11, if &text[10..11] == "A" { "B" } else { "A" });
+    assert!(matches!(
+        Event::query_by_at(&db)
+            .start_after(text.parse::<Cursor>().unwrap())
+            .fetch()
+            .await,
+        Err(Error::InvalidCursor { .. })
+    ));
+}
+
+#[test]
+fn scale_schemas_describe_their_companions() {
+    let schema = Article::SCHEMA;
+    let views = schema.counter("views").unwrap();
+    assert_eq!(
+        (views.shards, views.kind, views.name),
+        (20, "Article.views.shard", "views")
+    );
+    assert_eq!(
+        schema.counter("likes").unwrap().kind,
+        "Article.likeCount.shard"
+    );
+    assert!(
+        schema.property("views").is_none(),
+        "a counter is not stored on the article"
+    );
+    let replicas = SiteConfig::SCHEMA.replicas.as_ref().unwrap();
+    assert_eq!((replicas.copies, replicas.kind), (5, "SiteConfig.replica"));
+    let at = &Event::SCHEMA.sharded_indexes[0];
+    assert_eq!((at.name, at.companion, at.shards), ("at", "at_sharded", 8));
+    assert!(Event::SCHEMA.property("at").unwrap().excluded);
+    assert!(!Event::SCHEMA.property("at_sharded").unwrap().excluded);
+    // The index declared on `at` is the index of its companion.
+    assert_eq!(Event::SCHEMA.indexes[0].properties[1].name, "at_sharded");
+}
