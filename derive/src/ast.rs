@@ -353,14 +353,17 @@ impl Entity {
         properties
     }
 
-    /// The known fields a projection lists, each once.
-    pub(crate) fn projection_fields(&self, projection: &ProjectionDecl) -> Vec<&Field> {
-        let mut fields: Vec<&Field> = Vec::new();
+    /// The known fields a projection lists, each once, with the name that lists it.
+    pub(crate) fn projection_fields<'a>(
+        &'a self,
+        projection: &'a ProjectionDecl,
+    ) -> Vec<(&'a syn::Ident, &'a Field)> {
+        let mut fields: Vec<(&syn::Ident, &Field)> = Vec::new();
         for ident in &projection.fields {
             if let Some(field) = self.field(ident).filter(|f| f.stored())
-                && !fields.iter().any(|f| f.ident == field.ident)
+                && !fields.iter().any(|(_, f)| f.ident == field.ident)
             {
-                fields.push(field);
+                fields.push((ident, field));
             }
         }
         fields

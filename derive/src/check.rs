@@ -365,8 +365,8 @@ fn sharded_counters(entity: &Entity, errors: &mut Errors) {
             errors.push(error(
                 count.span,
                 format!(
-                    "`#[sharded({})]`: a counter has 1 to 1,000 shards [R-S1]\nhelp: 20 shards take \
-                     about 20 writes per second each; choose n from the write rate you expect",
+                    "`#[sharded({})]`: a counter has 1 to 1,000 shards [R-S1]\nhelp: each shard takes \
+                     about one write per second (R-E2): choose n from the increments per second you expect",
                     count.value
                 ),
             ));

@@ -196,6 +196,7 @@ fn unit_enum(
             #[automatically_derived]
             impl #p::Projectable for #ident {
                 type Projected = Self;
+                type Shape = #p::Flat;
             }
         };
     })
@@ -229,6 +230,7 @@ fn newtype(ident: &syn::Ident, inner: Option<&syn::Type>, p: &TokenStream) -> To
             #[automatically_derived]
             impl #p::Projectable for #ident {
                 type Projected = Self;
+                type Shape = #p::Flat;
             }
 
             #[allow(dead_code)]

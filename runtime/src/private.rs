@@ -22,7 +22,8 @@ pub use crate::property::{Direction, Excluded, Indexed, PropertyPath};
 pub use crate::scale::counter::{increment, total};
 pub use crate::scale::sharded_index::{ShardIndexable, ShardedQuery, companion_value};
 pub use crate::value::{
-    DecodeError, Indexable, Projectable, Property, PropertyMap, PropertyType, Steady, Value,
+    DecodeError, Flat, Indexable, NotProjectable, Projectable, Projects, Property, PropertyMap,
+    PropertyType, Steady, Value, WholeEntity,
 };
 pub use crate::{Blob, Db, Error, KeyId, KeyName, Timestamp};
 pub use ::core::{
@@ -246,6 +247,13 @@ pub fn assert_property<T: PropertyType>() {}
 pub fn assert_indexed<T: PropertyType>()
 where
     T::Growth: Indexable,
+{
+}
+
+/// The assertion of a field listed in a projection (R-Q2): not an embedded entity.
+pub fn assert_projectable<T: Projectable>()
+where
+    T::Shape: Projects,
 {
 }
 

@@ -31,10 +31,12 @@ impl IndexMarker for Excluded {
 
 /// Implemented only by [`Indexed`]: what filters, orders and projections require.
 #[diagnostic::on_unimplemented(
-    message = "this property is excluded from indexes (`#[exclude_from_index]` or `#[ttl]`), so it cannot be used in a filter, an order or a projection",
+    message = "this property is excluded from indexes, so it cannot be used in a filter, an order or a projection",
     label = "excluded from indexes",
-    note = "an excluded property has no index entries, so a query on it would find nothing (R-I1); \
-            remove `#[exclude_from_index]` from the field if you need to query on it"
+    note = "an excluded property (`#[exclude_from_index]`, `#[ttl]`, or the plain value of a `#[sharded_index]` \
+            field) has no index entries, so a query on it would find nothing (R-I1)",
+    note = "remove `#[exclude_from_index]` from the field if you need to query on it; query a \
+            `#[sharded_index]` field through its generated `query_by_<field>` helper (R-S3)"
 )]
 pub trait Queryable: sealed::Sealed {}
 impl Queryable for Indexed {}

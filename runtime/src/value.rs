@@ -190,6 +190,9 @@ mod sealed {
     pub trait Growth {}
     impl Growth for super::Steady {}
     impl Growth for super::Increasing {}
+    pub trait Shape {}
+    impl Shape for super::Flat {}
+    impl Shape for super::WholeEntity {}
 }
 
 /// Implemented by [`Steady`] only: what an indexed field's [`PropertyType::Growth`] must be
@@ -206,23 +209,84 @@ mod sealed {
 pub trait Indexable: Growth {}
 impl Indexable for Steady {}
 
-/// A property type a projection query can return (R-Q2): a plain value, or an array, whose
+/// A property type as a projection query returns it (R-Q2): a plain value, or an array, whose
 /// projection returns one row per element ([`Projected`](Projectable::Projected) is then the
-/// element type). Embedded entities are not indexed as whole values, so they cannot be projected.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be projected",
-    label = "not a projectable type",
-    note = "an embedded entity is not indexed as a whole: project a plain property instead"
-)]
+/// element type). Embedded entities are not indexed as whole values: their
+/// [`Shape`](Projectable::Shape) is [`WholeEntity`], which cannot be projected.
 pub trait Projectable: PropertyType {
     /// What one projected row holds for this property.
     type Projected: PropertyType;
+    /// [`Flat`] values can be projected, a [`WholeEntity`] cannot.
+    type Shape: Shape;
+}
+
+/// Whether a property type can be projected: [`Flat`] or [`WholeEntity`].
+pub trait Shape: sealed::Shape {}
+
+/// A plain value (or an array of them): it has index entries, so it can be projected.
+#[derive(Debug, Clone, Copy)]
+pub enum Flat {}
+
+/// An embedded entity: indexed only through its properties (`outer.inner`), so it cannot be
+/// projected as a whole.
+#[derive(Debug, Clone, Copy)]
+pub enum WholeEntity {}
+
+impl Shape for Flat {}
+impl Shape for WholeEntity {}
+
+/// Implemented by [`Flat`] only: what a projected field's [`Projectable::Shape`] must be.
+#[diagnostic::on_unimplemented(
+    message = "an embedded entity cannot be projected [R-Q2]",
+    label = "an embedded entity",
+    note = "an embedded entity has no index entries of its own, only its properties do (`outer.inner`); \
+            a projection reads its values from the index, so list plain properties only"
+)]
+pub trait Projects: Shape {}
+impl Projects for Flat {}
+
+/// What a projection row would hold for an embedded entity: nothing can be, since projecting
+/// one does not compile (its field's assertion fails); this type only keeps the rest of the
+/// generated code well-formed, so that error is the only one.
+pub struct NotProjectable<T>(std::marker::PhantomData<fn() -> T>);
+
+impl<T> fmt::Debug for NotProjectable<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("NotProjectable")
+    }
+}
+
+impl<T> Clone for NotProjectable<T> {
+    fn clone(&self) -> Self {
+        NotProjectable(std::marker::PhantomData)
+    }
+}
+
+impl<T> PartialEq for NotProjectable<T> {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl<T> PropertyType for NotProjectable<T> {
+    type Operand = Self;
+    type Growth = Steady;
+    fn to_value(&self) -> Value {
+        Value::Null
+    }
+    fn from_value(value: Value) -> Result<Self, DecodeError> {
+        Err(DecodeError::mismatch(
+            "a projectable value (an embedded entity is not)",
+            &value,
+        ))
+    }
 }
 
 macro_rules! projectable {
     ($($t:ty),* $(,)?) => {$(
         impl Projectable for $t {
             type Projected = $t;
+            type Shape = Flat;
         }
     )*};
 }
@@ -233,18 +297,22 @@ projectable!(
 
 impl<E: Entity> Projectable for Key<E> {
     type Projected = Key<E>;
+    type Shape = Flat;
 }
 
 impl<T: Projectable> Projectable for Option<T> {
     type Projected = Option<T::Projected>;
+    type Shape = T::Shape;
 }
 
 impl<T: Projectable> Projectable for Vec<T> {
     type Projected = T::Projected;
+    type Shape = T::Shape;
 }
 
 impl<T: Projectable> Projectable for Box<T> {
     type Projected = T::Projected;
+    type Shape = T::Shape;
 }
 
 macro_rules! integer_property {

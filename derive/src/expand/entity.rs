@@ -136,6 +136,12 @@ pub(super) fn embedded_impl(entity: &Entity, mode: Mode) -> TokenStream {
                 #from_value
             }
         }
+
+        #[automatically_derived]
+        impl #p::Projectable for #ident {
+            type Projected = #p::NotProjectable<Self>;
+            type Shape = #p::WholeEntity;
+        }
     }
 }
 

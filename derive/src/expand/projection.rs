@@ -6,7 +6,8 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use super::private;
-use crate::ast::{Entity, ident_text};
+use super::property::respanned;
+use crate::ast::{Entity, Field, ident_text};
 
 pub(super) fn projections(entity: &Entity) -> TokenStream {
     let p = private(entity);
@@ -14,8 +15,18 @@ pub(super) fn projections(entity: &Entity) -> TokenStream {
     let entity_ident = &entity.ident;
     let structs = entity.distinct_projections().into_iter().map(|projection| {
         let name = &projection.name;
-        let fields = entity.projection_fields(projection);
+        let listed_fields = entity.projection_fields(projection);
+        let fields: Vec<&Field> = listed_fields.iter().map(|(_, f)| *f).collect();
         let listed: Vec<String> = fields.iter().map(|f| ident_text(&f.ident)).collect();
+        // One assertion per listed field, at its name in the list: not an embedded entity.
+        let assertions = listed_fields
+            .iter()
+            .filter(|(_, f)| f.flags.blob.is_none())
+            .map(|(name, field)| {
+                let ty = &field.ty;
+                let call = respanned(quote!(#p::assert_projectable::<#ty>), name.span());
+                quote_spanned!(name.span()=> #call();)
+            });
         let doc = format!(
             "A projection of `{entity_ident}` ({}): the rows of \
              `db.query::<{entity_ident}>().project::<{name}>()`, read from the index (R-Q2).",
@@ -54,6 +65,11 @@ pub(super) fn projections(entity: &Entity) -> TokenStream {
             }
 
             const _: () = {
+                #[allow(dead_code)]
+                fn __assert_projected_types() {
+                    #(#assertions)*
+                }
+
                 #[automatically_derived]
                 impl #p::Projection for #name {
                     type Entity = #entity_ident;
@@ -75,7 +91,7 @@ pub(super) fn projections(entity: &Entity) -> TokenStream {
 
 /// What one projected row holds for `field`: the element type of an array, the field's type
 /// otherwise; bytes as the field holds them.
-fn projected_type(entity: &Entity, field: &crate::ast::Field) -> TokenStream {
+fn projected_type(entity: &Entity, field: &Field) -> TokenStream {
     let p = private(entity);
     let ty = &field.ty;
     match field.flags.blob {

@@ -1,6 +1,6 @@
 //! Property descriptors (`Post::TITLE`) and the one assertion per field that checks its type.
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
@@ -74,7 +74,9 @@ pub(super) fn assertions(entity: &Entity) -> TokenStream {
             }
             Role::Property => quote!(assert_indexed),
         };
-        Some(quote_spanned!(ty.span()=> #p::#assert::<#ty>();))
+        // The whole call at the type: rustc reports some failed bounds on the call's path.
+        let path = respanned(quote!(#p::#assert), ty.span());
+        Some(quote_spanned!(ty.span()=> #path::<#ty>();))
     });
     quote! {
         #[allow(dead_code)]
@@ -82,4 +84,22 @@ pub(super) fn assertions(entity: &Entity) -> TokenStream {
             #(#checks)*
         }
     }
+}
+
+/// `tokens` with every span set to `span`.
+pub(super) fn respanned(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut tree| {
+            if let TokenTree::Group(group) = &tree {
+                let mut inner =
+                    proc_macro2::Group::new(group.delimiter(), respanned(group.stream(), span));
+                inner.set_span(span);
+                tree = TokenTree::Group(inner);
+            } else {
+                tree.set_span(span);
+            }
+            tree
+        })
+        .collect()
 }

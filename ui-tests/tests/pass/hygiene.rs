@@ -59,8 +59,13 @@ pub mod shadowed {
         pub tags: ::std::vec::Vec<::std::string::String>,
     }
 
-    /// A post under an account.
+    /// A post under an account, with every generated helper.
     #[derive(Entity)]
+    #[entity(
+        projection(PostCard: title, state, tags),
+        index(title, -score),
+        ancestor_index(-when)
+    )]
     pub struct Post {
         /// Parent.
         #[parent]
@@ -68,8 +73,51 @@ pub mod shadowed {
         /// Id.
         #[key]
         pub id: ::std::option::Option<KeyId>,
+        /// Title.
+        pub title: ::std::string::String,
+        /// Tags.
+        pub tags: ::std::vec::Vec<::std::string::String>,
         /// Boxed.
         pub score: ::std::boxed::Box<i64>,
+        /// State.
+        pub state: State,
+        /// Rank.
+        pub rank: Rank,
+        /// Likes.
+        #[sharded(3)]
+        pub likes: i64,
+        /// When.
+        #[sharded_index(4)]
+        pub when: Timestamp,
+        /// Edited.
+        #[index(monotonic)]
+        pub edited: ::std::option::Option<Timestamp>,
+    }
+
+    /// A state, stored as a string.
+    #[derive(datastore_entity::PropertyValue, Clone, Copy, Debug, PartialEq)]
+    #[property(rename_all = "snake_case")]
+    pub enum State {
+        /// Open.
+        Open,
+        /// Closed.
+        #[property(rename = "done")]
+        Closed,
+    }
+
+    /// A rank, stored as its integer.
+    #[derive(datastore_entity::PropertyValue)]
+    pub struct Rank(pub i64);
+
+    /// Replicated settings.
+    #[derive(Entity)]
+    #[replicated(3)]
+    pub struct Settings {
+        /// Key.
+        #[key]
+        pub name: KeyName,
+        /// A field named like the key builder.
+        pub key: ::std::string::String,
     }
 
     /// A private entity with a private key builder.
@@ -93,4 +141,15 @@ fn main() {
     assert_eq!(<shadowed::Account as Entity>::KIND, "Account");
     assert_eq!(shadowed::Account::EMAIL_ADDRESS.name(), "emailAddress");
     assert_eq!(shadowed::private_key(), Some(3));
+    assert_eq!(shadowed::Settings::KEY.name(), "key");
+    let card = shadowed::PostCard {
+        title: "t".into(),
+        state: shadowed::State::Closed,
+        tags: "rust".into(),
+    };
+    assert_eq!(card.clone(), card);
+    let db = datastore_entity::Db::in_memory();
+    let _ = shadowed::Post::query_by_when(&db).desc();
+    let _ = shadowed::Post::increment_likes(&db, &post, 1);
+    let _ = shadowed::Post::likes_total(&db, &post);
 }
