@@ -73,7 +73,20 @@ pub(crate) enum Case {
 pub(crate) const CASES: &str = "\"lowercase\", \"UPPERCASE\", \"camelCase\", \"PascalCase\", \"snake_case\", \"SCREAMING_SNAKE_CASE\", \"kebab-case\"";
 
 impl Case {
-    pub(crate) fn parse(text: &str) -> Option<Case> {
+    /// The case of a `rename_all = "..."` attribute, or an error listing the known ones.
+    pub(crate) fn from_attr(value: &darling::util::SpannedValue<String>) -> syn::Result<Case> {
+        Case::parse(value).ok_or_else(|| {
+            syn::Error::new(
+                value.span(),
+                format!(
+                    "unknown `rename_all` value {:?}; use one of {CASES}",
+                    value.as_str()
+                ),
+            )
+        })
+    }
+
+    fn parse(text: &str) -> Option<Case> {
         Some(match text {
             "lowercase" => Case::Lower,
             "UPPERCASE" => Case::Upper,
@@ -200,19 +213,10 @@ pub(crate) struct Entity {
 
 impl Entity {
     pub(crate) fn from_input(input: EntityInput, errors: &mut crate::errors::Errors) -> Entity {
-        let case = input.rename_all.as_ref().and_then(|rename_all| {
-            let case = Case::parse(rename_all);
-            if case.is_none() {
-                errors.push(
-                    darling::Error::custom(format!(
-                        "unknown `rename_all` value {:?}; use one of {CASES}",
-                        rename_all.as_str()
-                    ))
-                    .with_span(&rename_all.span()),
-                );
-            }
-            case
-        });
+        let case = input
+            .rename_all
+            .as_ref()
+            .and_then(|r| Case::from_attr(r).map_err(|e| errors.push(e)).ok());
         let fields = input
             .data
             .take_struct()

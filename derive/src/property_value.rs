@@ -7,7 +7,7 @@ use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
-use crate::ast::{CASES, Case, ident_text};
+use crate::ast::{Case, ident_text};
 
 #[derive(FromDeriveInput)]
 #[darling(attributes(property), supports(enum_unit, struct_newtype))]
@@ -100,19 +100,10 @@ fn unit_enum(
     p: &TokenStream,
 ) -> darling::Result<TokenStream> {
     let mut errors = darling::Error::accumulator();
-    let case = input.rename_all.as_ref().and_then(|rename_all| {
-        let case = Case::parse(rename_all);
-        if case.is_none() {
-            errors.push(
-                darling::Error::custom(format!(
-                    "unknown `rename_all` value {:?}; use one of {CASES}",
-                    rename_all.as_str()
-                ))
-                .with_span(&rename_all.span()),
-            );
-        }
-        case
-    });
+    let case = input
+        .rename_all
+        .as_ref()
+        .and_then(|r| Case::from_attr(r).map_err(|e| errors.push(e.into())).ok());
     if variants.is_empty() {
         errors.push(
             darling::Error::custom("an enum without variants has no value to store")

@@ -40,7 +40,10 @@ pub mod scale;
 mod txn;
 pub mod value;
 
-pub use datastore_entity_derive::{Entity, PropertyValue};
+#[doc = include_str!("derive_entity.md")]
+pub use datastore_entity_derive::Entity;
+#[doc = include_str!("derive_property_value.md")]
+pub use datastore_entity_derive::PropertyValue;
 pub use db::{Db, ParentKey};
 pub use entity::{
     CounterSchema, Entity, IndexSchema, IndexedProperty, KeyField, Projection, PropertySchema,

@@ -6,7 +6,7 @@
 //! If each use required `T: PropertyType`, a field of an unsupported type would be reported
 //! once per use. Instead, the derive emits exactly one assertion per field
 //! (`assert_indexed::<T>()`, `assert_key::<K>()`, …) at the field's type, and every other use
-//! goes through a [`Probe`]: method resolution picks the real implementation when the bound
+//! goes through a `Probe`: method resolution picks the real implementation when the bound
 //! holds (a by-reference receiver matches `&Probe<T>` before `&&Probe<T>`), and otherwise a
 //! fallback that type-checks for any `T`. The fallback never runs: the assertion makes the
 //! crate fail to compile whenever it is chosen.
