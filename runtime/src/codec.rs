@@ -42,11 +42,20 @@ impl Writer {
     }
 
     pub(crate) fn key(&mut self, key: &RawKey) {
-        let partition = key.partition();
-        self.bytes(partition.project_id.as_bytes());
-        self.bytes(partition.database_id.as_bytes());
-        self.bytes(partition.namespace.as_bytes());
+        self.partition(key.partition());
         self.path(key);
+    }
+
+    pub(crate) fn partition(&mut self, partition: Option<&PartitionId>) {
+        match partition {
+            None => self.u8(0),
+            Some(partition) => {
+                self.u8(1);
+                self.bytes(partition.project_id.as_bytes());
+                self.bytes(partition.database_id.as_bytes());
+                self.bytes(partition.namespace.as_bytes());
+            }
+        }
     }
 
     /// The key's path without its partition.
@@ -178,10 +187,14 @@ impl<'a> Reader<'a> {
     }
 
     pub(crate) fn key(&mut self) -> Result<RawKey> {
-        let partition = PartitionId {
-            project_id: self.string()?,
-            database_id: self.string()?,
-            namespace: self.string()?,
+        let partition = match self.u8()? {
+            0 => None,
+            1 => Some(PartitionId {
+                project_id: self.string()?,
+                database_id: self.string()?,
+                namespace: self.string()?,
+            }),
+            _ => return Err(CodecError("bad partition")),
         };
         let n = self.len()?;
         let mut path = Vec::with_capacity(n);
@@ -273,7 +286,7 @@ mod tests {
         let mut inner = PropertyMap::new();
         inner.insert("a".into(), Property::excluded(Value::Double(f64::NAN)));
         let key = RawKey::new(
-            PartitionId::default(),
+            Some(PartitionId::default()),
             vec![PathElement::new("K", Some(IdOrName::Id(KeyId::new(3).unwrap()))).unwrap()],
         )
         .unwrap();

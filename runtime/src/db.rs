@@ -10,11 +10,12 @@ use crate::name::{NameRole, validate};
 use crate::query::Query;
 use crate::scale::{Op, Write};
 use crate::txn::RetryPolicy;
-use crate::{Entity, Error, Key, PartitionId, RawKey};
+use crate::{Entity, Error, Key, PartitionId, RawKey, Value};
 
 /// A handle on a store: cheap to clone, `Send + Sync`; clones share one store.
 ///
-/// Keys are relative to the handle: a `Key<E>` names an entity in the handle's namespace.
+/// A handle reads and writes one partition (namespace): keys built in code take it, keys a
+/// handle returns carry it, and a key of another partition is refused (R-N8 tenants stay apart).
 ///
 /// ```
 /// # use datastore_entity::prelude::*;
@@ -104,30 +105,76 @@ impl Db {
         self
     }
 
-    /// The partition (namespace) this handle reads and writes.
+    /// The partition (project, database, namespace) this handle reads and writes.
     pub fn partition(&self) -> &PartitionId {
         &self.partition
+    }
+
+    /// `key` in this handle's partition: a key without a partition (from a generated
+    /// builder) takes the handle's; a key of another partition is [`Error::WrongPartition`].
+    /// Keys a `Db` returns are already bound, so this is how to compare a built key with them.
+    ///
+    /// ```
+    /// # use datastore_entity::prelude::*;
+    /// #[derive(Entity, Debug, PartialEq)]
+    /// struct Account {
+    ///     #[key]
+    ///     name: KeyName,
+    /// }
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let tenant = Db::in_memory().namespace("tenant-a")?;
+    /// let key = tenant.put(&Account { name: KeyName::new("ann")? }).await?;
+    /// assert_eq!(key.namespace(), "tenant-a");
+    /// assert_eq!(key, tenant.bind(&Account::key(KeyName::new("ann")?))?);
+    /// # Ok::<(), Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn bind<E>(&self, key: &Key<E>) -> Result<Key<E>, Error> {
+        self.outgoing(key.raw()).map(Key::unchecked)
     }
 
     pub(crate) fn backend(&self) -> &dyn Backend {
         &*self.backend
     }
 
-    /// A user's key as the backend sees it: in this handle's partition.
-    pub(crate) fn outgoing(&self, key: &RawKey) -> RawKey {
-        key.clone().with_partition(self.partition.clone())
+    /// A user's key as the backend sees it: in this handle's partition, which a key without
+    /// one takes; a key of another partition is refused before anything is sent.
+    pub(crate) fn outgoing(&self, key: &RawKey) -> Result<RawKey, Error> {
+        match key.partition() {
+            None => Ok(key.clone().with_partition(self.partition.clone())),
+            Some(partition) if *partition == self.partition => Ok(key.clone()),
+            Some(partition) => Err(Error::WrongPartition {
+                key: format!("{key:?}"),
+                expected: self.partition.to_string(),
+                found: partition.to_string(),
+            }),
+        }
     }
 
-    /// A backend's key as the user sees it: relative to this handle.
-    pub(crate) fn incoming(&self, key: &RawKey) -> RawKey {
-        key.clone().with_partition(PartitionId::default())
+    /// An entity's properties as the backend stores them: keys held in properties take this
+    /// handle's partition unless they carry one (a reference to another namespace is valid).
+    pub(crate) fn outgoing_properties(&self, properties: &mut crate::PropertyMap) {
+        properties
+            .values_mut()
+            .for_each(|p| self.outgoing_value(&mut p.value));
+    }
+
+    /// A value as the backend sees it: keys in it take this handle's partition unless they
+    /// carry one.
+    pub(crate) fn outgoing_value(&self, value: &mut Value) {
+        match value {
+            Value::Key(key) if key.partition().is_none() => {
+                *key = key.clone().with_partition(self.partition.clone());
+            }
+            Value::Array(values) => values.iter_mut().for_each(|v| self.outgoing_value(v)),
+            Value::Entity(inner) => self.outgoing_properties(inner),
+            _ => {}
+        }
     }
 
     async fn commit_typed<E: Entity>(&self, writes: Vec<Write>) -> Result<Vec<Key<E>>, Error> {
         let keys = crate::scale::commit(self, writes, None).await?;
-        keys.iter()
-            .map(|k| Key::from_raw(self.incoming(k)))
-            .collect()
+        keys.into_iter().map(Key::from_raw).collect()
     }
 
     async fn commit_one<E: Entity>(&self, entity: &E, op: Op) -> Result<Key<E>, Error> {
@@ -187,7 +234,10 @@ impl Db {
 
     /// Deletes many entities in one commit (R-A1); the same key twice is [`Error::DuplicateKey`] (R-A4).
     pub async fn delete_many<E: Entity>(&self, keys: &[Key<E>]) -> Result<(), Error> {
-        let writes = keys.iter().map(|k| Write::delete(self, k)).collect();
+        let writes = keys
+            .iter()
+            .map(|k| Write::delete(self, k))
+            .collect::<Result<_, _>>()?;
         self.commit_typed::<E>(writes).await.map(drop)
     }
 
@@ -203,17 +253,18 @@ impl Db {
         parent: impl ParentKey,
         count: usize,
     ) -> Result<Vec<Key<E>>, Error> {
-        let template = self.outgoing(Key::<E>::new(parent.parent_key(), None).raw());
+        let template = self.outgoing(Key::<E>::new(parent.parent_key(), None).raw())?;
         let keys = self.backend.allocate_ids(vec![template; count]).await?;
-        keys.iter()
-            .map(|k| Key::from_raw(self.incoming(k)))
-            .collect()
+        keys.into_iter().map(Key::from_raw).collect()
     }
 
     /// Reserves the ids of `keys`, so the allocator never hands them out: do this before
     /// writing entities with ids you chose yourself (R-K3).
     pub async fn reserve_ids<E: Entity>(&self, keys: &[Key<E>]) -> Result<(), Error> {
-        let keys = keys.iter().map(|k| self.outgoing(k.raw())).collect();
+        let keys = keys
+            .iter()
+            .map(|k| self.outgoing(k.raw()))
+            .collect::<Result<_, _>>()?;
         self.backend.reserve_ids(keys).await
     }
 }

@@ -48,6 +48,22 @@ pub enum Error {
         reason: String,
     },
 
+    /// A key of another partition (namespace or database) than the handle's. Nothing was read
+    /// or written: one tenant's key never reads or writes another tenant's entity.
+    #[error(
+        "the key {key} belongs to {found}, but this handle reads and writes {expected}; \
+         nothing was read or written. Use the key with the handle of its own namespace \
+         (`db.namespace(...)`), or build a new key with the generated key builder"
+    )]
+    WrongPartition {
+        /// The key.
+        key: String,
+        /// The handle's partition.
+        expected: String,
+        /// The key's partition.
+        found: String,
+    },
+
     /// A stored property could not be turned into the field's Rust type.
     #[error(
         "cannot load property `{property}` of kind `{kind}`: expected {expected}, found {found}; \

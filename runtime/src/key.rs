@@ -176,7 +176,8 @@ impl fmt::Debug for PathElement {
     }
 }
 
-/// Which database and namespace a key belongs to. Empty fields mean "the `Db`'s own".
+/// Which project, database and namespace a key belongs to: its partition. Empty fields are
+/// the default database and the default namespace.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Debug)]
 pub struct PartitionId {
     /// The Google Cloud project id (R-N8: no sensitive data here).
@@ -187,17 +188,37 @@ pub struct PartitionId {
     pub namespace: String,
 }
 
-/// An untyped key: a partition and a path of up to 100 `(kind, id | name)` elements,
-/// ancestors first. Only the last element may lack its id or name (an incomplete key).
+impl fmt::Display for PartitionId {
+    /// `namespace "a" of database "b"`, the defaults spelled out.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.namespace.as_str() {
+            "" => f.write_str("the default namespace")?,
+            namespace => write!(f, "namespace {namespace:?}")?,
+        }
+        match self.database_id.as_str() {
+            "" => f.write_str(" of the default database"),
+            database => write!(f, " of database {database:?}"),
+        }
+    }
+}
+
+/// An untyped key: a path of up to 100 `(kind, id | name)` elements, ancestors first (only
+/// the last may lack its id or name: an incomplete key), and the partition it belongs to.
+///
+/// A key built in code (by the generated builders) has no partition until a `Db` uses it,
+/// and then takes that handle's; a key a `Db` returns carries its partition, and a handle of
+/// another partition refuses it ([`Error::WrongPartition`]), so one tenant's key never
+/// reads another tenant's entity. Keys of different partitions are different keys.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RawKey {
-    partition: PartitionId,
+    partition: Option<PartitionId>,
     path: Vec<PathElement>,
 }
 
 impl RawKey {
-    /// Builds a key from its path, checking depth and that only the last element is incomplete.
-    pub fn new(partition: PartitionId, path: Vec<PathElement>) -> Result<RawKey, Error> {
+    /// Builds a key from its path, checking depth and that only the last element is
+    /// incomplete; `None` leaves it without a partition.
+    pub fn new(partition: Option<PartitionId>, path: Vec<PathElement>) -> Result<RawKey, Error> {
         let key = RawKey { partition, path };
         if key.path.is_empty() || key.path.len() > MAX_KEY_DEPTH {
             return Err(key.invalid(format!(
@@ -214,8 +235,10 @@ impl RawKey {
                     .into(),
             ));
         }
-        if !key.partition.namespace.is_empty() {
-            validate(NameRole::Namespace, &key.partition.namespace)?;
+        if let Some(partition) = &key.partition
+            && !partition.namespace.is_empty()
+        {
+            validate(NameRole::Namespace, &partition.namespace)?;
         }
         Ok(key)
     }
@@ -238,20 +261,38 @@ impl RawKey {
                 }
             }
             None => RawKey {
-                partition: PartitionId::default(),
+                partition: None,
                 path: vec![element],
             },
         }
     }
 
-    /// The partition.
-    pub fn partition(&self) -> &PartitionId {
-        &self.partition
+    /// The partition, `None` for a key no `Db` has used yet.
+    pub fn partition(&self) -> Option<&PartitionId> {
+        self.partition.as_ref()
     }
 
-    /// Replaces the partition.
+    /// The namespace; `""` for the default namespace, and for a key without a partition.
+    pub fn namespace(&self) -> &str {
+        self.partition.as_ref().map_or("", |p| p.namespace.as_str())
+    }
+
+    /// The database; `""` for the default database, and for a key without a partition.
+    pub fn database(&self) -> &str {
+        self.partition
+            .as_ref()
+            .map_or("", |p| p.database_id.as_str())
+    }
+
+    /// The same key, in `partition`.
     pub fn with_partition(mut self, partition: PartitionId) -> RawKey {
-        self.partition = partition;
+        self.partition = Some(partition);
+        self
+    }
+
+    /// The same key, without a partition (as the generated builders make them).
+    pub fn without_partition(mut self) -> RawKey {
+        self.partition = None;
         self
     }
 
@@ -334,8 +375,13 @@ impl RawKey {
 
 impl fmt::Debug for RawKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if !self.partition.namespace.is_empty() {
-            write!(f, "[{}]", self.partition.namespace)?;
+        // A key with a partition shows it in brackets (`[]` for the default namespace,
+        // `[database/namespace]` outside the default database); one without shows none.
+        if let Some(partition) = &self.partition {
+            match partition.database_id.as_str() {
+                "" => write!(f, "[{}]", partition.namespace)?,
+                database => write!(f, "[{database}/{}]", partition.namespace)?,
+            }
         }
         for (i, element) in self.path.iter().enumerate() {
             if i > 0 {
@@ -374,8 +420,15 @@ impl<E: Entity> Key<E> {
 
     /// A key of kind `E::KIND` under `parent` (used by the generated key builders).
     pub fn new(parent: Option<&RawKey>, id_or_name: Option<IdOrName>) -> Key<E> {
+        Key::unchecked(RawKey::child(parent, E::KIND, id_or_name))
+    }
+}
+
+impl<E> Key<E> {
+    /// A raw key already known to be of kind `E::KIND`.
+    pub(crate) fn unchecked(raw: RawKey) -> Key<E> {
         Key {
-            raw: RawKey::child(parent, E::KIND, id_or_name),
+            raw,
             entity: PhantomData,
         }
     }
@@ -400,6 +453,16 @@ impl<E> Key<E> {
     /// The parent key, if any.
     pub fn parent(&self) -> Option<RawKey> {
         self.raw.parent()
+    }
+
+    /// The namespace; `""` for the default one, and for a key no `Db` has used yet.
+    pub fn namespace(&self) -> &str {
+        self.raw.namespace()
+    }
+
+    /// The partition, `None` for a key no `Db` has used yet.
+    pub fn partition(&self) -> Option<&PartitionId> {
+        self.raw.partition()
     }
 
     /// Whether the key has an id or a name.

@@ -221,20 +221,20 @@ impl<K> KeyFallback<K> for &Probe<K> {}
 
 /// `#[sharded_index]` fields.
 pub trait ShardIndexProbe<T> {
-    /// The value's sort key, `None` for no companion.
-    fn sort_key(&self, value: &T) -> Option<String>;
+    /// The value in sort order, `None` for no companion.
+    fn sort_value(&self, value: &T) -> Option<i64>;
 }
 
 impl<T: ShardIndexable> ShardIndexProbe<T> for Probe<T> {
-    fn sort_key(&self, value: &T) -> Option<String> {
-        value.sort_key()
+    fn sort_value(&self, value: &T) -> Option<i64> {
+        value.sort_value()
     }
 }
 
 /// Never runs: the field's assertion fails to compile when this is chosen.
 pub trait ShardIndexFallback<T> {
-    /// See [`ShardIndexProbe::sort_key`].
-    fn sort_key(&self, _: &T) -> Option<String> {
+    /// See [`ShardIndexProbe::sort_value`].
+    fn sort_value(&self, _: &T) -> Option<i64> {
         unreachable!("the derive's assertion rejects this field type")
     }
 }

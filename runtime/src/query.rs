@@ -116,6 +116,8 @@ pub struct Query<E> {
     pub(crate) db: Db,
     pub(crate) spec: QuerySpec,
     transaction: Option<TransactionId>,
+    /// A mistake found while building (a key of another partition), returned by `fetch`.
+    error: Option<Error>,
     entity: PhantomData<fn() -> E>,
 }
 
@@ -125,6 +127,7 @@ impl<E> Clone for Query<E> {
             db: self.db.clone(),
             spec: self.spec.clone(),
             transaction: self.transaction.clone(),
+            error: self.error.clone(),
             entity: PhantomData,
         }
     }
@@ -147,22 +150,28 @@ impl<E: Entity> Query<E> {
             db,
             spec,
             transaction,
+            error: None,
             entity: PhantomData,
         }
     }
 
     /// Only entities under `ancestor` (its entity group): strongly consistent (R-E1).
     pub fn ancestor<P>(mut self, ancestor: &Key<P>) -> Self {
-        self.spec.ancestor = Some(self.db.outgoing(ancestor.raw()));
+        match self.db.outgoing(ancestor.raw()) {
+            Ok(ancestor) => self.spec.ancestor = Some(ancestor),
+            Err(error) => self.error = Some(error),
+        }
         self
     }
 
     /// Adds a filter; all filters must hold.
     pub fn filter(mut self, filter: Filter<E>) -> Self {
+        let mut value = filter.value;
+        self.db.outgoing_value(&mut value);
         self.spec.filters.push(PropertyFilter {
             property: filter.property.into_owned(),
             op: filter.op,
-            value: filter.value,
+            value,
         });
         self
     }
@@ -214,6 +223,9 @@ impl<E: Entity> Query<E> {
 
     /// One batch from the backend.
     pub(crate) async fn run(&self) -> Result<QueryBatch, Error> {
+        if let Some(error) = &self.error {
+            return Err(error.clone());
+        }
         self.db
             .backend()
             .run_query(&self.spec, self.transaction.as_ref())
@@ -228,7 +240,7 @@ impl<E: Entity> Query<E> {
         crate::scale::with_counters(&self.db, E::SCHEMA, &mut rows, self.transaction.as_ref())
             .await?;
         rows.into_iter()
-            .map(|(key, properties)| E::from_entity(&self.db.incoming(&key), properties))
+            .map(|(key, properties)| E::from_entity(&key, properties))
             .collect()
     }
 
@@ -338,13 +350,12 @@ impl<E: Entity> KeysOnlyQuery<E> {
     /// Runs the query and returns one page of keys.
     pub async fn fetch(self) -> Result<Page<Key<E>>, Error> {
         let batch = self.query.run().await?;
-        let db = &self.query.db;
         Ok(Page {
             next: next_cursor(&batch),
             items: batch
                 .results
                 .into_iter()
-                .map(|r| Key::from_raw(db.incoming(&r.key)))
+                .map(|r| Key::from_raw(r.key))
                 .collect::<Result<_, _>>()?,
         })
     }

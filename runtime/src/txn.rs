@@ -208,7 +208,7 @@ impl Tx {
 
     /// Buffers a delete, committed with the transaction.
     pub fn delete<E: Entity>(&self, key: &Key<E>) {
-        self.buffer(Ok(Write::delete(&self.inner.db, key)));
+        self.buffer(Write::delete(&self.inner.db, key));
     }
 
     /// Buffers a write prepared by the crate (counter shards).

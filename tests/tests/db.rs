@@ -25,7 +25,8 @@ async fn put_then_get_returns_the_same_entity_with_key_fields_filled() {
     let db = Db::in_memory();
     let ann = account("ann");
     let key = db.put(&ann).await.unwrap();
-    assert_eq!(key, account_key("ann"));
+    assert_eq!(key, db.bind(&account_key("ann")).unwrap());
+    assert_eq!(key.namespace(), "");
     assert_eq!(db.get(&key).await.unwrap(), Some(ann));
     assert_eq!(db.get(&account_key("bob")).await.unwrap(), None);
 
@@ -324,4 +325,145 @@ fn db_handles_and_their_futures_can_cross_threads() {
     send(db.get(&account_key("ann")));
     send(db.query::<Account>().fetch());
     send(db.transaction(|_tx| async { Ok(()) }));
+}
+
+#[tokio::test]
+async fn keys_carry_the_partition_of_the_handle_that_returned_them() {
+    let db = Db::in_memory();
+    let tenant = db.namespace("tenant-a").unwrap();
+    let key = tenant.put(&account("ann")).await.unwrap();
+    assert_eq!(key.namespace(), "tenant-a");
+    assert_eq!(key, tenant.bind(&account_key("ann")).unwrap());
+    // A key built in code has none until a handle uses it.
+    assert_eq!(account_key("ann").partition(), None);
+    let found = tenant.query::<Account>().keys_only().fetch().await.unwrap();
+    assert_eq!(found.items, [key.clone()]);
+    let loaded = tenant.get(&account_key("ann")).await.unwrap().unwrap();
+    assert_eq!(loaded.name.as_str(), "ann");
+    // Posts under ann: their parent field comes back in ann's partition.
+    let post_key = tenant.put(&post(&key, "Hi", "ann", 1)).await.unwrap();
+    assert_eq!(post_key.namespace(), "tenant-a");
+    assert_eq!(tenant.get(&post_key).await.unwrap().unwrap().account, key);
+    assert_eq!(
+        post_key.parent().unwrap().partition(),
+        key.raw().partition()
+    );
+}
+
+#[tokio::test]
+async fn a_key_of_tenant_a_cannot_read_or_write_tenant_b() {
+    // Each tenant has an "ann"; tenant A's key must never reach tenant B's.
+    let (backend, db) = Instrumented::db();
+    let a = db.namespace("tenant-a").unwrap();
+    let b = db.namespace("tenant-b").unwrap();
+    let a_key = a.put(&account("ann")).await.unwrap();
+    let mut b_ann = account("ann");
+    b_ann.email = "b@example.com".into();
+    b.put(&b_ann).await.unwrap();
+    let calls = backend.calls().len();
+
+    let wrong = |result: Result<(), Error>| match result {
+        Err(Error::WrongPartition {
+            expected, found, ..
+        }) => {
+            assert!(expected.contains("tenant-b") && found.contains("tenant-a"));
+        }
+        other => panic!("expected WrongPartition, got {other:?}"),
+    };
+    wrong(b.get(&a_key).await.map(drop));
+    wrong(
+        b.get_many(&[account_key("ann"), a_key.clone()])
+            .await
+            .map(drop),
+    );
+    wrong(b.delete(&a_key).await);
+    wrong(b.delete_many(&[a_key.clone()]).await);
+    wrong(b.put(&post(&a_key, "x", "ann", 1)).await.map(drop));
+    wrong(b.allocate_ids::<Post>(&a_key, 2).await.map(drop));
+    wrong(b.reserve_ids(&[a_key.clone()]).await);
+    wrong(b.query::<Post>().ancestor(&a_key).fetch().await.map(drop));
+    wrong(
+        b.query::<Post>()
+            .ancestor(&a_key)
+            .keys_only()
+            .fetch()
+            .await
+            .map(drop),
+    );
+    // The default namespace is a partition too.
+    wrong(db.get(&a_key).await.map(drop).map_err(|e| match e {
+        Error::WrongPartition { key, found, .. } => Error::WrongPartition {
+            key,
+            expected: "tenant-b".into(),
+            found,
+        },
+        other => other,
+    }));
+    assert_eq!(backend.calls().len(), calls, "nothing was sent");
+
+    // In a transaction: the read fails; a write fails the commit, which sends nothing.
+    let error = b
+        .transaction(|tx| {
+            let a_key = a_key.clone();
+            async move { tx.get(&a_key).await.map(drop) }
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::WrongPartition { .. }), "{error}");
+    let error = b
+        .transaction(|tx| {
+            let a_key = a_key.clone();
+            async move {
+                tx.delete(&a_key);
+                Ok(())
+            }
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::WrongPartition { .. }), "{error}");
+    assert_eq!(
+        backend.count(Call::Commit),
+        2,
+        "only the two puts were committed"
+    );
+
+    // Both anns are untouched.
+    assert_eq!(
+        a.get(&a_key).await.unwrap().unwrap().email,
+        "ann@example.com"
+    );
+    assert_eq!(
+        b.get(&account_key("ann")).await.unwrap().unwrap().email,
+        "b@example.com"
+    );
+}
+
+#[tokio::test]
+async fn key_valued_properties_take_the_partition_of_the_handle() {
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    struct Follow {
+        #[key]
+        id: Option<KeyId>,
+        who: Key<Account>,
+    }
+    let db = Db::in_memory();
+    let tenant = db.namespace("tenant-a").unwrap();
+    let key = tenant
+        .put(&Follow {
+            id: None,
+            who: account_key("bob"),
+        })
+        .await
+        .unwrap();
+    let loaded = tenant.get(&key).await.unwrap().unwrap();
+    assert_eq!(loaded.who.namespace(), "tenant-a");
+    assert_eq!(loaded.who, tenant.bind(&account_key("bob")).unwrap());
+    // Filters on a key property bind the operand the same way.
+    let found = tenant
+        .query::<Follow>()
+        .filter(Follow::WHO.eq(account_key("bob")))
+        .fetch()
+        .await
+        .unwrap();
+    assert_eq!(found.items.len(), 1);
 }

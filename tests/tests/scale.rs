@@ -391,8 +391,16 @@ async fn replicas_live_in_the_namespace_of_their_entity() {
     let db = Db::in_memory();
     let tenant = db.namespace("tenant-b").unwrap();
     let key = tenant.put(&config(7)).await.unwrap();
-    assert_eq!(db.get(&key).await.unwrap(), None);
     assert_eq!(tenant.get(&key).await.unwrap(), Some(config(7)));
+    // The default namespace has no such entity, and refuses tenant-b's key.
+    assert_eq!(
+        db.get(&SiteConfig::key(config(7).name)).await.unwrap(),
+        None
+    );
+    assert!(matches!(
+        db.get(&key).await,
+        Err(datastore_entity::Error::WrongPartition { .. })
+    ));
 }
 
 fn event(topic: &str, micros: i64) -> Event {

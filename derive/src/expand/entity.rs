@@ -262,14 +262,14 @@ fn to_properties(entity: &Entity) -> TokenStream {
                 let ty = &field.ty;
                 let companion = field.companion();
                 quote! {
-                    if let #p::Option::Some(__sort) = (&#p::Probe::<#ty>::new()).sort_key(&self.#ident) {
+                    if let #p::Option::Some(__sort) = (&#p::Probe::<#ty>::new()).sort_value(&self.#ident) {
                         let __key = <Self as #p::Entity>::entity_key(self).ok();
                         __properties.insert(
                             #p::From::from(#companion),
                             #p::Property::indexed(#p::companion_value(
                                 &<Self as #p::Entity>::SCHEMA.sharded_indexes[#i],
                                 __key.as_ref().map(#p::Key::raw),
-                                &__sort,
+                                __sort,
                             )),
                         );
                     }

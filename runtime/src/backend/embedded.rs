@@ -192,8 +192,10 @@ fn transaction_number(transaction: &TransactionId) -> Result<u64, Error> {
 
 impl State {
     fn table(&self, key: &RawKey) -> Option<&Table> {
-        self.tables
-            .get(&(key.partition().clone(), key.kind().to_owned()))
+        self.tables.get(&(
+            key.partition().cloned().unwrap_or_default(),
+            key.kind().to_owned(),
+        ))
     }
 
     fn get(&self, key: &RawKey) -> Option<&PropertyMap> {
@@ -306,7 +308,10 @@ impl State {
             self.versions.insert(key.clone(), version);
             let table = self
                 .tables
-                .entry((key.partition().clone(), key.kind().to_owned()))
+                .entry((
+                    key.partition().cloned().unwrap_or_default(),
+                    key.kind().to_owned(),
+                ))
                 .or_default();
             match mutation {
                 Mutation::Insert(k, p) | Mutation::Update(k, p) | Mutation::Upsert(k, p) => {
@@ -579,7 +584,7 @@ impl<'q> Plan<'q> {
             if !ancestor.is_complete() || check_ancestors(ancestor).is_err() {
                 return Err(invalid("the ancestor key is incomplete".into()));
             }
-            if ancestor.partition() != &query.partition {
+            if ancestor.partition() != Some(&query.partition) {
                 return Err(invalid("the ancestor key is in another namespace".into()));
             }
         }
@@ -652,6 +657,8 @@ impl<'q> Plan<'q> {
             )));
         }
         let mut w = Writer::default();
+        // A cursor of one namespace's query does not resume another's.
+        w.partition(Some(&query.partition));
         w.bytes.extend_from_slice(query.kind.as_bytes());
         if let Some(a) = &query.ancestor {
             w.key(a);

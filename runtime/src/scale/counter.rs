@@ -48,7 +48,7 @@ pub async fn increment(
     counter: &'static CounterSchema,
     delta: i64,
 ) -> Result<(), Error> {
-    let owner = db.outgoing(owner);
+    let owner = db.outgoing(owner)?;
     let retry = RetryPolicy {
         max_attempts: db.retry.max_attempts.max(MIN_ATTEMPTS),
         ..db.retry
@@ -88,7 +88,7 @@ pub async fn increment(
 
 /// The counter's total for `owner` (a key as the user holds it): every shard, one lookup.
 pub async fn total(db: &Db, owner: &RawKey, counter: &CounterSchema) -> Result<i64, Error> {
-    let owner = db.outgoing(owner);
+    let owner = db.outgoing(owner)?;
     let keys: Vec<RawKey> = (0..counter.shards)
         .map(|s| companion_key(&owner, counter.kind, s))
         .collect();

@@ -47,7 +47,7 @@ pub(crate) fn companion_key(owner: &RawKey, kind: &str, slot: u32) -> RawKey {
         kind,
         Some(IdOrName::Name(companion_name(owner, slot))),
     )
-    .with_partition(owner.partition().clone())
+    .with_partition(owner.partition().cloned().unwrap_or_default())
 }
 
 /// Checks that a companion read for `owner` really belongs to it.
@@ -88,23 +88,25 @@ pub(crate) struct Write {
 impl Write {
     /// The write of `entity` through `db`.
     pub(crate) fn entity<E: Entity>(db: &Db, entity: &E, op: Op) -> Result<Write, Error> {
-        let key = db.outgoing(entity.entity_key()?.raw());
+        let key = db.outgoing(entity.entity_key()?.raw())?;
+        let mut properties = entity.to_properties();
+        db.outgoing_properties(&mut properties);
         Ok(Write {
             op,
             key,
-            properties: entity.to_properties(),
+            properties,
             schema: Some(E::SCHEMA),
         })
     }
 
     /// The delete of `key` through `db`.
-    pub(crate) fn delete<E: Entity>(db: &Db, key: &Key<E>) -> Write {
-        Write {
+    pub(crate) fn delete<E: Entity>(db: &Db, key: &Key<E>) -> Result<Write, Error> {
+        Ok(Write {
             op: Op::Delete,
-            key: db.outgoing(key.raw()),
+            key: db.outgoing(key.raw())?,
             properties: PropertyMap::new(),
             schema: Some(E::SCHEMA),
-        }
+        })
     }
 
     /// A write of an entity without companions (counter shards themselves).
@@ -237,7 +239,10 @@ pub(crate) async fn load<E: Entity>(
     transaction: Option<&TransactionId>,
 ) -> Result<Vec<Option<E>>, Error> {
     let schema = E::SCHEMA;
-    let owners: Vec<RawKey> = keys.iter().map(|k| db.outgoing(k.raw())).collect();
+    let owners: Vec<RawKey> = keys
+        .iter()
+        .map(|k| db.outgoing(k.raw()))
+        .collect::<Result<_, _>>()?;
     let shards_each: usize = schema.counters.iter().map(|c| c.shards as usize).sum();
     let mut lookup = Vec::with_capacity(owners.len() * (1 + shards_each));
     for owner in &owners {
@@ -271,10 +276,10 @@ pub(crate) async fn load<E: Entity>(
         }
     }
     let mut shard_results = lookup[owners.len()..].iter().cloned().zip(shard_results);
-    keys.iter()
-        .zip(&owners)
+    owners
+        .iter()
         .zip(entities)
-        .map(|((key, owner), slot)| {
+        .map(|(owner, slot)| {
             // Consume this owner's shards whether or not the entity exists.
             let totals = schema
                 .counters
@@ -283,7 +288,7 @@ pub(crate) async fn load<E: Entity>(
                 .collect::<Result<Vec<i64>, Error>>()?;
             slot.map(|mut properties| {
                 fill_counters(schema, &mut properties, &totals);
-                E::from_entity(key.raw(), properties)
+                E::from_entity(owner, properties)
             })
             .transpose()
         })

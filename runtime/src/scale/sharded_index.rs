@@ -3,9 +3,11 @@
 //! its end; queries run the `n` shard queries concurrently and merge them in order.
 //!
 //! The plain field is stored excluded from indexes; the companion property holds
-//! `"{shard}:{sort key}"`, where the shard has a fixed number of digits and the sort key is
-//! text whose byte order is the value's order. The shard is a hash of the entity's key (a
-//! random one while the key is still incomplete), so writes at the same instant spread too.
+//! `"{shard}:{value}:{tiebreak}"`: the shard with a fixed number of digits, the value as 16
+//! hex digits whose byte order is numeric order, and 16 hex digits of a hash of the entity's
+//! key (random while the key is still incomplete) from which the shard is also taken. Every
+//! companion is distinct, so the merged order is total and a position is one string: a
+//! query resumes every shard after it with a range filter, the same on every backend.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
@@ -21,50 +23,44 @@ use crate::query::{Cursor, Page, Query, paged};
 use crate::value::{PropertyType, Timestamp, Value};
 use crate::{Entity, Error, Filter, Key, RawKey};
 
-/// A type whose values a `#[sharded_index(n)]` field can hold: timestamps, integers and strings.
+/// A type whose values a `#[sharded_index(n)]` field can hold: timestamps and integers.
 #[diagnostic::on_unimplemented(
-    message = "`#[sharded_index]` needs a timestamp, an integer or a string field, not `{Self}`",
+    message = "`#[sharded_index]` needs a timestamp or an integer field, not `{Self}`",
     label = "cannot be sharded-indexed",
-    note = "the companion property holds the value as text whose order is the value's order"
+    note = "the companion property holds the value as fixed-width text whose order is the value's order"
 )]
 pub trait ShardIndexable: PropertyType {
-    /// The value as text whose byte order is the value's order; `None` leaves the entity out
-    /// of the sharded index (an `Option` holding `None`).
-    fn sort_key(&self) -> Option<String>;
+    /// The value as an integer in the value's order (microseconds for a timestamp); `None`
+    /// leaves the entity out of the sharded index (an `Option` holding `None`).
+    fn sort_value(&self) -> Option<i64>;
 }
 
-/// Signed integers in offset binary, as 16 hex digits: byte order is numeric order.
-fn sortable(n: i64) -> String {
-    format!("{:016x}", n.cast_unsigned() ^ (1 << 63))
-}
-
-macro_rules! integer_sort_key {
+macro_rules! integer_sort_value {
     ($($t:ty),*) => {$(
         impl ShardIndexable for $t {
-            fn sort_key(&self) -> Option<String> {
-                Some(sortable(i64::from(*self)))
+            fn sort_value(&self) -> Option<i64> {
+                Some(i64::from(*self))
             }
         }
     )*};
 }
-integer_sort_key!(i8, i16, i32, i64, u8, u16, u32);
+integer_sort_value!(i8, i16, i32, i64, u8, u16, u32);
 
 impl ShardIndexable for Timestamp {
-    fn sort_key(&self) -> Option<String> {
-        Some(sortable(self.as_micros()))
-    }
-}
-
-impl ShardIndexable for String {
-    fn sort_key(&self) -> Option<String> {
-        Some(self.clone())
+    fn sort_value(&self) -> Option<i64> {
+        Some(self.as_micros())
     }
 }
 
 impl<T: ShardIndexable> ShardIndexable for Option<T> {
-    fn sort_key(&self) -> Option<String> {
-        self.as_ref().and_then(T::sort_key)
+    fn sort_value(&self) -> Option<i64> {
+        self.as_ref().and_then(T::sort_value)
     }
+}
+
+/// A signed integer in offset binary, as 16 hex digits: byte order is numeric order.
+fn sortable(n: i64) -> String {
+    format!("{:016x}", n.cast_unsigned() ^ (1 << 63))
 }
 
 /// How many digits shard numbers of an index of `shards` shards take.
@@ -72,29 +68,23 @@ fn width(shards: u32) -> usize {
     shards.saturating_sub(1).max(1).to_string().len()
 }
 
-/// The companion value of `value` for the entity `key` (`None` while it is incomplete).
-pub fn companion_value(index: &ShardedIndexSchema, key: Option<&RawKey>, sort_key: &str) -> Value {
+/// The companion value of `value` for the entity `key` (random tiebreak while incomplete).
+pub fn companion_value(index: &ShardedIndexSchema, key: Option<&RawKey>, value: i64) -> Value {
     let shards = index.shards.max(1);
-    let shard = match key.filter(|k| k.is_complete()) {
+    let tiebreak = match key.filter(|k| k.is_complete()) {
         Some(key) => {
             let mut w = Writer::default();
             w.path(key);
-            u32::try_from(fnv1a(&w.bytes) % u64::from(shards)).unwrap_or(0)
+            fnv1a(&w.bytes)
         }
-        None => fastrand::u32(..shards),
+        None => fastrand::u64(..),
     };
-    Value::String(format!("{shard:0w$}:{sort_key}", w = width(shards)))
-}
-
-/// The state of one shard in a sharded cursor.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum ShardState {
-    /// Not read yet.
-    Start,
-    /// Resume after this backend cursor.
-    After(Vec<u8>),
-    /// No more results.
-    Done,
+    let shard = tiebreak % u64::from(shards);
+    Value::String(format!(
+        "{shard:0w$}:{}:{tiebreak:016x}",
+        sortable(value),
+        w = width(shards)
+    ))
 }
 
 const CURSOR_MAGIC: u8 = 0xE7;
@@ -108,8 +98,8 @@ pub struct ShardedQuery<E, T> {
     query: Query<E>,
     index: &'static ShardedIndexSchema,
     direction: Direction,
-    lower: Option<(String, bool)>,
-    upper: Option<(String, bool)>,
+    lower: Option<(i64, bool)>,
+    upper: Option<(i64, bool)>,
     start: Option<Cursor>,
     value: PhantomData<fn() -> T>,
 }
@@ -120,8 +110,8 @@ impl<E, T> Clone for ShardedQuery<E, T> {
             query: self.query.clone(),
             index: self.index,
             direction: self.direction,
-            lower: self.lower.clone(),
-            upper: self.upper.clone(),
+            lower: self.lower,
+            upper: self.upper,
             start: self.start.clone(),
             value: PhantomData,
         }
@@ -165,32 +155,27 @@ impl<E: Entity, T: ShardIndexable> ShardedQuery<E, T> {
         self
     }
 
-    fn bound(value: &T) -> String {
-        // A `None` bound leaves the range open on that side.
-        value.sort_key().unwrap_or_default()
-    }
-
-    /// Only values greater than `value`.
+    /// Only values greater than `value` (a `None` bound leaves the range open).
     pub fn gt(mut self, value: impl Into<T>) -> Self {
-        self.lower = Some((Self::bound(&value.into()), false));
+        self.lower = value.into().sort_value().map(|v| (v, false));
         self
     }
 
     /// Only values greater than or equal to `value`.
     pub fn ge(mut self, value: impl Into<T>) -> Self {
-        self.lower = Some((Self::bound(&value.into()), true));
+        self.lower = value.into().sort_value().map(|v| (v, true));
         self
     }
 
     /// Only values less than `value`.
     pub fn lt(mut self, value: impl Into<T>) -> Self {
-        self.upper = Some((Self::bound(&value.into()), false));
+        self.upper = value.into().sort_value().map(|v| (v, false));
         self
     }
 
     /// Only values less than or equal to `value`.
     pub fn le(mut self, value: impl Into<T>) -> Self {
-        self.upper = Some((Self::bound(&value.into()), true));
+        self.upper = value.into().sort_value().map(|v| (v, true));
         self
     }
 
@@ -225,11 +210,15 @@ impl<E: Entity, T: ShardIndexable> ShardedQuery<E, T> {
         w.bytes.extend_from_slice(self.index.companion.as_bytes());
         w.u64(u64::from(self.index.shards));
         w.u8(self.direction as u8);
-        for (bound, inclusive) in [&self.lower, &self.upper].into_iter().flatten() {
-            w.value(&Value::String(bound.clone()));
-            w.u8(u8::from(*inclusive));
+        for (i, bound) in [&self.lower, &self.upper].into_iter().enumerate() {
+            if let Some((value, inclusive)) = bound {
+                w.u8(u8::try_from(i).unwrap_or(0));
+                w.u64(value.cast_unsigned());
+                w.u8(u8::from(*inclusive));
+            }
         }
         let spec = &self.query.spec;
+        w.partition(Some(&spec.partition));
         w.bytes.extend_from_slice(spec.kind.as_bytes());
         if let Some(ancestor) = &spec.ancestor {
             w.key(ancestor);
@@ -242,30 +231,18 @@ impl<E: Entity, T: ShardIndexable> ShardedQuery<E, T> {
         fnv1a(&w.bytes)
     }
 
-    fn encode(&self, states: &[ShardState]) -> Cursor {
+    /// A cursor after the row whose companion, without its shard, is `position`.
+    fn encode(&self, position: &str) -> Cursor {
         let mut w = Writer::default();
         w.u8(CURSOR_MAGIC);
         w.u64(self.fingerprint());
-        for state in states {
-            match state {
-                ShardState::Start => w.u8(0),
-                ShardState::After(bytes) => {
-                    w.u8(1);
-                    w.value(&Value::Blob(bytes.clone().into()));
-                }
-                ShardState::Done => w.u8(2),
-            }
-        }
+        w.value(&Value::String(position.to_owned()));
         let checksum = fnv1a(&w.bytes);
         w.u64(checksum);
         Cursor::from_bytes(w.bytes)
     }
 
-    fn decode(&self, cursor: Option<&Cursor>) -> Result<Vec<ShardState>, Error> {
-        let shards = self.index.shards as usize;
-        let Some(cursor) = cursor else {
-            return Ok(vec![ShardState::Start; shards]);
-        };
+    fn decode(&self, cursor: &Cursor) -> Result<String, Error> {
         let invalid = |reason: &str| Error::InvalidCursor {
             reason: reason.to_owned(),
         };
@@ -282,25 +259,15 @@ impl<E: Entity, T: ShardIndexable> ShardedQuery<E, T> {
         if r.u64().map_err(corrupt)? != self.fingerprint() {
             return Err(invalid("it belongs to a different query"));
         }
-        let states = (0..shards)
-            .map(|_| match r.u8().map_err(corrupt)? {
-                0 => Ok(ShardState::Start),
-                1 => match r.value().map_err(corrupt)? {
-                    Value::Blob(b) => Ok(ShardState::After(b.into_vec())),
-                    _ => Err(invalid("it is corrupt")),
-                },
-                2 => Ok(ShardState::Done),
-                _ => Err(invalid("it is corrupt")),
-            })
-            .collect::<Result<Vec<_>, Error>>()?;
-        if !r.is_empty() {
-            return Err(invalid("it has trailing bytes"));
+        match r.value().map_err(corrupt)? {
+            Value::String(position) if r.is_empty() => Ok(position),
+            _ => Err(invalid("it is corrupt")),
         }
-        Ok(states)
     }
 
-    /// The query of shard `shard`, resuming at `state`.
-    fn shard_query(&self, shard: u32, state: &ShardState, limit: usize) -> Query<E> {
+    /// The query of shard `shard`, after `position` if the query resumes: rows written
+    /// since behind the position are not returned, as in a query on one index.
+    fn shard_query(&self, shard: u32, position: Option<&str>, limit: usize) -> Query<E> {
         let width = width(self.index.shards);
         let prefix = format!("{shard:0width$}:");
         let companion = self.index.companion;
@@ -311,57 +278,58 @@ impl<E: Entity, T: ShardIndexable> ShardedQuery<E, T> {
         };
         let mut query = self.query.clone().limit(limit);
         let spec = &mut query.spec;
-        spec.filters.push(match &self.lower {
-            Some((bound, true)) => filter(Operator::GreaterThanOrEqual, format!("{prefix}{bound}")),
-            Some((bound, false)) => filter(Operator::GreaterThan, format!("{prefix}{bound}")),
+        // `~` sorts after every hex digit: `v:~` is after every tiebreak of the value `v`.
+        spec.filters.push(match self.lower {
+            Some((v, true)) => filter(
+                Operator::GreaterThanOrEqual,
+                format!("{prefix}{}", sortable(v)),
+            ),
+            Some((v, false)) => filter(Operator::GreaterThan, format!("{prefix}{}:~", sortable(v))),
             None => filter(Operator::GreaterThanOrEqual, prefix.clone()),
         });
-        spec.filters.push(match &self.upper {
-            Some((bound, true)) => filter(Operator::LessThanOrEqual, format!("{prefix}{bound}")),
-            Some((bound, false)) => filter(Operator::LessThan, format!("{prefix}{bound}")),
+        spec.filters.push(match self.upper {
+            Some((v, true)) => filter(
+                Operator::LessThanOrEqual,
+                format!("{prefix}{}:~", sortable(v)),
+            ),
+            Some((v, false)) => filter(Operator::LessThan, format!("{prefix}{}", sortable(v))),
             // `;` follows `:`: every value of the shard sorts before it.
             None => filter(Operator::LessThan, format!("{shard:0width$};")),
         });
+        if let Some(position) = position {
+            let op = match self.direction {
+                Direction::Ascending => Operator::GreaterThan,
+                Direction::Descending => Operator::LessThan,
+            };
+            spec.filters.push(filter(op, format!("{prefix}{position}")));
+        }
         spec.orders.push(crate::backend::PropertyOrder {
             property: companion.to_owned(),
             direction: self.direction,
         });
-        spec.start_cursor = match state {
-            ShardState::After(bytes) => Some(bytes.clone()),
-            _ => None,
-        };
         query
     }
 
     /// Runs the shard queries concurrently and returns one merged page.
     pub async fn fetch(self) -> Result<Page<E>, Error> {
         let limit = self.query.spec.limit.unwrap_or(usize::MAX);
-        let mut states = self.decode(self.start.as_ref())?;
-        let runs = states.iter().enumerate().map(|(shard, state)| {
-            let query = (*state != ShardState::Done)
-                .then(|| self.shard_query(u32::try_from(shard).unwrap_or(u32::MAX), state, limit));
-            async move {
-                match query {
-                    Some(query) => query.run().await.map(Some),
-                    None => Ok(None),
-                }
-            }
+        let position = self.start.as_ref().map(|c| self.decode(c)).transpose()?;
+        let runs = (0..self.index.shards).map(|shard| {
+            let query = self.shard_query(shard, position.as_deref(), limit);
+            async move { query.run().await }
         });
-        let batches: Vec<Option<QueryBatch>> = futures_util::future::try_join_all(runs).await?;
+        let batches: Vec<QueryBatch> = futures_util::future::try_join_all(runs).await?;
         let (rows, consumed) = merge(&batches, self.index.companion, self.direction, limit);
-        for (state, (batch, taken)) in states.iter_mut().zip(batches.iter().zip(&consumed)) {
-            let Some(batch) = batch else { continue };
-            if *taken > 0 {
-                *state = ShardState::After(batch.results[*taken - 1].cursor.clone());
-            }
-            if *taken == batch.results.len() && !batch.more_results {
-                *state = ShardState::Done;
-            }
-        }
-        let next = states
+        let exhausted = batches
             .iter()
-            .any(|s| *s != ShardState::Done)
-            .then(|| self.encode(&states));
+            .zip(&consumed)
+            .all(|(batch, taken)| *taken == batch.results.len() && !batch.more_results);
+        let next = match rows.last() {
+            _ if exhausted => None,
+            Some(last) => Some(self.encode(position_of(last, self.index.companion))),
+            // Nothing returned, yet more may come (a limit of 0): stay where the query started.
+            None => self.start.clone(),
+        };
         let rows = rows
             .into_iter()
             .map(|r| (r.key.clone(), r.properties.clone()))
@@ -387,29 +355,36 @@ impl<E: Entity, T: ShardIndexable> ShardedQuery<E, T> {
     }
 }
 
+/// A row's position in the merged order: its companion value without the shard prefix.
+fn position_of<'r>(row: &'r QueryResult, companion: &str) -> &'r str {
+    match row.properties.get(companion).map(|p| &p.value) {
+        Some(Value::String(s)) => s.split_once(':').map_or(s.as_str(), |(_, key)| key),
+        _ => "",
+    }
+}
+
 /// A k-way merge of the shards' results in the index's order: at most `limit` rows, and how
 /// many rows of each shard were taken.
 fn merge<'b>(
-    batches: &'b [Option<QueryBatch>],
+    batches: &'b [QueryBatch],
     companion: &str,
     direction: Direction,
     limit: usize,
 ) -> (Vec<&'b QueryResult>, Vec<usize>) {
-    /// One shard's next row, ordered by its sort key (then shard, for a total order).
+    /// One shard's next row, ordered by its position.
     struct Head<'b> {
-        key: &'b str,
+        position: &'b str,
         shard: usize,
         direction: Direction,
     }
     impl Ord for Head<'_> {
         fn cmp(&self, other: &Self) -> Ordering {
-            let by_value = self.key.cmp(other.key);
+            let order = self.position.cmp(other.position);
             // `BinaryHeap` pops the largest: the smallest first when ascending.
-            let by_value = match self.direction {
-                Direction::Ascending => by_value.reverse(),
-                Direction::Descending => by_value,
-            };
-            by_value.then_with(|| other.shard.cmp(&self.shard))
+            match self.direction {
+                Direction::Ascending => order.reverse(),
+                Direction::Descending => order,
+            }
         }
     }
     impl PartialOrd for Head<'_> {
@@ -424,21 +399,13 @@ fn merge<'b>(
     }
     impl Eq for Head<'_> {}
 
-    let sort_key = |row: &'b QueryResult| -> &'b str {
-        match row.properties.get(companion).map(|p| &p.value) {
-            Some(Value::String(s)) => s.split_once(':').map_or(s.as_str(), |(_, key)| key),
-            _ => "",
-        }
-    };
-    let mut queues: Vec<VecDeque<&'b QueryResult>> = batches
-        .iter()
-        .map(|b| b.iter().flat_map(|b| &b.results).collect())
-        .collect();
+    let mut queues: Vec<VecDeque<&'b QueryResult>> =
+        batches.iter().map(|b| b.results.iter().collect()).collect();
     let mut heap = BinaryHeap::with_capacity(queues.len());
     for (shard, queue) in queues.iter().enumerate() {
         if let Some(row) = queue.front() {
             heap.push(Head {
-                key: sort_key(row),
+                position: position_of(row, companion),
                 shard,
                 direction,
             });
@@ -455,7 +422,7 @@ fn merge<'b>(
         }
         if let Some(row) = queue.front() {
             heap.push(Head {
-                key: sort_key(row),
+                position: position_of(row, companion),
                 ..head
             });
         }

@@ -1,4 +1,4 @@
-// R-S3: the companion holds the value as sortable text: timestamps, integers, strings.
+// R-S3: the companion holds the value as fixed-width sortable text: timestamps and integers.
 use datastore_entity::prelude::*;
 
 #[derive(Entity)]
