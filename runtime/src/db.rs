@@ -81,11 +81,16 @@ impl Db {
         Db::with_backend(Arc::new(Embedded::new()))
     }
 
-    /// A handle on any backend.
+    /// A handle on any backend, in its default namespace.
     pub fn with_backend(backend: Arc<dyn Backend>) -> Db {
+        Db::with_backend_in(backend, PartitionId::default())
+    }
+
+    /// A handle on any backend, reading and writing `partition`.
+    pub fn with_backend_in(backend: Arc<dyn Backend>, partition: PartitionId) -> Db {
         Db {
             backend,
-            partition: PartitionId::default(),
+            partition,
             retry: RetryPolicy::default(),
         }
     }
@@ -201,6 +206,30 @@ impl Db {
             .map(|e| Write::entity(self, e, Op::Upsert))
             .collect::<Result<Vec<_>, _>>()?;
         self.commit_typed(writes).await
+    }
+
+    /// Writes `entities` in as many commits as the service's limit of 500 mutations per
+    /// commit needs (replicas and counter shards included). **Not atomic**: each commit is
+    /// all or nothing, but a failure leaves the earlier commits written, reported as
+    /// [`Error::PartiallyWritten`] with how many entities (from the start) were written.
+    /// Use [`put_many`](Db::put_many) when the entities must be written together.
+    pub async fn put_chunked<E: Entity>(&self, entities: &[E]) -> Result<Vec<Key<E>>, Error> {
+        let per_entity = 1 + E::SCHEMA.replicas.as_ref().map_or(0, |r| r.copies as usize);
+        let chunk = (crate::scale::MAX_MUTATIONS / per_entity).max(1);
+        let mut keys = Vec::with_capacity(entities.len());
+        for part in entities.chunks(chunk) {
+            match self.put_many(part).await {
+                Ok(written) => keys.extend(written),
+                Err(error) if keys.is_empty() => return Err(error),
+                Err(error) => {
+                    return Err(Error::PartiallyWritten {
+                        written: keys.len(),
+                        source: Box::new(error),
+                    });
+                }
+            }
+        }
+        Ok(keys)
     }
 
     /// Creates `entity`; [`Error::AlreadyExists`] if its key is taken.

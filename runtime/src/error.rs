@@ -160,6 +160,63 @@ pub enum Error {
         field: String,
     },
 
+    /// A commit with more mutations than the service takes in one commit (replicas and counter
+    /// shards included). Nothing was written.
+    #[error(
+        "one commit would hold {count} mutations, more than the service's limit of {max} \
+         (replicas and counter shards count too); nothing was written. Write fewer entities \
+         per call, or use `Db::put_chunked`, which commits them {max} at a time (not atomically)"
+    )]
+    TooManyMutations {
+        /// The mutations the commit would hold.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
+
+    /// An entity larger than the service stores. Nothing was written.
+    #[error(
+        "the entity {key} is {size} bytes, more than the {max} bytes the service stores in one \
+         entity; nothing was written. Move large values to another entity or to Cloud Storage"
+    )]
+    EntityTooLarge {
+        /// The entity's key.
+        key: String,
+        /// Its encoded size, in bytes.
+        size: usize,
+        /// The limit, in bytes.
+        max: usize,
+    },
+
+    /// A query needs a composite index that does not exist (R-I2).
+    #[error(
+        "{message}; declare it with `#[entity(index(...))]` and deploy index.yaml:\n{index_yaml}"
+    )]
+    MissingIndex {
+        /// What the backend said.
+        message: String,
+        /// The `index.yaml` entry to add.
+        index_yaml: String,
+    },
+
+    /// `Db::put_chunked` wrote some chunks, then one failed.
+    #[error("{written} entities were written (in earlier commits), then a commit failed: {source}")]
+    PartiallyWritten {
+        /// How many entities were written, from the start of the slice.
+        written: usize,
+        /// Why the next commit failed.
+        source: Box<Error>,
+    },
+
+    /// The service refused a call for a reason none of the other variants describes.
+    #[error("the service refused the call ({code}): {message}")]
+    Service {
+        /// The gRPC status code (`INVALID_ARGUMENT`, `DEADLINE_EXCEEDED`, ...).
+        code: String,
+        /// The service's message.
+        message: String,
+    },
+
     /// `insert` of a key that already exists. Nothing was written.
     #[error("the entity {key} already exists; use `put` to overwrite it")]
     AlreadyExists {

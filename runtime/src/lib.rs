@@ -40,6 +40,8 @@ pub mod scale;
 mod txn;
 pub mod value;
 
+#[cfg(feature = "cloud")]
+pub use backend::cloud::CloudBuilder;
 #[doc = include_str!("derive_entity.md")]
 pub use datastore_entity_derive::Entity;
 #[doc = include_str!("derive_property_value.md")]

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::backend::TransactionId;
+use crate::backend::{TransactionId, TransactionMode};
 use crate::query::Query;
 use crate::scale::{Op, Write};
 use crate::value::PropertyMap;
@@ -89,9 +89,10 @@ impl Db {
     {
         let attempts = self.retry.max_attempts.max(1);
         let mut attempt = 0;
+        let mut previous = None;
         loop {
             attempt += 1;
-            let error = match self.attempt(&mut body).await {
+            let error = match self.attempt(&mut body, &mut previous).await {
                 Ok(value) => return Ok(value),
                 Err(error) => error,
             };
@@ -104,12 +105,24 @@ impl Db {
         }
     }
 
-    async fn attempt<T, F, Fut>(&self, body: &mut F) -> Result<T, Error>
+    /// One attempt; `previous` is the handle of the attempt it retries, and becomes its own.
+    async fn attempt<T, F, Fut>(
+        &self,
+        body: &mut F,
+        previous: &mut Option<TransactionId>,
+    ) -> Result<T, Error>
     where
         F: FnMut(Tx) -> Fut,
         Fut: Future<Output = Result<T, Error>>,
     {
-        let id = self.backend().begin_transaction(self.partition()).await?;
+        let mode = TransactionMode::ReadWrite {
+            previous: previous.take(),
+        };
+        let id = self
+            .backend()
+            .begin_transaction(self.partition(), &mode)
+            .await?;
+        *previous = Some(id.clone());
         let tx = Tx {
             inner: Arc::new(TxInner {
                 db: self.clone(),

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use datastore_entity::backend::embedded::Embedded;
 use datastore_entity::backend::{
-    Backend, BoxFuture, Mutation, QueryBatch, QuerySpec, TransactionId,
+    Backend, BoxFuture, Mutation, QueryBatch, QuerySpec, TransactionId, TransactionMode,
 };
 use datastore_entity::prelude::*;
 use datastore_entity::{PartitionId, PropertyMap};
@@ -264,12 +264,13 @@ impl Backend for Instrumented {
         self.inner.run_query(query, transaction)
     }
 
-    fn begin_transaction(
-        &self,
-        partition: &PartitionId,
-    ) -> BoxFuture<'_, Result<TransactionId, Error>> {
+    fn begin_transaction<'a>(
+        &'a self,
+        partition: &'a PartitionId,
+        mode: &'a TransactionMode,
+    ) -> BoxFuture<'a, Result<TransactionId, Error>> {
         self.record(Call::Begin);
-        self.inner.begin_transaction(partition)
+        self.inner.begin_transaction(partition, mode)
     }
 
     fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>> {
@@ -341,12 +342,12 @@ impl Backend for Latency {
         after_round_trip!(self, self.inner.run_query(query, transaction))
     }
 
-    fn begin_transaction(
-        &self,
-        partition: &PartitionId,
-    ) -> BoxFuture<'_, Result<TransactionId, Error>> {
-        let partition = partition.clone();
-        after_round_trip!(self, self.inner.begin_transaction(&partition))
+    fn begin_transaction<'a>(
+        &'a self,
+        partition: &'a PartitionId,
+        mode: &'a TransactionMode,
+    ) -> BoxFuture<'a, Result<TransactionId, Error>> {
+        after_round_trip!(self, self.inner.begin_transaction(partition, mode))
     }
 
     fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>> {

@@ -467,3 +467,52 @@ async fn key_valued_properties_take_the_partition_of_the_handle() {
         .unwrap();
     assert_eq!(found.items.len(), 1);
 }
+
+#[tokio::test]
+async fn a_commit_over_500_mutations_is_refused_and_put_chunked_writes_it_in_parts() {
+    let (backend, db) = Instrumented::db();
+    let accounts: Vec<Account> = (0..501).map(|i| account(&format!("u{i}"))).collect();
+    match db.put_many(&accounts).await {
+        Err(Error::TooManyMutations { count, max }) => assert_eq!((count, max), (501, 500)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(backend.count(Call::Commit), 0, "nothing was sent");
+    // Replicas count: 100 configs with 5 replicas each are 600 mutations.
+    let configs: Vec<datastore_entity_tests::SiteConfig> = (0..100)
+        .map(|i| datastore_entity_tests::SiteConfig {
+            name: KeyName::new(format!("c{i}")).unwrap(),
+            banner: String::new(),
+            version: 0,
+        })
+        .collect();
+    assert!(matches!(
+        db.put_many(&configs).await,
+        Err(Error::TooManyMutations { count: 600, .. })
+    ));
+    assert_eq!(backend.count(Call::Commit), 0);
+
+    let keys = db.put_chunked(&accounts).await.unwrap();
+    assert_eq!(keys.len(), 501);
+    assert_eq!(backend.count(Call::Commit), 2);
+    assert_eq!(keys[500].name(), Some("u500"));
+    db.put_chunked(&configs).await.unwrap();
+    assert_eq!(
+        backend.count(Call::Commit),
+        4,
+        "83 configs (498 mutations) per commit"
+    );
+
+    // A failing commit after the first reports how much was written.
+    let mut bad: Vec<Account> = (0..600).map(|i| account(&format!("v{i}"))).collect();
+    bad[550].bio = "x".repeat(10);
+    bad[550].email = "y".repeat(2_000); // indexed and over 1,500 bytes
+    match db.put_chunked(&bad).await {
+        Err(Error::PartiallyWritten { written, source }) => {
+            assert_eq!(written, 500);
+            assert!(matches!(*source, Error::IndexedValueTooLarge { .. }));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(db.get(&account_key("v499")).await.unwrap().is_some());
+    assert!(db.get(&account_key("v500")).await.unwrap().is_none());
+}

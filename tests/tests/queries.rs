@@ -198,7 +198,7 @@ async fn cursors_page_through_1000_entities_each_exactly_once_in_order() {
             )
         })
         .collect();
-    db.put_many(&items).await.unwrap();
+    db.put_chunked(&items).await.unwrap();
     let mut seen = Vec::new();
     let mut cursor: Option<Cursor> = None;
     let mut pages = 0;
@@ -326,7 +326,7 @@ fn base64_url(bytes: &[u8]) -> String {
 #[tokio::test]
 async fn stream_yields_every_result_across_pages() {
     let db = Db::in_memory();
-    db.put_many(&(1..=700).map(|i| item(i, i % 13, "g")).collect::<Vec<_>>())
+    db.put_chunked(&(1..=700).map(|i| item(i, i % 13, "g")).collect::<Vec<_>>())
         .await
         .unwrap();
     let all: Vec<Item> = db
@@ -530,7 +530,7 @@ async fn a_deep_cursor_resumes_exactly_where_it_points() {
     // The page after a cursor is computed from the cursor's position, not by counting
     // earlier rows: starting after the 990th entity returns exactly the last 10.
     let db = Db::in_memory();
-    db.put_many(&(1..=1000).map(|i| item(i, i, "g")).collect::<Vec<_>>())
+    db.put_chunked(&(1..=1000).map(|i| item(i, i, "g")).collect::<Vec<_>>())
         .await
         .unwrap();
     let last = db

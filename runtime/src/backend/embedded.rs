@@ -18,7 +18,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::{
     Backend, BoxFuture, Mutation, PropertyFilter, PropertyOrder, QueryBatch, QueryResult,
-    QuerySpec, ResultShape, TransactionId,
+    QuerySpec, ResultShape, TransactionId, TransactionMode,
 };
 use crate::codec::{Reader, Writer, fnv1a};
 use crate::key::IdOrName;
@@ -100,10 +100,11 @@ impl Backend for Embedded {
         ready(self.state().run_query(query, transaction))
     }
 
-    fn begin_transaction(
-        &self,
-        _partition: &PartitionId,
-    ) -> BoxFuture<'_, Result<TransactionId, Error>> {
+    fn begin_transaction<'a>(
+        &'a self,
+        _partition: &'a PartitionId,
+        _mode: &'a TransactionMode,
+    ) -> BoxFuture<'a, Result<TransactionId, Error>> {
         let mut state = self.state();
         state.next_transaction += 1;
         let id = state.next_transaction;

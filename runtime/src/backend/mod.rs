@@ -11,6 +11,8 @@ use crate::property::{Direction, Operator};
 use crate::value::{PropertyMap, Value};
 use crate::{Error, PartitionId, RawKey};
 
+#[cfg(feature = "cloud")]
+pub mod cloud;
 pub mod embedded;
 
 /// A boxed future, so the trait can be used as `dyn Backend`.
@@ -19,6 +21,17 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// A transaction handle issued by [`Backend::begin_transaction`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TransactionId(pub Vec<u8>);
+
+/// What kind of transaction to begin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransactionMode {
+    /// Reads and writes; on a retry, the previous attempt's handle (the service gives the
+    /// retry priority over newer transactions).
+    ReadWrite {
+        /// The handle of the attempt this one retries.
+        previous: Option<TransactionId>,
+    },
+}
 
 /// One write of a commit.
 #[derive(Debug, Clone, PartialEq)]
@@ -145,10 +158,11 @@ pub trait Backend: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<QueryBatch, Error>>;
 
     /// Starts a transaction.
-    fn begin_transaction(
-        &self,
-        partition: &PartitionId,
-    ) -> BoxFuture<'_, Result<TransactionId, Error>>;
+    fn begin_transaction<'a>(
+        &'a self,
+        partition: &'a PartitionId,
+        mode: &'a TransactionMode,
+    ) -> BoxFuture<'a, Result<TransactionId, Error>>;
 
     /// Abandons a transaction.
     fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>>;

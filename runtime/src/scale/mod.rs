@@ -21,6 +21,9 @@ use crate::key::IdOrName;
 use crate::value::{Property, PropertyMap, Value};
 use crate::{Db, Entity, Error, Key, KeyName, RawKey};
 
+/// The most mutations the service takes in one commit.
+pub const MAX_MUTATIONS: usize = 500;
+
 /// The property of a companion entity that holds its owner's key.
 pub(crate) const OWNER: &str = "owner";
 
@@ -137,7 +140,7 @@ pub(crate) async fn commit(
     Ok(keys)
 }
 
-/// Every check of a commit (R-A4, R-I5), done before anything is sent, then the mutations
+/// Every check of a commit (R-A4, R-I5, the 500-mutation limit), done before anything is sent, then the mutations
 /// of the writes (first, in order) and of their companions; and how many writes there were.
 pub(crate) async fn prepare(
     db: &Db,
@@ -167,6 +170,12 @@ pub(crate) async fn prepare(
         expand(write, &mut mutations, &mut companions);
     }
     mutations.append(&mut companions);
+    if mutations.len() > MAX_MUTATIONS {
+        return Err(Error::TooManyMutations {
+            count: mutations.len(),
+            max: MAX_MUTATIONS,
+        });
+    }
     Ok((mutations, primaries))
 }
 

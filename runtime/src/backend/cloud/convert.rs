@@ -1,0 +1,369 @@
+//! The store's values, keys, entities and queries in the service's protocol buffers, and back.
+
+use gcloud_sdk::google::datastore::v1 as pb;
+use gcloud_sdk::google::r#type::LatLng;
+use gcloud_sdk::prost_types;
+
+use crate::backend::{PropertyFilter, PropertyOrder, QuerySpec, ResultShape};
+use crate::key::{IdOrName, PartitionId, PathElement};
+use crate::property::{Direction, Operator};
+use crate::value::{Blob, GeoPoint, Property, PropertyMap, Timestamp, Value};
+use crate::{Error, KeyId, KeyName, RawKey};
+
+/// The meaning the service gives a timestamp it returns as an integer (in projections).
+const MEANING_TIMESTAMP_MICROS: i32 = 18;
+
+/// How the service's partitions map to ours: the database and project of the handle fill
+/// in what a response leaves empty.
+#[derive(Debug, Clone)]
+pub(super) struct Partitions {
+    pub(super) project_id: String,
+    pub(super) database_id: String,
+}
+
+impl Partitions {
+    pub(super) fn key(&self, key: &RawKey) -> pb::Key {
+        let partition = key.partition();
+        pb::Key {
+            partition_id: Some(pb::PartitionId {
+                project_id: partition
+                    .map(|p| p.project_id.clone())
+                    .filter(|p| !p.is_empty())
+                    .unwrap_or_else(|| self.project_id.clone()),
+                database_id: partition.map(|p| p.database_id.clone()).unwrap_or_default(),
+                namespace_id: key.namespace().to_owned(),
+            }),
+            path: key
+                .path()
+                .iter()
+                .map(|e| pb::key::PathElement {
+                    kind: e.kind().to_owned(),
+                    id_type: e.id_or_name().map(|id| match id {
+                        IdOrName::Id(id) => pb::key::path_element::IdType::Id(id.get()),
+                        IdOrName::Name(name) => {
+                            pb::key::path_element::IdType::Name(name.as_str().to_owned())
+                        }
+                    }),
+                })
+                .collect(),
+        }
+    }
+
+    pub(super) fn partition(&self, partition: &PartitionId) -> pb::PartitionId {
+        pb::PartitionId {
+            project_id: if partition.project_id.is_empty() {
+                self.project_id.clone()
+            } else {
+                partition.project_id.clone()
+            },
+            database_id: partition.database_id.clone(),
+            namespace_id: partition.namespace.clone(),
+        }
+    }
+
+    /// A key from the service, validated like every key (names, ids, depth).
+    pub(super) fn raw_key(&self, key: pb::Key) -> Result<RawKey, Error> {
+        let partition = key.partition_id.unwrap_or_default();
+        let partition = PartitionId {
+            project_id: if partition.project_id.is_empty() {
+                self.project_id.clone()
+            } else {
+                partition.project_id
+            },
+            database_id: if partition.database_id.is_empty() {
+                self.database_id.clone()
+            } else {
+                partition.database_id
+            },
+            namespace: partition.namespace_id,
+        };
+        let path = key
+            .path
+            .into_iter()
+            .map(|e| {
+                let id_or_name = match e.id_type {
+                    Some(pb::key::path_element::IdType::Id(id)) => {
+                        Some(IdOrName::Id(KeyId::new(id)?))
+                    }
+                    Some(pb::key::path_element::IdType::Name(name)) => {
+                        Some(IdOrName::Name(KeyName::new(name)?))
+                    }
+                    None => None,
+                };
+                PathElement::new(e.kind, id_or_name)
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        RawKey::new(Some(partition), path)
+    }
+
+    /// A value as the service stores it. `excluded` applies to the value, or to each element
+    /// of an array (the service refuses the flag on the array itself).
+    pub(super) fn value(&self, value: &Value, excluded: bool) -> pb::Value {
+        use pb::value::ValueType as V;
+        let value_type = match value {
+            Value::Null => V::NullValue(prost_types::NullValue::NullValue as i32),
+            Value::Boolean(b) => V::BooleanValue(*b),
+            Value::Integer(i) => V::IntegerValue(*i),
+            Value::Double(d) => V::DoubleValue(*d),
+            Value::Timestamp(t) => V::TimestampValue(timestamp(*t)),
+            Value::String(s) => V::StringValue(s.clone()),
+            Value::Blob(b) => V::BlobValue(b.to_vec()),
+            Value::GeoPoint(g) => V::GeoPointValue(LatLng {
+                latitude: g.latitude(),
+                longitude: g.longitude(),
+            }),
+            Value::Key(k) => V::KeyValue(self.key(k)),
+            Value::Array(values) => {
+                return pb::Value {
+                    value_type: Some(V::ArrayValue(pb::ArrayValue {
+                        values: values.iter().map(|v| self.value(v, excluded)).collect(),
+                    })),
+                    ..pb::Value::default()
+                };
+            }
+            Value::Entity(properties) => V::EntityValue(pb::Entity {
+                key: None,
+                properties: self.properties(properties),
+            }),
+        };
+        pb::Value {
+            value_type: Some(value_type),
+            exclude_from_indexes: excluded,
+            meaning: 0,
+        }
+    }
+
+    pub(super) fn properties(
+        &self,
+        properties: &PropertyMap,
+    ) -> std::collections::HashMap<String, pb::Value> {
+        properties
+            .iter()
+            .map(|(name, p)| (name.clone(), self.value(&p.value, p.excluded)))
+            .collect()
+    }
+
+    pub(super) fn entity(&self, key: &RawKey, properties: &PropertyMap) -> pb::Entity {
+        pb::Entity {
+            key: Some(self.key(key)),
+            properties: self.properties(properties),
+        }
+    }
+
+    /// A value from the service.
+    pub(super) fn property(&self, value: pb::Value) -> Result<Property, Error> {
+        use pb::value::ValueType as V;
+        let excluded = value.exclude_from_indexes;
+        let converted = match value.value_type {
+            None | Some(V::NullValue(_)) => Value::Null,
+            Some(V::BooleanValue(b)) => Value::Boolean(b),
+            // Projections return timestamps as integers of microseconds, with meaning 18.
+            Some(V::IntegerValue(i)) if value.meaning == MEANING_TIMESTAMP_MICROS => {
+                Value::Timestamp(Timestamp::from_micros(i))
+            }
+            Some(V::IntegerValue(i)) => Value::Integer(i),
+            Some(V::DoubleValue(d)) => Value::Double(d),
+            Some(V::TimestampValue(t)) => Value::Timestamp(Timestamp::from_micros(
+                t.seconds
+                    .saturating_mul(1_000_000)
+                    .saturating_add(i64::from(t.nanos / 1_000)),
+            )),
+            Some(V::StringValue(s)) => Value::String(s),
+            Some(V::BlobValue(b)) => Value::Blob(Blob::from(b)),
+            Some(V::GeoPointValue(g)) => Value::GeoPoint(GeoPoint::new(g.latitude, g.longitude)?),
+            Some(V::KeyValue(k)) => Value::Key(self.raw_key(k)?),
+            Some(V::EntityValue(e)) => Value::Entity(self.property_map(e.properties)?),
+            Some(V::ArrayValue(a)) => {
+                let elements = a
+                    .values
+                    .into_iter()
+                    .map(|v| self.property(v))
+                    .collect::<Result<Vec<_>, _>>()?;
+                // The flag lives on the elements of an array.
+                let excluded = elements.first().is_some_and(|p| p.excluded);
+                return Ok(Property {
+                    value: Value::Array(elements.into_iter().map(|p| p.value).collect()),
+                    excluded,
+                });
+            }
+        };
+        Ok(Property {
+            value: converted,
+            excluded,
+        })
+    }
+
+    pub(super) fn property_map(
+        &self,
+        properties: std::collections::HashMap<String, pb::Value>,
+    ) -> Result<PropertyMap, Error> {
+        properties
+            .into_iter()
+            .map(|(name, value)| Ok((name, self.property(value)?)))
+            .collect()
+    }
+
+    /// A query as the service takes it. There is no offset (R-Q3).
+    pub(super) fn query(&self, spec: &QuerySpec, limit: Option<usize>) -> pb::Query {
+        let mut filters: Vec<pb::Filter> = spec.filters.iter().map(|f| self.filter(f)).collect();
+        if let Some(ancestor) = &spec.ancestor {
+            filters.push(property_filter(
+                "__key__",
+                pb::property_filter::Operator::HasAncestor,
+                self.value(&Value::Key(ancestor.clone()), false),
+            ));
+        }
+        let filter = match filters.len() {
+            0 => None,
+            1 => filters.pop(),
+            _ => Some(pb::Filter {
+                filter_type: Some(pb::filter::FilterType::CompositeFilter(
+                    pb::CompositeFilter {
+                        op: pb::composite_filter::Operator::And as i32,
+                        filters,
+                    },
+                )),
+            }),
+        };
+        let projection = match &spec.shape {
+            ResultShape::Full => Vec::new(),
+            ResultShape::KeysOnly => vec![projection("__key__")],
+            ResultShape::Projection(names) => names.iter().map(|n| projection(n)).collect(),
+        };
+        pb::Query {
+            projection,
+            kind: vec![pb::KindExpression {
+                name: spec.kind.clone(),
+            }],
+            filter,
+            order: spec.orders.iter().map(order).collect(),
+            start_cursor: spec.start_cursor.clone().unwrap_or_default(),
+            end_cursor: spec.end_cursor.clone().unwrap_or_default(),
+            limit: limit.map(|l| i32::try_from(l).unwrap_or(i32::MAX)),
+            ..pb::Query::default()
+        }
+    }
+
+    fn filter(&self, filter: &PropertyFilter) -> pb::Filter {
+        use pb::property_filter::Operator as Op;
+        let op = match filter.op {
+            Operator::Equal => Op::Equal,
+            Operator::LessThan => Op::LessThan,
+            Operator::LessThanOrEqual => Op::LessThanOrEqual,
+            Operator::GreaterThan => Op::GreaterThan,
+            Operator::GreaterThanOrEqual => Op::GreaterThanOrEqual,
+        };
+        property_filter(&filter.property, op, self.value(&filter.value, false))
+    }
+}
+
+fn timestamp(t: Timestamp) -> prost_types::Timestamp {
+    let micros = t.as_micros();
+    prost_types::Timestamp {
+        seconds: micros.div_euclid(1_000_000),
+        nanos: i32::try_from(micros.rem_euclid(1_000_000) * 1_000).unwrap_or(0),
+    }
+}
+
+fn property_filter(
+    property: &str,
+    op: pb::property_filter::Operator,
+    value: pb::Value,
+) -> pb::Filter {
+    pb::Filter {
+        filter_type: Some(pb::filter::FilterType::PropertyFilter(pb::PropertyFilter {
+            property: Some(pb::PropertyReference {
+                name: property.to_owned(),
+            }),
+            op: op as i32,
+            value: Some(value),
+        })),
+    }
+}
+
+fn projection(name: &str) -> pb::Projection {
+    pb::Projection {
+        property: Some(pb::PropertyReference {
+            name: name.to_owned(),
+        }),
+    }
+}
+
+fn order(order: &PropertyOrder) -> pb::PropertyOrder {
+    pb::PropertyOrder {
+        property: Some(pb::PropertyReference {
+            name: order.property.clone(),
+        }),
+        direction: match order.direction {
+            Direction::Ascending => pb::property_order::Direction::Ascending,
+            Direction::Descending => pb::property_order::Direction::Descending,
+        } as i32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn partitions() -> Partitions {
+        Partitions {
+            project_id: "p".into(),
+            database_id: String::new(),
+        }
+    }
+
+    #[test]
+    fn values_survive_the_protocol_both_ways() {
+        let p = partitions();
+        let key = p
+            .raw_key(
+                p.key(
+                    &RawKey::new(
+                        Some(PartitionId {
+                            project_id: "p".into(),
+                            database_id: String::new(),
+                            namespace: "ns".into(),
+                        }),
+                        vec![
+                            PathElement::new("K", Some(IdOrName::Id(KeyId::new(7).unwrap())))
+                                .unwrap(),
+                        ],
+                    )
+                    .unwrap(),
+                ),
+            )
+            .unwrap();
+        let mut inner = PropertyMap::new();
+        inner.insert("x".into(), Property::excluded(Value::Integer(1)));
+        for value in [
+            Value::Null,
+            Value::Boolean(true),
+            Value::Integer(-5),
+            Value::Double(0.25),
+            Value::Timestamp(Timestamp::from_micros(-1_500_001)),
+            Value::String("é".into()),
+            Value::Blob(Blob::from(vec![0, 255])),
+            Value::GeoPoint(GeoPoint::new(1.5, -2.5).unwrap()),
+            Value::Key(key),
+            Value::Array(vec![Value::Integer(1), Value::String("a".into())]),
+            Value::Entity(inner),
+        ] {
+            for excluded in [false, true] {
+                let back = p.property(p.value(&value, excluded)).unwrap();
+                assert_eq!(back.value, value);
+                let flagged = !matches!(&value, Value::Array(v) if v.is_empty());
+                assert_eq!(back.excluded, excluded && flagged, "{value:?}");
+            }
+        }
+        // A projected timestamp comes back as an integer with meaning 18.
+        let projected = pb::Value {
+            meaning: 18,
+            exclude_from_indexes: false,
+            value_type: Some(pb::value::ValueType::IntegerValue(42)),
+        };
+        assert_eq!(
+            p.property(projected).unwrap().value,
+            Value::Timestamp(Timestamp::from_micros(42))
+        );
+    }
+}
