@@ -174,6 +174,17 @@ pub enum Error {
         max: usize,
     },
 
+    /// A value the service cannot store (an array directly inside an array). Nothing was written.
+    #[error("property `{property}` of kind `{kind}` holds {reason}; nothing was written")]
+    InvalidValue {
+        /// The kind written.
+        kind: String,
+        /// The property (dotted path inside embedded entities).
+        property: String,
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
+
     /// An entity larger than the service stores. Nothing was written.
     #[error(
         "the entity {key} is {size} bytes, more than the {max} bytes the service stores in one \

@@ -33,6 +33,7 @@ pub mod entity;
 mod error;
 mod index_config;
 pub mod key;
+mod limits;
 pub mod name;
 pub mod property;
 pub mod query;
@@ -55,11 +56,13 @@ pub use error::Error;
 pub use futures_core::Stream;
 pub use index_config::{MAX_INDEX_ENTRIES, firestore_indexes_json, index_yaml};
 pub use key::{IdOrName, Key, KeyId, PartitionId, PathElement, RawKey};
+pub use limits::{MAX_ENTITY_BYTES, MAX_INDEXED_BYTES};
 pub use name::KeyName;
 pub use property::{
     Direction, Excluded, Filter, IndexMarker, Indexed, Operator, Order, PropertyPath, Queryable,
 };
 pub use query::{Cursor, KeysOnlyQuery, Page, ProjectionQuery, Query};
+pub use scale::MAX_MUTATIONS;
 pub use scale::sharded_index::{ShardIndexable, ShardedQuery};
 pub use txn::{RetryPolicy, Tx};
 pub use value::{

@@ -108,6 +108,20 @@ impl<E, T: PropertyType, I> PropertyPath<E, T, I> {
         self.filter(Operator::Equal, value.into())
     }
 
+    /// `property = null`: the entities where the property holds null (an `Option` field
+    /// holding `None`); entities without the property are not returned.
+    pub fn is_null(&self) -> Filter<E>
+    where
+        I: Queryable,
+    {
+        Filter {
+            property: self.name.clone(),
+            op: Operator::Equal,
+            value: Value::Null,
+            entity: PhantomData,
+        }
+    }
+
     /// `property < value`.
     pub fn lt(&self, value: impl Into<T::Operand>) -> Filter<E>
     where

@@ -159,7 +159,9 @@ impl<E: Entity> Query<E> {
     pub fn ancestor<P>(mut self, ancestor: &Key<P>) -> Self {
         match self.db.outgoing(ancestor.raw()) {
             Ok(ancestor) => self.spec.ancestor = Some(ancestor),
-            Err(error) => self.error = Some(error),
+            Err(error) => {
+                self.error.get_or_insert(error);
+            }
         }
         self
     }
@@ -167,6 +169,17 @@ impl<E: Entity> Query<E> {
     /// Adds a filter; all filters must hold.
     pub fn filter(mut self, filter: Filter<E>) -> Self {
         let mut value = filter.value;
+        if matches!(value, crate::Value::Entity(_)) {
+            // The service refuses it ("An entity value is not allowed"): say why first.
+            self.error.get_or_insert(Error::InvalidQuery {
+                kind: E::KIND.to_owned(),
+                reason: format!(
+                    "the filter on `{}` compares a whole embedded entity, which is not indexed \
+                     as a value; filter on its properties instead (`.dot(...)`, R-P2)",
+                    filter.property
+                ),
+            });
+        }
         self.db.outgoing_value(&mut value);
         self.spec.filters.push(PropertyFilter {
             property: filter.property.into_owned(),

@@ -11,6 +11,9 @@ use datastore_entity::backend::{
 use datastore_entity::prelude::*;
 use datastore_entity::{PartitionId, PropertyMap};
 
+pub mod conformance;
+pub mod harness;
+
 /// A blog account.
 #[derive(Entity, Debug, Clone, PartialEq)]
 #[entity(kind = "Account")]

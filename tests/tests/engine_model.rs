@@ -150,7 +150,12 @@ fn expected(model: &BTreeMap<i64, Row>, q: &QueryCase) -> Vec<i64> {
                 if desc { o.reverse() } else { o }
             }
         };
-        by_field.then(a.id.cmp(&b.id))
+        // Ties go by key, in the direction of the last order (as in Firestore in Datastore mode).
+        let by_key = match order {
+            Some((_, true)) => b.id.cmp(&a.id),
+            _ => a.id.cmp(&b.id),
+        };
+        by_field.then(by_key)
     };
     rows.sort_by(cmp);
     rows.iter().map(|r| r.id.get()).collect()

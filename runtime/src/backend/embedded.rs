@@ -27,8 +27,7 @@ use crate::property::{Direction, Operator};
 use crate::value::{Property, PropertyMap, Value, compare_values};
 use crate::{Error, KeyId, PartitionId, RawKey};
 
-/// Longest indexed string or byte string, in bytes (R-I4).
-pub const MAX_INDEXED_BYTES: usize = 1500;
+pub use crate::limits::MAX_INDEXED_BYTES;
 
 /// The in-memory engine. Cheap to share behind an `Arc`; all calls are serialised by one lock.
 #[derive(Default)]
@@ -355,16 +354,19 @@ impl State {
             }
             match mutation {
                 Mutation::Insert(k, p) | Mutation::Upsert(k, p) => {
-                    check_entity(k.kind(), p)?;
+                    crate::limits::check_entity(k, p)?;
                     if matches!(mutation, Mutation::Insert(..)) && self.get(k).is_some() {
                         return Err(Error::AlreadyExists {
                             key: format!("{k:?}"),
                         });
                     }
                 }
+                Mutation::Update(k, _) if !k.is_complete() => {
+                    return Err(invalid_key(k, "an update needs a complete key"));
+                }
                 Mutation::Update(k, p) => {
-                    check_entity(k.kind(), p)?;
-                    if !k.is_complete() || self.get(k).is_none() {
+                    crate::limits::check_entity(k, p)?;
+                    if self.get(k).is_none() {
                         return Err(Error::NotFound {
                             key: format!("{k:?}"),
                         });
@@ -455,51 +457,6 @@ impl State {
     }
 }
 
-/// R-N*: property names; R-I4: indexed strings and byte strings fit an index entry.
-fn check_entity(kind: &str, entity: &PropertyMap) -> Result<(), Error> {
-    fn walk(kind: &str, path: &str, value: &Value, excluded: bool) -> Result<(), Error> {
-        match value {
-            Value::String(s) if !excluded && s.len() > MAX_INDEXED_BYTES => {
-                Err(too_large(kind, path, s.len()))
-            }
-            Value::Blob(b) if !excluded && b.len() > MAX_INDEXED_BYTES => {
-                Err(too_large(kind, path, b.len()))
-            }
-            Value::Array(values) => values
-                .iter()
-                .try_for_each(|v| walk(kind, path, v, excluded)),
-            Value::Entity(inner) => properties(kind, &format!("{path}."), inner, excluded),
-            _ => Ok(()),
-        }
-    }
-    fn too_large(kind: &str, property: &str, len: usize) -> Error {
-        Error::IndexedValueTooLarge {
-            kind: kind.to_owned(),
-            property: property.to_owned(),
-            len,
-            max: MAX_INDEXED_BYTES,
-        }
-    }
-    fn properties(
-        kind: &str,
-        prefix: &str,
-        map: &PropertyMap,
-        excluded: bool,
-    ) -> Result<(), Error> {
-        for (name, property) in map {
-            validate(NameRole::Property, name)?;
-            walk(
-                kind,
-                &format!("{prefix}{name}"),
-                &property.value,
-                excluded || property.excluded,
-            )?;
-        }
-        Ok(())
-    }
-    properties(kind, "", entity, false)
-}
-
 /// Calls `visit` with each indexed value of `path` (dotted into embedded entities), array
 /// elements flattened. Nothing when the entity lacks the property or it is excluded.
 fn visit_indexed<'p>(properties: &'p PropertyMap, path: &str, visit: &mut dyn FnMut(&'p Value)) {
@@ -541,8 +498,11 @@ fn matches(value: &Value, op: Operator, operand: &Value) -> bool {
 /// A query, checked and ready to run.
 struct Plan<'q> {
     query: &'q QuerySpec,
-    /// The orders applied: the given ones, or the inequality property ascending.
+    /// The orders applied: the given ones, then the range property if not among them.
     orders: Vec<PropertyOrder>,
+    /// Ties after the last order go by key, in that order's direction (Firestore in
+    /// Datastore mode; the legacy emulator always breaks them ascending).
+    key_direction: Direction,
     fingerprint: u64,
 }
 
@@ -613,20 +573,18 @@ impl<'q> Plan<'q> {
         let mut orders = query.orders.clone();
         match inequalities.as_slice() {
             [] => {}
-            [property] => match orders.first() {
-                None => orders.push(PropertyOrder {
-                    property: (*property).to_owned(),
-                    direction: Direction::Ascending,
-                }),
-                Some(first) if first.property != *property => {
-                    return Err(invalid(format!(
-                        "a range filter is on `{property}`, so the first sort order must be on \
-                         `{property}` too (it is on `{}`); add `.order(…{property}…)` first",
-                        first.property
-                    )));
+            // As in Firestore in Datastore mode: a range property that is not ordered
+            // explicitly is ordered after the explicit orders, in the direction of the last
+            // one. (The legacy emulator refused a first order on another property.)
+            [property] => {
+                if !orders.iter().any(|o| o.property == *property) {
+                    let direction = orders.last().map_or(Direction::Ascending, |o| o.direction);
+                    orders.push(PropertyOrder {
+                        property: (*property).to_owned(),
+                        direction,
+                    });
                 }
-                Some(_) => {}
-            },
+            }
             several => {
                 return Err(invalid(format!(
                     "range filters on several properties ({}); a query may have range \
@@ -681,6 +639,7 @@ impl<'q> Plan<'q> {
         }
         Ok(Plan {
             query,
+            key_direction: orders.last().map_or(Direction::Ascending, |o| o.direction),
             orders,
             fingerprint: fnv1a(&w.bytes),
         })
@@ -862,7 +821,11 @@ impl<'q> Plan<'q> {
                 return o;
             }
         }
-        key.cmp(other_key).then_with(|| {
+        let by_key = match self.key_direction {
+            Direction::Ascending => key.cmp(other_key),
+            Direction::Descending => other_key.cmp(key),
+        };
+        by_key.then_with(|| {
             projected
                 .iter()
                 .zip(other_projected)

@@ -152,6 +152,16 @@ pub(crate) async fn prepare(
         }
     }
     crate::db::check_unique(writes.iter().map(|w| &w.key))?;
+    // The service refuses these with INVALID_ARGUMENT: there is no entity to name.
+    if let Some(write) = writes
+        .iter()
+        .find(|w| matches!(w.op, Op::Update | Op::Delete) && !w.key.is_complete())
+    {
+        return Err(Error::InvalidKey {
+            key: format!("{:?}", write.key),
+            reason: "an update or a delete needs a complete key (with its id or name)".into(),
+        });
+    }
     // Replicas are keyed by the entity's complete key: allocate the missing ids first.
     let incomplete: Vec<usize> = (0..writes.len())
         .filter(|&i| writes[i].replicated() && !writes[i].key.is_complete())
@@ -170,6 +180,14 @@ pub(crate) async fn prepare(
         expand(write, &mut mutations, &mut companions);
     }
     mutations.append(&mut companions);
+    for mutation in &mutations {
+        if let Mutation::Insert(key, properties)
+        | Mutation::Update(key, properties)
+        | Mutation::Upsert(key, properties) = mutation
+        {
+            crate::limits::check_entity(key, properties)?;
+        }
+    }
     if mutations.len() > MAX_MUTATIONS {
         return Err(Error::TooManyMutations {
             count: mutations.len(),

@@ -33,8 +33,7 @@ const MAX_LOOKUP_KEYS: usize = 1_000;
 /// The most keys `allocate_ids` / `reserve_ids` send in one call.
 const MAX_ID_KEYS: usize = 500;
 
-/// The largest entity the service stores, in bytes.
-pub const MAX_ENTITY_BYTES: usize = 1_048_572;
+use crate::limits::MAX_ENTITY_BYTES;
 
 /// The service's production endpoint.
 const PRODUCTION_ENDPOINT: &str = "https://datastore.googleapis.com";
@@ -80,6 +79,23 @@ macro_rules! call {
             .map(tonic::Response::into_inner)
             .map_err(status_error)
     }};
+}
+
+/// A refused query as a query error (a bad cursor as a cursor error).
+fn query_error(kind: &str, error: Error) -> Error {
+    match error {
+        Error::Service { code, message } if code == "INVALID_ARGUMENT" => {
+            if message.to_lowercase().contains("cursor") {
+                Error::InvalidCursor { reason: message }
+            } else {
+                Error::InvalidQuery {
+                    kind: kind.to_owned(),
+                    reason: message,
+                }
+            }
+        }
+        other => other,
+    }
 }
 
 /// A service status as our error, keeping the code and the message (a missing composite
@@ -417,7 +433,8 @@ impl Cloud {
                     )),
                     ..pb::RunQueryRequest::default()
                 }
-            )?;
+            )
+            .map_err(|e| query_error(&spec.kind, e))?;
             let batch = response.batch.unwrap_or_default();
             for result in batch.entity_results {
                 let Some(entity) = result.entity else {

@@ -1,0 +1,6 @@
+//! (to be written)
+
+#[macro_export]
+macro_rules! ancestors_tests {
+    ($backend:expr) => {};
+}

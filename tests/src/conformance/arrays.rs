@@ -1,0 +1,6 @@
+//! (to be written)
+
+#[macro_export]
+macro_rules! arrays_tests {
+    ($backend:expr) => {};
+}

@@ -1,0 +1,6 @@
+//! (to be written)
+
+#[macro_export]
+macro_rules! ids_tests {
+    ($backend:expr) => {};
+}

@@ -1,0 +1,169 @@
+//! Every value type the service stores, and the limits on values.
+
+use datastore_entity::Error;
+use datastore_entity::prelude::*;
+
+use super::{sample, sample_key};
+use crate::harness::Ctx;
+use crate::{Account, account_key};
+
+#[macro_export]
+macro_rules! values_tests {
+    ($backend:expr) => {
+        $crate::conformance!($backend;
+            values_every_type_round_trips,
+            values_doubles_keep_their_bits,
+            values_timestamps_keep_microseconds_before_and_after_the_epoch,
+            values_keys_in_properties_round_trip_with_their_partition,
+            values_a_large_excluded_string_round_trips,
+            values_an_indexed_string_over_1500_bytes_is_refused,
+            values_an_entity_over_1_mib_is_refused,
+            values_an_array_inside_an_array_is_refused,
+            values_empty_arrays_read_back_empty,
+        );
+    };
+}
+
+pub async fn values_every_type_round_trips(t: Ctx) {
+    let ann = t.db.put(&crate::account("ann")).await.unwrap();
+    for count in 0..6 {
+        let mut entity = sample(&format!("s{count}"), count);
+        entity.owner = Some(ann.clone());
+        entity.label = "héllo wörld ✓ 🚀".into();
+        let key = t.db.put(&entity).await.unwrap();
+        assert_eq!(t.db.get(&key).await.unwrap(), Some(entity));
+    }
+}
+
+pub async fn values_doubles_keep_their_bits(t: Ctx) {
+    #[derive(Entity, Debug, Clone)]
+    struct Measure {
+        #[key]
+        id: KeyId,
+        value: f64,
+    }
+    let values = [
+        0.0,
+        -0.0,
+        1.5,
+        -2.25e300,
+        f64::MIN_POSITIVE,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+    ];
+    for (i, value) in values.iter().enumerate() {
+        let key =
+            t.db.put(&Measure {
+                id: KeyId::new(i as i64 + 1).unwrap(),
+                value: *value,
+            })
+            .await
+            .unwrap();
+        let back = t.db.get(&key).await.unwrap().unwrap().value;
+        assert_eq!(back.to_bits(), value.to_bits(), "{value}");
+    }
+}
+
+pub async fn values_timestamps_keep_microseconds_before_and_after_the_epoch(t: Ctx) {
+    for (i, micros) in [
+        -62_135_596_800_000_000,
+        -1,
+        0,
+        1,
+        1_700_000_000_123_456,
+        253_402_300_799_999_999,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut entity = sample(&format!("t{i}"), 1);
+        entity.at = Timestamp::from_micros(micros);
+        t.db.put(&entity).await.unwrap();
+        let back =
+            t.db.get(&sample_key(&format!("t{i}")))
+                .await
+                .unwrap()
+                .unwrap();
+        assert_eq!(back.at.as_micros(), micros);
+    }
+}
+
+pub async fn values_keys_in_properties_round_trip_with_their_partition(t: Ctx) {
+    let mut entity = sample("owned", 1);
+    entity.owner = Some(account_key("bob"));
+    t.db.put(&entity).await.unwrap();
+    let back = t.db.get(&sample_key("owned")).await.unwrap().unwrap();
+    let owner = back.owner.unwrap();
+    assert_eq!(owner, t.db.bind(&account_key("bob")).unwrap());
+    assert_eq!(owner.namespace(), t.db.partition().namespace);
+    let _: Option<Account> = t.db.get(&owner).await.unwrap();
+}
+
+pub async fn values_a_large_excluded_string_round_trips(t: Ctx) {
+    let mut entity = sample("big", 1);
+    entity.notes = "x".repeat(900_000);
+    t.db.put(&entity).await.unwrap();
+    let back = t.db.get(&sample_key("big")).await.unwrap().unwrap();
+    assert_eq!(back.notes.len(), 900_000);
+}
+
+pub async fn values_an_indexed_string_over_1500_bytes_is_refused(t: Ctx) {
+    let mut entity = sample("long", 1);
+    entity.label = "é".repeat(751); // 1,502 bytes
+    let error = t.db.put(&entity).await.unwrap_err();
+    assert!(
+        matches!(&error, Error::IndexedValueTooLarge { property, len: 1502, .. } if property == "label"),
+        "{error:?}"
+    );
+    entity.label = "é".repeat(750); // exactly 1,500 bytes
+    t.db.put(&entity).await.unwrap();
+}
+
+pub async fn values_an_entity_over_1_mib_is_refused(t: Ctx) {
+    let mut entity = sample("huge", 1);
+    entity.notes = "x".repeat(1_048_600);
+    let error = t.db.put(&entity).await.unwrap_err();
+    assert!(
+        matches!(error, Error::EntityTooLarge { max: 1_048_572, .. }),
+        "{error:?}"
+    );
+    assert_eq!(t.db.get(&sample_key("huge")).await.unwrap(), None);
+}
+
+pub async fn values_an_array_inside_an_array_is_refused(t: Ctx) {
+    #[derive(Entity, Debug)]
+    struct Grid {
+        #[key]
+        id: KeyId,
+        #[exclude_from_index]
+        cells: Vec<Vec<i64>>,
+    }
+    let error =
+        t.db.put(&Grid {
+            id: KeyId::new(1).unwrap(),
+            cells: vec![vec![1, 2], vec![3]],
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::InvalidValue { .. }),
+        "{:?}: {error:?}",
+        t.backend
+    );
+    assert!(
+        t.db.get(&Grid::key(KeyId::new(1).unwrap()))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+pub async fn values_empty_arrays_read_back_empty(t: Ctx) {
+    let mut entity = sample("empty", 1);
+    entity.tags = vec![];
+    t.db.put(&entity).await.unwrap();
+    let back = t.db.get(&sample_key("empty")).await.unwrap().unwrap();
+    assert!(back.tags.is_empty());
+    assert_eq!(back, entity);
+}

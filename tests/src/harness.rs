@@ -1,0 +1,237 @@
+//! The backends the conformance suite runs on: the embedded engine, and Google's two
+//! emulators, each started by this harness on a free loopback port, in its own process
+//! group, once per test binary, and killed when the test process ends (even after a panic).
+//! Each test gets a fresh namespace.
+//!
+//! In CI (`CI` set) a missing emulator fails loudly; elsewhere its tests are skipped with a
+//! printed reason.
+
+use std::io::{Read as _, Write as _};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt as _;
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use datastore_entity::Db;
+
+/// Which store a conformance test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `Db::in_memory()`.
+    Embedded,
+    /// Google's Datastore emulator (legacy Cloud Datastore, `CloudDatastore.jar`).
+    Datastore,
+    /// Google's Firestore emulator in Datastore mode: today's production service.
+    Firestore,
+}
+
+/// The project the emulators are asked about.
+pub const PROJECT: &str = "datastore-entity-test";
+
+impl Backend {
+    /// The Debian package that ships the emulator, and its launcher's file name.
+    fn package(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Backend::Embedded => None,
+            Backend::Datastore => Some((
+                "google-cloud-cli-datastore-emulator",
+                "cloud_datastore_emulator",
+            )),
+            Backend::Firestore => Some((
+                "google-cloud-cli-firestore-emulator",
+                "cloud_firestore_emulator",
+            )),
+        }
+    }
+
+    /// Whether this is one of Google's emulators.
+    pub fn is_emulator(self) -> bool {
+        self != Backend::Embedded
+    }
+}
+
+/// A running emulator: its port and its process group.
+#[derive(Debug)]
+pub struct Emulator {
+    /// The loopback port it serves gRPC and REST on.
+    pub port: u16,
+    child: Child,
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        kill_group(self.child.id());
+        let _ = self.child.wait();
+    }
+}
+
+fn kill_group(pgid: u32) {
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pgid}")])
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// The emulator's launcher, found through its Debian package.
+fn launcher(package: &str, file: &str) -> Result<String, String> {
+    let out = Command::new("dpkg")
+        .args(["-L", package])
+        .output()
+        .map_err(|e| format!("cannot run dpkg to find {package}: {e}"))?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|line| line.ends_with(&format!("/{file}")))
+        .map(str::to_owned)
+        .ok_or_else(|| format!("the Debian package {package} (with {file}) is not installed"))
+}
+
+/// A port nothing listens on now.
+fn free_port() -> Result<u16, String> {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free port: {e}"))
+}
+
+/// Whether the emulator answers its health check (`GET /` → `Ok`).
+fn healthy(port: u16) -> bool {
+    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let Ok(mut stream) = TcpStream::connect_timeout(&address, Duration::from_millis(200)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response.starts_with("HTTP/1.1 200") && response.trim_end().ends_with("Ok")
+}
+
+impl Emulator {
+    /// Starts the emulator of `backend` on a free loopback port and waits until it answers.
+    pub fn start(backend: Backend) -> Result<Emulator, String> {
+        let (package, file) = backend
+            .package()
+            .ok_or_else(|| "the embedded engine is not an emulator".to_owned())?;
+        let launcher = launcher(package, file)?;
+        let port = free_port()?;
+        let command = match backend {
+            Backend::Datastore => {
+                format!("'{launcher}' start --host=127.0.0.1 --port={port} --testing")
+            }
+            _ => format!(
+                "'{launcher}' --host=127.0.0.1 --port={port} --database-mode=datastore-mode"
+            ),
+        };
+        // The launcher forks a `java` child that would outlive it. Both run in this shell's
+        // process group, which the shell kills as soon as the test process is gone.
+        let script = format!(
+            "{command} >\"$LOG\" 2>&1 &\n\
+             while kill -0 \"$TEST_PID\" 2>/dev/null; do sleep 0.5; done\n\
+             kill -KILL -- -$$"
+        );
+        let log = std::env::temp_dir().join(format!(
+            "datastore-entity-{backend:?}-{}.log",
+            std::process::id()
+        ));
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .env("TEST_PID", std::process::id().to_string())
+            .env("LOG", &log)
+            .stdin(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("cannot start {file}: {e}"))?;
+        let emulator = Emulator { port, child };
+        let started = Instant::now();
+        while !healthy(port) {
+            if started.elapsed() > Duration::from_secs(90) {
+                let output = std::fs::read_to_string(&log).unwrap_or_default();
+                return Err(format!(
+                    "{file} did not answer on port {port} within 90 s; its output:\n{output}"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!(
+            "{file} is up on 127.0.0.1:{port} after {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        Ok(emulator)
+    }
+}
+
+/// The emulator of `backend` for this test binary, started on first use.
+fn emulator(backend: Backend) -> &'static Result<Emulator, String> {
+    static DATASTORE: OnceLock<Result<Emulator, String>> = OnceLock::new();
+    static FIRESTORE: OnceLock<Result<Emulator, String>> = OnceLock::new();
+    let cell = match backend {
+        Backend::Firestore => &FIRESTORE,
+        _ => &DATASTORE,
+    };
+    cell.get_or_init(|| Emulator::start(backend))
+}
+
+/// A handle on `backend`, in a namespace of its own for the test `test`; `None` when the
+/// backend's emulator is not installed and this is not CI (the reason is printed).
+pub async fn db(backend: Backend, test: &str) -> Option<Db> {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let mut namespace: String = test
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .take(80)
+        .collect();
+    namespace = format!("{namespace}-{n}");
+    let root = match backend {
+        Backend::Embedded => Db::in_memory(),
+        emulated => match emulator(emulated) {
+            Ok(emulator) => Db::cloud_builder(PROJECT)
+                .endpoint(format!("http://127.0.0.1:{}", emulator.port))
+                .build()
+                .await
+                .expect("the emulator is up"),
+            Err(reason) if std::env::var_os("CI").is_some() => {
+                panic!("CI runs every conformance test on {emulated:?}, but: {reason}")
+            }
+            Err(reason) => {
+                static SAID: OnceLock<()> = OnceLock::new();
+                SAID.get_or_init(|| {
+                    eprintln!("skipping the {emulated:?} conformance tests: {reason}")
+                });
+                return None;
+            }
+        },
+    };
+    Some(root.namespace(&namespace).expect("a valid namespace"))
+}
+
+/// One conformance test's context: the handle, in the test's namespace, and which backend
+/// it is (for the few answers where Google's two emulators differ).
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    /// The handle.
+    pub db: Db,
+    /// The backend.
+    pub backend: Backend,
+}
+
+/// Declares every conformance test of `$suite` for one backend: `conformance!(Backend::X)`.
+#[macro_export]
+macro_rules! conformance {
+    ($backend:expr; $($test:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() {
+                if let Some(db) = $crate::harness::db($backend, stringify!($test)).await {
+                    $crate::conformance::$test($crate::harness::Ctx { db, backend: $backend }).await;
+                }
+            }
+        )*
+    };
+}

@@ -1,0 +1,3 @@
+//! The conformance suite (`tests/src/conformance/`) on the embedded engine.
+
+datastore_entity_tests::all_conformance_tests!(datastore_entity_tests::harness::Backend::Embedded);
