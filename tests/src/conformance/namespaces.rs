@@ -42,7 +42,7 @@ pub async fn namespaces_returned_keys_carry_their_namespace(t: Ctx) {
         .await
         .unwrap()
         .items;
-    assert_eq!(queried, [key.clone()]);
+    assert_eq!(queried, std::slice::from_ref(&key));
     assert_eq!(a.bind(&account_key("ann")).unwrap(), key);
 }
 
