@@ -132,7 +132,7 @@ impl Emulator {
         let script = format!(
             "{command} >\"$LOG\" 2>&1 &\n\
              while kill -0 \"$TEST_PID\" 2>/dev/null; do sleep 0.5; done\n\
-             kill -KILL -- -$$"
+             kill -9 -$$"
         );
         let log = std::env::temp_dir().join(format!(
             "datastore-entity-{backend:?}-{}.log",
