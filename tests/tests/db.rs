@@ -516,3 +516,16 @@ async fn a_commit_over_500_mutations_is_refused_and_put_chunked_writes_it_in_par
     assert!(db.get(&account_key("v499")).await.unwrap().is_some());
     assert!(db.get(&account_key("v500")).await.unwrap().is_none());
 }
+
+#[tokio::test]
+async fn a_failed_commit_outside_a_transaction_is_not_replayed() {
+    // Its outcome may be unknown (a timeout after the service applied it): the caller decides.
+    let (backend, db) = Instrumented::db();
+    backend
+        .fail_commits
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    let error = db.put(&account("ann")).await.unwrap_err();
+    assert!(matches!(error, Error::Unavailable { .. }), "{error:?}");
+    assert_eq!(backend.count(Call::Commit), 1, "sent once, not replayed");
+    assert!(db.get(&account_key("ann")).await.unwrap().is_none());
+}

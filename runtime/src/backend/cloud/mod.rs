@@ -592,3 +592,54 @@ impl Backend for Cloud {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_statuses_keep_their_code_and_message() {
+        let error = status_error(tonic::Status::failed_precondition(
+            "no matching index found. recommended index is:\n- kind: Post\n  properties:\n  - name: a\n  - name: b",
+        ));
+        match error {
+            Error::MissingIndex {
+                index_yaml,
+                message,
+            } => {
+                assert!(index_yaml.starts_with("- kind: Post"), "{index_yaml}");
+                assert!(message.contains("no matching index"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            status_error(tonic::Status::aborted("too much contention")),
+            Error::Aborted { .. }
+        ));
+        assert!(status_error(tonic::Status::unavailable("down")).is_retryable());
+        match status_error(tonic::Status::deadline_exceeded("slow")) {
+            Error::Service { code, message } => {
+                assert_eq!(
+                    (code.as_str(), message.as_str()),
+                    ("DEADLINE_EXCEEDED", "slow")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // A deadline is not retried: a commit that timed out may have been applied.
+        assert!(!status_error(tonic::Status::deadline_exceeded("slow")).is_retryable());
+        assert!(matches!(
+            query_error(
+                "K",
+                status_error(tonic::Status::invalid_argument("Invalid cursor."))
+            ),
+            Error::InvalidCursor { .. }
+        ));
+    }
+
+    #[test]
+    fn the_routing_header_names_project_and_database() {
+        assert_eq!(url_encode("my-project"), "my-project");
+        assert_eq!(url_encode("a b&c=d/é"), "a%20b%26c%3Dd%2F%C3%A9");
+    }
+}
