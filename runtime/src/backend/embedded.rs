@@ -8,9 +8,11 @@
 //!   (checked against Google's Datastore emulator, which is the reference where they differ).
 //! - Commits are atomic: every mutation is validated before the first is applied.
 //! - Transactions are optimistic: a commit fails with [`Error::Aborted`] when an entity the
-//!   transaction read was changed by another commit since. Blind writes (of entities it did
-//!   not read) do not conflict, as in Google's emulator.
-//! - Allocated ids are scattered over `[2^52, 2^53)` (R-K1); reserved ids are never handed out.
+//!   transaction read was changed by another commit since, or when one of its queries would
+//!   now return other keys (a phantom). Blind writes (of entities it did not read) do not
+//!   conflict, as in Google's emulators.
+//! - Allocated ids are scattered over `[2^52, 2^53)` (R-K1); reserved ids are never handed out
+//!   (ids written without being reserved may be, as by the service: R-K3).
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -46,13 +48,17 @@ struct State {
     transactions: HashMap<u64, Transaction>,
     next_transaction: u64,
     allocations: u64,
-    /// Ids that must never be allocated: reserved, allocated, or written.
+    /// Ids that must never be allocated: reserved or allocated (as in the service, an id
+    /// written without being reserved may be allocated later: R-K3).
     used_ids: HashSet<i64>,
 }
 
 struct Transaction {
     /// Version of each key when the transaction first read it (0: never written).
     reads: HashMap<RawKey, u64>,
+    /// The queries it ran, with the keys they returned: at commit each must return the same
+    /// keys again, or an entity was written into (or out of) a range it scanned (a phantom).
+    queries: Vec<(QuerySpec, Vec<RawKey>)>,
 }
 
 impl Embedded {
@@ -111,6 +117,7 @@ impl Backend for Embedded {
             id,
             Transaction {
                 reads: HashMap::new(),
+                queries: Vec::new(),
             },
         );
         ready(Ok(TransactionId(id.to_le_bytes().to_vec())))
@@ -149,8 +156,9 @@ impl Backend for Embedded {
 
     fn reserve_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<(), Error>> {
         let mut state = self.state();
-        let result = match keys.iter().find(|k| k.id().is_none()) {
-            Some(k) => Err(invalid_key(k, "reserve_ids takes keys with numeric ids")),
+        // Named keys have no id to reserve: accepted and ignored, as by the service.
+        let result = match keys.iter().find(|k| !k.is_complete()) {
+            Some(k) => Err(invalid_key(k, "reserve_ids takes complete keys")),
             None => {
                 state
                     .used_ids
@@ -302,9 +310,6 @@ impl State {
         for mutation in mutations {
             let key = mutation.key().clone();
             tracing::debug!(key = ?key, "commit");
-            if let Some(id) = key.id() {
-                self.used_ids.insert(id.get());
-            }
             self.versions.insert(key.clone(), version);
             let table = self
                 .tables
@@ -330,14 +335,26 @@ impl State {
     /// writes do not conflict (Google's emulator commits them).
     fn check_conflicts(&self, t: &Transaction) -> Result<(), Error> {
         let version = |k: &RawKey| self.versions.get(k).copied().unwrap_or(0);
-        match t.reads.iter().find(|(k, v)| version(k) != **v) {
-            Some((key, _)) => Err(Error::Aborted {
+        if let Some((key, _)) = t.reads.iter().find(|(k, v)| version(k) != **v) {
+            return Err(Error::Aborted {
                 reason: format!(
                     "{key:?} was changed by another commit after this transaction read it"
                 ),
-            }),
-            None => Ok(()),
+            });
         }
+        for (query, keys) in &t.queries {
+            let now = self.evaluate(query)?;
+            if !now.results.iter().map(|r| &r.key).eq(keys.iter()) {
+                return Err(Error::Aborted {
+                    reason: format!(
+                        "another commit wrote an entity of kind `{}` into a range this \
+                         transaction's query scanned",
+                        query.kind
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Every check of a commit, before anything is written.
@@ -386,6 +403,17 @@ impl State {
         query: &QuerySpec,
         transaction: Option<&TransactionId>,
     ) -> Result<QueryBatch, Error> {
+        let batch = self.evaluate(query)?;
+        self.record_reads(transaction, batch.results.iter().map(|r| &r.key))?;
+        if let Some(t) = self.transaction(transaction)? {
+            let keys = batch.results.iter().map(|r| r.key.clone()).collect();
+            t.queries.push((query.clone(), keys));
+        }
+        Ok(batch)
+    }
+
+    /// The answer to a query, recording nothing.
+    fn evaluate(&self, query: &QuerySpec) -> Result<QueryBatch, Error> {
         let plan = Plan::new(query)?;
         let start = plan.decode_cursor(query.start_cursor.as_deref())?;
         let end = plan.decode_cursor(query.end_cursor.as_deref())?;
@@ -448,7 +476,6 @@ impl State {
                 },
             })
             .collect();
-        self.record_reads(transaction, results.iter().map(|r| &r.key))?;
         Ok(QueryBatch {
             results,
             end_cursor,
@@ -472,7 +499,10 @@ fn visit_indexed<'p>(properties: &'p PropertyMap, path: &str, visit: &mut dyn Fn
     }
     fn descend<'p>(value: &'p Value, rest: Option<&str>, visit: &mut dyn FnMut(&'p Value)) {
         match (value, rest) {
-            (Value::Array(values), _) => values.iter().for_each(|v| descend(v, rest, visit)),
+            // The elements of an array are indexed; the properties of embedded entities inside
+            // an array are not (Firestore in Datastore mode finds nothing through them).
+            (Value::Array(values), None) => values.iter().for_each(|v| descend(v, None, visit)),
+            (Value::Array(_), Some(_)) => {}
             (Value::Entity(inner), Some(rest)) => visit_indexed(inner, rest, visit),
             (value, None) => visit(value),
             (_, Some(_)) => {}
@@ -503,6 +533,14 @@ struct Plan<'q> {
     /// Ties after the last order go by key, in that order's direction (Firestore in
     /// Datastore mode; the legacy emulator always breaks them ascending).
     key_direction: Direction,
+    /// The properties whose index the query scans: the ordered ones, then the projected ones.
+    /// An entity gives one row per combination of their distinct matching values, as an index
+    /// scan does (Firestore in Datastore mode; the legacy emulator returned an entity once).
+    scanned: Vec<String>,
+    /// Where each order's value is in a row's scanned values.
+    order_slots: Vec<usize>,
+    /// Where each projected property's value is.
+    projected_slots: Vec<usize>,
     fingerprint: u64,
 }
 
@@ -594,9 +632,11 @@ impl<'q> Plan<'q> {
             }
         }
         // Without an order, a projection reads its properties' index: results come in the
-        // order of the projected values, as in the service.
+        // order of the projected values, the properties taken by name, as in the service.
         if orders.is_empty() {
-            orders.extend(projected.iter().map(|p| PropertyOrder {
+            let mut by_name: Vec<&String> = projected.iter().collect();
+            by_name.sort();
+            orders.extend(by_name.into_iter().map(|p| PropertyOrder {
                 property: p.clone(),
                 direction: Direction::Ascending,
             }));
@@ -637,10 +677,23 @@ impl<'q> Plan<'q> {
         for p in projected {
             w.bytes.extend_from_slice(p.as_bytes());
         }
+        let mut scanned: Vec<String> = Vec::new();
+        let mut slot = |name: &String| match scanned.iter().position(|s| s == name) {
+            Some(i) => i,
+            None => {
+                scanned.push(name.clone());
+                scanned.len() - 1
+            }
+        };
+        let order_slots = orders.iter().map(|o| slot(&o.property)).collect();
+        let projected_slots = projected.iter().map(&mut slot).collect();
         Ok(Plan {
             query,
             key_direction: orders.last().map_or(Direction::Ascending, |o| o.direction),
             orders,
+            scanned,
+            order_slots,
+            projected_slots,
             fingerprint: fnv1a(&w.bytes),
         })
     }
@@ -652,7 +705,7 @@ impl<'q> Plan<'q> {
             .filter(move |f| f.property == property)
     }
 
-    /// The indexed values of `property` that pass every filter on it.
+    /// The distinct indexed values of `property` that pass every filter on it.
     fn candidates<'s>(&self, properties: &'s PropertyMap, property: &str) -> Vec<&'s Value> {
         let mut values = Vec::new();
         visit_indexed(properties, property, &mut |v| {
@@ -663,33 +716,9 @@ impl<'q> Plan<'q> {
                 values.push(v);
             }
         });
+        values.sort_by(|a, b| compare_values(a, b));
+        values.dedup_by(|a, b| compare_values(a, b) == Ordering::Equal);
         values
-    }
-
-    /// The value an order sorts an entity by: its smallest (ascending) or largest
-    /// (descending) indexed value that passes the filters on the property.
-    fn sort_value<'s>(
-        &self,
-        properties: &'s PropertyMap,
-        order: &PropertyOrder,
-    ) -> Option<&'s Value> {
-        let mut best: Option<&'s Value> = None;
-        visit_indexed(properties, &order.property, &mut |v| {
-            if !self
-                .filters_on(&order.property)
-                .all(|f| matches(v, f.op, &f.value))
-            {
-                return;
-            }
-            let better = best.is_none_or(|b| match order.direction {
-                Direction::Ascending => compare_values(v, b) == Ordering::Less,
-                Direction::Descending => compare_values(v, b) == Ordering::Greater,
-            });
-            if better {
-                best = Some(v);
-            }
-        });
-        best
     }
 
     /// The rows of one entity, none if it does not match.
@@ -712,36 +741,14 @@ impl<'q> Plan<'q> {
                 return;
             }
         }
-        let projected_names: &[String] = match &self.query.shape {
-            ResultShape::Projection(names) => names,
-            _ => &[],
-        };
-        if projected_names.is_empty() {
-            let mut sort = Vec::with_capacity(self.orders.len());
-            for order in &self.orders {
-                match self.sort_value(properties, order) {
-                    Some(v) => sort.push(v),
-                    None => return,
-                }
+        // One row per combination of the scanned properties' matching values (an entity
+        // without one of them has no index entry there, so no row).
+        let mut combinations: Vec<Vec<&'s Value>> = vec![Vec::new()];
+        for property in &self.scanned {
+            let values = self.candidates(properties, property);
+            if values.is_empty() {
+                return;
             }
-            rows.push(Row {
-                key,
-                properties,
-                sort,
-                projected: Vec::new(),
-            });
-            return;
-        }
-        let projected_values: Vec<Vec<&Value>> = projected_names
-            .iter()
-            .map(|p| self.candidates(properties, p))
-            .collect();
-        if projected_values.iter().any(Vec::is_empty) {
-            return;
-        }
-        // One row per combination of projected elements.
-        let mut combinations: Vec<Vec<&Value>> = vec![Vec::new()];
-        for values in &projected_values {
             combinations = combinations
                 .into_iter()
                 .flat_map(|prefix| {
@@ -753,25 +760,12 @@ impl<'q> Plan<'q> {
                 })
                 .collect();
         }
-        combinations.sort_by(|a, b| compare_lists(a, b));
-        combinations.dedup_by(|a, b| compare_lists(a, b) == Ordering::Equal);
-        'combination: for projected in combinations {
-            let mut sort = Vec::with_capacity(self.orders.len());
-            for order in &self.orders {
-                let value = match projected_names.iter().position(|p| *p == order.property) {
-                    Some(i) => Some(projected[i]),
-                    None => self.sort_value(properties, order),
-                };
-                match value {
-                    Some(v) => sort.push(v),
-                    None => continue 'combination,
-                }
-            }
+        for values in combinations {
             rows.push(Row {
                 key,
                 properties,
-                sort,
-                projected,
+                sort: self.order_slots.iter().map(|&i| values[i]).collect(),
+                projected: self.projected_slots.iter().map(|&i| values[i]).collect(),
             });
         }
     }
@@ -821,18 +815,19 @@ impl<'q> Plan<'q> {
                 return o;
             }
         }
-        let by_key = match self.key_direction {
-            Direction::Ascending => key.cmp(other_key),
-            Direction::Descending => other_key.cmp(key),
-        };
-        by_key.then_with(|| {
+        // The key, then the projected values (rows of one entity), in the last order's direction.
+        let tie = key.cmp(other_key).then_with(|| {
             projected
                 .iter()
                 .zip(other_projected)
                 .map(|(a, b)| compare_values(a, b))
                 .find(|o| o.is_ne())
                 .unwrap_or(Ordering::Equal)
-        })
+        });
+        match self.key_direction {
+            Direction::Ascending => tie,
+            Direction::Descending => tie.reverse(),
+        }
     }
 
     fn encode_cursor(&self, position: &Position) -> Vec<u8> {
@@ -894,12 +889,4 @@ impl<'q> Plan<'q> {
         }
         Ok(Some(position))
     }
-}
-
-fn compare_lists(a: &[&Value], b: &[&Value]) -> Ordering {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| compare_values(x, y))
-        .find(|o| o.is_ne())
-        .unwrap_or_else(|| a.len().cmp(&b.len()))
 }

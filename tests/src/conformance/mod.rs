@@ -6,8 +6,6 @@
 //! where `RULES.md` makes the crate stricter than both, the test says so.
 
 #![allow(missing_docs)]
-// The modules still to be written export nothing yet.
-#![allow(unused_imports)]
 
 mod ancestors;
 mod arrays;

@@ -1,6 +1,405 @@
-//! (to be written)
+//! Transactions (R-A2): reads and writes, contention, rollback, isolation, phantoms, and
+//! partitions.
+//!
+//! The Firestore emulator locks pessimistically (a write outside a transaction waits for the
+//! locks the transaction holds), the legacy emulator is optimistic: no test here makes a
+//! task wait for a write while it holds a transaction open itself. Every root key is named
+//! after its test: the legacy emulator locks entity groups by key path across namespaces.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use datastore_entity::prelude::*;
+use datastore_entity::{Error, RetryPolicy};
+use tokio::sync::Notify;
+
+use crate::harness::{Backend, Ctx};
+use crate::{Account, Post, account, account_key};
 
 #[macro_export]
 macro_rules! transactions_tests {
-    ($backend:expr) => {};
+    ($backend:expr) => {
+        $crate::conformance!($backend;
+            tx_reads_writes_and_returns_its_value,
+            tx_concurrent_increments_all_land,
+            tx_an_error_of_the_closure_rolls_back,
+            tx_reads_do_not_see_the_transactions_own_writes,
+            tx_a_scanned_range_and_a_later_insert_into_it,
+            tx_a_query_without_an_ancestor,
+            tx_a_key_of_another_namespace_is_wrong_partition,
+        );
+    };
+}
+
+/// How long a test waits for something that must happen.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+pub async fn tx_reads_writes_and_returns_its_value(t: Ctx) {
+    let mut ann = account("tx-rw-ann");
+    ann.balance = 10;
+    let key = t.db.put(&ann).await.unwrap();
+    let returned =
+        t.db.transaction(|tx| {
+            let key = key.clone();
+            async move {
+                let mut a = tx.get(&key).await?.expect("written above");
+                a.balance += 5;
+                tx.put(&a);
+                tx.put(&account("tx-rw-bob"));
+                Ok((a.balance, a.email))
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(returned, (15, "tx-rw-ann@example.com".to_owned()));
+    assert_eq!(t.db.get(&key).await.unwrap().unwrap().balance, 15);
+    assert_eq!(
+        t.db.get(&account_key("tx-rw-bob")).await.unwrap(),
+        Some(account("tx-rw-bob"))
+    );
+}
+
+pub async fn tx_concurrent_increments_all_land(t: Ctx) {
+    let key = t.db.put(&account("tx-inc")).await.unwrap();
+    let db = t.db.clone().with_retry(RetryPolicy {
+        max_attempts: 50,
+        ..RetryPolicy::default()
+    });
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let (db, key) = (db.clone(), key.clone());
+            tokio::spawn(async move {
+                for _ in 0..10 {
+                    db.transaction(|tx| {
+                        let key = key.clone();
+                        async move {
+                            let mut a = tx.get(&key).await?.expect("exists");
+                            tokio::task::yield_now().await;
+                            a.balance += 1;
+                            tx.put(&a);
+                            Ok(())
+                        }
+                    })
+                    .await
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    // On the Firestore emulator two transactions that read the entity deadlock when both
+    // commit, until a lock times out after about 2 s and one of them aborts: this takes
+    // about 30 s there (4 s on the legacy emulator, which aborts at once).
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(240), task)
+            .await
+            .expect("the increments end")
+            .unwrap();
+    }
+    assert_eq!(t.db.get(&key).await.unwrap().unwrap().balance, 40);
+}
+
+pub async fn tx_an_error_of_the_closure_rolls_back(t: Ctx) {
+    let key = t.db.put(&account("tx-err")).await.unwrap();
+    let mine = Error::InvalidQuery {
+        kind: "Mine".into(),
+        reason: "my own failure".into(),
+    };
+    let attempts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let error =
+        t.db.transaction(|tx| {
+            let (key, mine, attempts) = (key.clone(), mine.clone(), attempts.clone());
+            async move {
+                attempts.fetch_add(1, Ordering::SeqCst);
+                let mut a = tx.get(&key).await?.expect("exists");
+                a.balance = 1_000;
+                tx.put(&a);
+                tx.put(&account("tx-err-other"));
+                Err::<(), _>(mine)
+            }
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(error, mine);
+    assert_eq!(attempts.load(Ordering::SeqCst), 1, "not retried");
+    assert_eq!(t.db.get(&key).await.unwrap().unwrap().balance, 0);
+    assert_eq!(t.db.get(&account_key("tx-err-other")).await.unwrap(), None);
+    // The rollback released what the transaction held: a write goes through at once.
+    let mut changed = account("tx-err");
+    changed.balance = 7;
+    tokio::time::timeout(PATIENCE, t.db.put(&changed))
+        .await
+        .expect("nothing holds the entity any more")
+        .unwrap();
+    assert_eq!(t.db.get(&key).await.unwrap().unwrap().balance, 7);
+}
+
+pub async fn tx_reads_do_not_see_the_transactions_own_writes(t: Ctx) {
+    let key = t.db.put(&account("tx-own")).await.unwrap();
+    let parent = account_key("tx-own");
+    let seen =
+        t.db.transaction(|tx| {
+            let (key, parent) = (key.clone(), parent.clone());
+            async move {
+                let mut a = tx.get(&key).await?.expect("exists");
+                a.balance = 99;
+                tx.put(&a);
+                tx.put(&account("tx-own-new"));
+                tx.put(&Post {
+                    account: parent.clone(),
+                    id: Some(KeyId::new(1).unwrap()),
+                    title: "buffered".into(),
+                    author: "tx-own".into(),
+                    published: Timestamp::from_micros(1),
+                    tags: vec![],
+                    body: String::new(),
+                    location: None,
+                });
+                let again = tx.get(&key).await?.expect("exists");
+                let new = tx.get(&account_key("tx-own-new")).await?;
+                let posts = tx.query::<Post>().ancestor(&parent).fetch().await?.items;
+                Ok((again.balance, new.is_some(), posts.len()))
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(seen, (0, false, 0));
+    // Committed, everything is there.
+    assert_eq!(t.db.get(&key).await.unwrap().unwrap().balance, 99);
+    assert!(
+        t.db.get(&account_key("tx-own-new"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let posts =
+        t.db.query::<Post>()
+            .ancestor(&parent)
+            .fetch()
+            .await
+            .unwrap();
+    assert_eq!(posts.items.len(), 1);
+}
+
+fn post(parent: &Key<Account>, id: i64, published: i64) -> Post {
+    Post {
+        account: parent.clone(),
+        id: Some(KeyId::new(id).unwrap()),
+        title: format!("post {id}"),
+        author: "tx".into(),
+        published: Timestamp::from_micros(published),
+        tags: vec![],
+        body: String::new(),
+        location: None,
+    }
+}
+
+/// What happened in a phantom test: the transaction's result, whether the other writer's
+/// insert had finished when the transaction went on to commit, and the insert's result.
+#[derive(Debug)]
+struct Phantom {
+    transaction: Result<usize, Error>,
+    insert_done_before_commit: bool,
+    insert: Result<(), Error>,
+}
+
+/// A transaction counts the posts published after 15 (under `parent` if `ancestor`), then,
+/// while it is still open, another task inserts a post published at 30; the transaction
+/// waits (at most 3 s) for that insert, then writes the count and commits.
+async fn phantom(t: &Ctx, parent: Key<Account>, ancestor: bool) -> Phantom {
+    let db = t.db.clone().with_retry(RetryPolicy {
+        max_attempts: 1,
+        ..RetryPolicy::default()
+    });
+    let scanned = Arc::new(Notify::new());
+    let inserted = Arc::new(Notify::new());
+    let writer = {
+        let (db, parent, scanned, inserted) = (
+            t.db.clone(),
+            parent.clone(),
+            scanned.clone(),
+            inserted.clone(),
+        );
+        tokio::spawn(async move {
+            scanned.notified().await;
+            let result = tokio::time::timeout(PATIENCE, db.put(&post(&parent, 3, 30)))
+                .await
+                .expect("the insert ends")
+                .map(drop);
+            inserted.notify_one();
+            result
+        })
+    };
+    let transaction = {
+        let parent = parent.clone();
+        tokio::spawn(async move {
+            let done_before_commit = Arc::new(AtomicBool::new(false));
+            let result = db
+                .transaction(|tx| {
+                    let (parent, scanned, inserted, done_before_commit) = (
+                        parent.clone(),
+                        scanned.clone(),
+                        inserted.clone(),
+                        done_before_commit.clone(),
+                    );
+                    async move {
+                        let query = tx
+                            .query::<Post>()
+                            .filter(Post::PUBLISHED.gt(Timestamp::from_micros(15)));
+                        let query = if ancestor {
+                            query.ancestor(&parent)
+                        } else {
+                            query
+                        };
+                        let scan = query.fetch().await;
+                        // Let the writer go even when the scan failed.
+                        scanned.notify_one();
+                        let count = scan?.items.len();
+                        // A backend that holds the insert back makes this wait time out.
+                        let finished =
+                            tokio::time::timeout(Duration::from_secs(3), inserted.notified())
+                                .await
+                                .is_ok();
+                        done_before_commit.store(finished, Ordering::SeqCst);
+                        let mut owner = account(parent.name().unwrap());
+                        owner.balance = count as i64;
+                        tx.put(&owner);
+                        Ok(count)
+                    }
+                })
+                .await;
+            (result, done_before_commit.load(Ordering::SeqCst))
+        })
+    };
+    let (transaction, insert_done_before_commit) = tokio::time::timeout(PATIENCE * 2, transaction)
+        .await
+        .expect("the transaction ends")
+        .unwrap();
+    let insert = tokio::time::timeout(PATIENCE * 2, writer)
+        .await
+        .expect("the insert ends")
+        .unwrap();
+    Phantom {
+        transaction,
+        insert_done_before_commit,
+        insert,
+    }
+}
+
+pub async fn tx_a_scanned_range_and_a_later_insert_into_it(t: Ctx) {
+    let parent = t.db.put(&account("tx-phantom")).await.unwrap();
+    t.db.put_many(&[post(&parent, 1, 10), post(&parent, 2, 20)])
+        .await
+        .unwrap();
+    let outcome = phantom(&t, parent.clone(), true).await;
+    let balance = t.db.get(&parent).await.unwrap().unwrap().balance;
+    let posts =
+        t.db.query::<Post>()
+            .ancestor(&parent)
+            .fetch()
+            .await
+            .unwrap();
+    // The insert is written in the end, everywhere.
+    assert_eq!(posts.items.len(), 3);
+    assert!(outcome.insert.is_ok(), "{outcome:?}");
+    match t.backend {
+        // Optimistic concurrency (the legacy emulator, and the embedded engine, which re-runs
+        // a transaction's queries at commit): the insert goes through at once, and the
+        // transaction is aborted at commit, since what it scanned changed.
+        Backend::Datastore | Backend::Embedded => {
+            assert!(outcome.insert_done_before_commit, "{outcome:?}");
+            assert!(
+                matches!(outcome.transaction, Err(Error::Aborted { .. })),
+                "{outcome:?}"
+            );
+            assert_eq!(balance, 0);
+        }
+        // Pessimistic locking (Firestore in Datastore mode): the insert is held back until the
+        // transaction has committed, so the count it wrote was true when it committed.
+        Backend::Firestore => {
+            assert!(!outcome.insert_done_before_commit, "{outcome:?}");
+            assert_eq!(outcome.transaction, Ok(1));
+            assert_eq!(balance, 1);
+        }
+    }
+}
+
+pub async fn tx_a_query_without_an_ancestor(t: Ctx) {
+    let parent = t.db.put(&account("tx-global")).await.unwrap();
+    t.db.put_many(&[post(&parent, 1, 10), post(&parent, 2, 20)])
+        .await
+        .unwrap();
+    let outcome = phantom(&t, parent.clone(), false).await;
+    let balance = t.db.get(&parent).await.unwrap().unwrap().balance;
+    assert!(outcome.insert.is_ok(), "{outcome:?}");
+    match t.backend {
+        // The legacy emulator refuses queries without an ancestor in transactions.
+        Backend::Datastore => {
+            assert!(
+                matches!(
+                    &outcome.transaction,
+                    Err(Error::InvalidQuery { reason, .. })
+                        if reason == "Only ancestor queries are allowed inside transactions."
+                ),
+                "{outcome:?}"
+            );
+            assert_eq!(balance, 0);
+        }
+        // Firestore in Datastore mode runs them, and locks the scanned range as for an
+        // ancestor query.
+        Backend::Firestore => {
+            assert!(!outcome.insert_done_before_commit, "{outcome:?}");
+            assert_eq!(outcome.transaction, Ok(1));
+            assert_eq!(balance, 1);
+        }
+        // The embedded engine runs them too, optimistically: aborted at commit.
+        Backend::Embedded => {
+            assert!(outcome.insert_done_before_commit, "{outcome:?}");
+            assert!(
+                matches!(outcome.transaction, Err(Error::Aborted { .. })),
+                "{outcome:?}"
+            );
+            assert_eq!(balance, 0);
+        }
+    }
+}
+
+pub async fn tx_a_key_of_another_namespace_is_wrong_partition(t: Ctx) {
+    let other =
+        t.db.namespace(&format!("{}.other", t.db.partition().namespace))
+            .unwrap();
+    let foreign = other.put(&account("tx-foreign")).await.unwrap();
+    let read =
+        t.db.transaction(|tx| {
+            let foreign = foreign.clone();
+            async move {
+                tx.put(&account("tx-local"));
+                tx.get(&foreign).await
+            }
+        })
+        .await;
+    assert!(
+        matches!(read, Err(Error::WrongPartition { .. })),
+        "{read:?}"
+    );
+    let delete =
+        t.db.transaction(|tx| {
+            let foreign = foreign.clone();
+            async move {
+                tx.put(&account("tx-local"));
+                tx.delete(&foreign);
+                Ok(())
+            }
+        })
+        .await;
+    assert!(
+        matches!(delete, Err(Error::WrongPartition { .. })),
+        "{delete:?}"
+    );
+    // Nothing was written, here or there.
+    assert_eq!(t.db.get(&account_key("tx-local")).await.unwrap(), None);
+    assert_eq!(
+        other.get(&foreign).await.unwrap(),
+        Some(account("tx-foreign"))
+    );
 }

@@ -121,9 +121,14 @@ impl Partitions {
                     ..pb::Value::default()
                 };
             }
+            // An excluded embedded entity excludes everything in it: the service would still
+            // index its sub-properties (`outer.inner`) otherwise (R-I1).
             Value::Entity(properties) => V::EntityValue(pb::Entity {
                 key: None,
-                properties: self.properties(properties),
+                properties: properties
+                    .iter()
+                    .map(|(name, p)| (name.clone(), self.value(&p.value, p.excluded || excluded)))
+                    .collect(),
             }),
         };
         pb::Value {

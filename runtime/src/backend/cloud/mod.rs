@@ -81,11 +81,13 @@ macro_rules! call {
     }};
 }
 
-/// A refused query as a query error (a bad cursor as a cursor error).
-fn query_error(kind: &str, error: Error) -> Error {
+/// A refused query as a query error (a bad cursor as a cursor error: the service says
+/// "Invalid cursor", or, for bytes that are no cursor at all, "Error parsing protocol message").
+fn query_error(kind: &str, has_cursor: bool, error: Error) -> Error {
     match error {
         Error::Service { code, message } if code == "INVALID_ARGUMENT" => {
-            if message.to_lowercase().contains("cursor") {
+            let lower = message.to_lowercase();
+            if lower.contains("cursor") || (has_cursor && lower.contains("protocol message")) {
                 Error::InvalidCursor { reason: message }
             } else {
                 Error::InvalidQuery {
@@ -416,6 +418,7 @@ impl Cloud {
         use pb::query_result_batch::MoreResultsType as More;
         // One result more than asked, to know whether the page is the last one.
         let wanted = spec.limit;
+        let start = spec.start_cursor.clone();
         let mut results: Vec<QueryResult> = Vec::new();
         let mut spec = spec.clone();
         let end_cursor = loop {
@@ -434,7 +437,10 @@ impl Cloud {
                     ..pb::RunQueryRequest::default()
                 }
             )
-            .map_err(|e| query_error(&spec.kind, e))?;
+            .map_err(|e| {
+                let has_cursor = spec.start_cursor.is_some() || spec.end_cursor.is_some();
+                query_error(&spec.kind, has_cursor, e)
+            })?;
             let batch = response.batch.unwrap_or_default();
             for result in batch.entity_results {
                 let Some(entity) = result.entity else {
@@ -459,9 +465,10 @@ impl Cloud {
         match wanted {
             Some(w) if results.len() > w => {
                 results.truncate(w);
+                // A page of none (a limit of 0) ends where it started.
                 let end_cursor = match results.last() {
                     Some(last) => last.cursor.clone(),
-                    None => spec.start_cursor.clone().unwrap_or(end_cursor),
+                    None => start.unwrap_or_default(),
                 };
                 Ok(QueryBatch {
                     results,
@@ -631,6 +638,7 @@ mod tests {
         assert!(matches!(
             query_error(
                 "K",
+                true,
                 status_error(tonic::Status::invalid_argument("Invalid cursor."))
             ),
             Error::InvalidCursor { .. }
