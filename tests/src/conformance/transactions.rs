@@ -203,6 +203,26 @@ struct Phantom {
     insert: Result<(), Error>,
 }
 
+impl Phantom {
+    /// Optimistic: the insert went through at once, and the transaction was aborted at
+    /// commit, writing nothing (`balance` stays 0).
+    fn aborted_after_the_insert(&self, balance: i64) {
+        assert!(self.insert_done_before_commit, "{self:?}");
+        assert!(
+            matches!(self.transaction, Err(Error::Aborted { .. })),
+            "{self:?}"
+        );
+        assert_eq!(balance, 0);
+    }
+
+    /// Pessimistic: the insert waited for the transaction, which committed its count of 1.
+    fn committed_before_the_insert(&self, balance: i64) {
+        assert!(!self.insert_done_before_commit, "{self:?}");
+        assert_eq!(self.transaction, Ok(1));
+        assert_eq!(balance, 1);
+    }
+}
+
 /// A transaction counts the posts published after 15 (under `parent` if `ancestor`), then,
 /// while it is still open, another task inserts a post published at 30; the transaction
 /// waits (at most 3 s) for that insert, then writes the count and commits.
@@ -306,21 +326,10 @@ pub async fn tx_a_scanned_range_and_a_later_insert_into_it(t: Ctx) {
         // Optimistic concurrency (the legacy emulator, and the embedded engine, which re-runs
         // a transaction's queries at commit): the insert goes through at once, and the
         // transaction is aborted at commit, since what it scanned changed.
-        Backend::Datastore | Backend::Embedded => {
-            assert!(outcome.insert_done_before_commit, "{outcome:?}");
-            assert!(
-                matches!(outcome.transaction, Err(Error::Aborted { .. })),
-                "{outcome:?}"
-            );
-            assert_eq!(balance, 0);
-        }
+        Backend::Datastore | Backend::Embedded => outcome.aborted_after_the_insert(balance),
         // Pessimistic locking (Firestore in Datastore mode): the insert is held back until the
         // transaction has committed, so the count it wrote was true when it committed.
-        Backend::Firestore => {
-            assert!(!outcome.insert_done_before_commit, "{outcome:?}");
-            assert_eq!(outcome.transaction, Ok(1));
-            assert_eq!(balance, 1);
-        }
+        Backend::Firestore => outcome.committed_before_the_insert(balance),
     }
 }
 
@@ -347,20 +356,9 @@ pub async fn tx_a_query_without_an_ancestor(t: Ctx) {
         }
         // Firestore in Datastore mode runs them, and locks the scanned range as for an
         // ancestor query.
-        Backend::Firestore => {
-            assert!(!outcome.insert_done_before_commit, "{outcome:?}");
-            assert_eq!(outcome.transaction, Ok(1));
-            assert_eq!(balance, 1);
-        }
+        Backend::Firestore => outcome.committed_before_the_insert(balance),
         // The embedded engine runs them too, optimistically: aborted at commit.
-        Backend::Embedded => {
-            assert!(outcome.insert_done_before_commit, "{outcome:?}");
-            assert!(
-                matches!(outcome.transaction, Err(Error::Aborted { .. })),
-                "{outcome:?}"
-            );
-            assert_eq!(balance, 0);
-        }
+        Backend::Embedded => outcome.aborted_after_the_insert(balance),
     }
 }
 
