@@ -138,7 +138,8 @@ impl Db {
         self.outgoing(key.raw()).map(Key::unchecked)
     }
 
-    pub(crate) fn backend(&self) -> &dyn Backend {
+    /// The backend, for the service's untyped calls (`Db` makes every typed one).
+    pub fn backend(&self) -> &dyn Backend {
         &*self.backend
     }
 

@@ -28,6 +28,7 @@ macro_rules! transactions_tests {
             tx_a_scanned_range_and_a_later_insert_into_it,
             tx_a_query_without_an_ancestor,
             tx_a_key_of_another_namespace_is_wrong_partition,
+            tx_a_second_rollback,
         );
     };
 }
@@ -400,4 +401,26 @@ pub async fn tx_a_key_of_another_namespace_is_wrong_partition(t: Ctx) {
         other.get(&foreign).await.unwrap(),
         Some(account("tx-foreign"))
     );
+}
+
+pub async fn tx_a_second_rollback(t: Ctx) {
+    // `Db::transaction` never rolls back twice; the backends' own answers, through the trait.
+    use datastore_entity::backend::TransactionMode;
+    let backend = t.db.backend();
+    let mode = TransactionMode::ReadWrite { previous: None };
+    let id = backend
+        .begin_transaction(t.db.partition(), &mode)
+        .await
+        .unwrap();
+    backend.rollback(&id).await.unwrap();
+    let again = backend.rollback(&id).await;
+    match t.backend {
+        // The legacy emulator refuses it: "transaction has expired or is invalid".
+        Backend::Datastore => assert!(matches!(again, Err(Error::TransactionClosed)), "{again:?}"),
+        // Firestore in Datastore mode accepts it.
+        _ => assert_eq!(again, Ok(())),
+    }
+    // Either way the transaction is over: a commit with it writes nothing.
+    let commit = backend.commit(Vec::new(), Some(&id)).await;
+    assert!(commit.is_err(), "{:?}: {commit:?}", t.backend);
 }

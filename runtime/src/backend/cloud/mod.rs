@@ -109,6 +109,9 @@ fn status_error(status: tonic::Status) -> Error {
         Code::Unavailable => Error::Unavailable { reason: message },
         Code::AlreadyExists => Error::AlreadyExists { key: message },
         Code::NotFound => Error::NotFound { key: message },
+        Code::InvalidArgument if message.contains("transaction has expired or is invalid") => {
+            Error::TransactionClosed
+        }
         Code::FailedPrecondition if message.contains("index") => {
             let index_yaml = message
                 .split_once("recommended index is:")
