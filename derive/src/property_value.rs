@@ -213,6 +213,10 @@ fn newtype(ident: &syn::Ident, inner: Option<&syn::Type>, p: &TokenStream) -> To
                     <#inner as #p::PropertyType>::from_value(__value).map(Self)
                 }
 
+                fn from_index_value(__value: #p::Value) -> #p::Result<Self, #p::DecodeError> {
+                    <#inner as #p::PropertyType>::from_index_value(__value).map(Self)
+                }
+
                 fn from_missing() -> #p::Result<Self, #p::DecodeError> {
                     <#inner as #p::PropertyType>::from_missing().map(Self)
                 }

@@ -60,6 +60,17 @@ pub fn take<T: PropertyType>(properties: &mut PropertyMap, name: &str) -> Result
     }
 }
 
+/// Reads projected property `name` (an index value) as a `T`.
+pub fn take_index_value<T: PropertyType>(
+    properties: &mut PropertyMap,
+    name: &str,
+) -> Result<T, DecodeError> {
+    match properties.remove(name) {
+        Some(property) => T::from_index_value(property.value),
+        None => T::from_missing(),
+    }
+}
+
 /// Property values: writing, reading, and the embedded schema.
 pub trait PropertyProbe<T> {
     /// Stores `value` under `name`.
@@ -124,7 +135,8 @@ impl BlobField for Vec<u8> {
     }
     fn from_blob(value: Option<Value>) -> Result<Self, DecodeError> {
         match value {
-            Some(value) => Blob::from_value(value).map(Blob::into_vec),
+            // A projection returns bytes as the index holds them: a string, read back as bytes.
+            Some(value) => Blob::from_index_value(value).map(Blob::into_vec),
             None => Blob::from_missing().map(Blob::into_vec),
         }
     }

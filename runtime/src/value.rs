@@ -161,6 +161,13 @@ pub trait PropertyType: Sized {
     /// Reads the stored form back.
     fn from_value(value: Value) -> Result<Self, DecodeError>;
 
+    /// Reads a value a projection returned: an *index value*, which the service gives in the
+    /// index's type (a timestamp as its integer of microseconds, bytes as a string). Types
+    /// whose index form differs accept it here; the others read it as a stored value.
+    fn from_index_value(value: Value) -> Result<Self, DecodeError> {
+        Self::from_value(value)
+    }
+
     /// The value of a property the entity does not have (an error, except for `Option` and `Vec`).
     fn from_missing() -> Result<Self, DecodeError> {
         Err(DecodeError {
@@ -359,9 +366,29 @@ simple_property! {
     bool => Boolean, "boolean";
     f64 => Double, "double";
     String => String, "string";
-    Blob => Blob, "blob";
     GeoPoint => GeoPoint, "geo point";
     RawKey => Key, "key";
+}
+
+impl PropertyType for Blob {
+    type Operand = Blob;
+    type Growth = Steady;
+    fn to_value(&self) -> Value {
+        Value::Blob(self.clone())
+    }
+    fn from_value(value: Value) -> Result<Self, DecodeError> {
+        match value {
+            Value::Blob(b) => Ok(b),
+            other => Err(DecodeError::mismatch("blob", &other)),
+        }
+    }
+    fn from_index_value(value: Value) -> Result<Self, DecodeError> {
+        match value {
+            // The index keeps strings and byte strings alike.
+            Value::String(s) => Ok(Blob::from(s.into_bytes())),
+            other => Self::from_value(other),
+        }
+    }
 }
 
 impl PropertyType for f32 {
@@ -385,6 +412,12 @@ impl PropertyType for Timestamp {
     type Growth = Increasing;
     fn to_value(&self) -> Value {
         Value::Timestamp(*self)
+    }
+    fn from_index_value(value: Value) -> Result<Self, DecodeError> {
+        match value {
+            Value::Integer(micros) => Ok(Timestamp::from_micros(micros)),
+            other => Self::from_value(other),
+        }
     }
     fn from_value(value: Value) -> Result<Self, DecodeError> {
         match value {
@@ -484,6 +517,12 @@ impl<T: PropertyType> PropertyType for Option<T> {
             other => T::from_value(other).map(Some),
         }
     }
+    fn from_index_value(value: Value) -> Result<Self, DecodeError> {
+        match value {
+            Value::Null => Ok(None),
+            other => T::from_index_value(other).map(Some),
+        }
+    }
     fn from_missing() -> Result<Self, DecodeError> {
         Ok(None)
     }
@@ -521,6 +560,9 @@ impl<T: PropertyType> PropertyType for Box<T> {
     }
     fn from_value(value: Value) -> Result<Self, DecodeError> {
         T::from_value(value).map(Box::new)
+    }
+    fn from_index_value(value: Value) -> Result<Self, DecodeError> {
+        T::from_index_value(value).map(Box::new)
     }
     fn from_missing() -> Result<Self, DecodeError> {
         T::from_missing().map(Box::new)

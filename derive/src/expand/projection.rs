@@ -50,7 +50,7 @@ pub(super) fn projections(entity: &Entity) -> TokenStream {
                 Some(_) => quote_spanned!(ty.span()=> #p::take_blob::<#ty>(&mut __properties, #property)),
                 None => {
                     let projected = projected_type(entity, field);
-                    quote_spanned!(ty.span()=> #p::take::<#projected>(&mut __properties, #property))
+                    quote_spanned!(ty.span()=> #p::take_index_value::<#projected>(&mut __properties, #property))
                 }
             };
             quote! {

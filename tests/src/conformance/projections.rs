@@ -16,6 +16,7 @@ macro_rules! projections_tests {
             projection_an_array_gives_one_row_per_element,
             projection_with_filters_orders_limits_and_cursors,
             projection_timestamps_come_back_as_timestamps,
+            projection_of_every_value_type,
             projection_of_an_equality_filtered_property_is_refused,
             projection_sub_properties_of_an_excluded_embedded_entity_are_excluded,
         );
@@ -443,4 +444,80 @@ pub async fn projection_sub_properties_of_an_excluded_embedded_entity_are_exclud
             .await
             .unwrap();
     assert_eq!(loaded.unwrap().secret.city, "Oslo");
+}
+
+/// One property of every type, each projected on its own.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(
+    projection(FlagOnly: flag),
+    projection(CountOnly: count),
+    projection(RatioOnly: ratio),
+    projection(LabelOnly: label),
+    projection(BytesOnly: bytes),
+    projection(PlaceOnly: place),
+    projection(OwnerOnly: owner),
+    projection(MaybeOnly: maybe),
+    projection(BlobOnly: raw)
+)]
+struct Typed {
+    #[key]
+    id: KeyId,
+    flag: bool,
+    count: i64,
+    ratio: f64,
+    label: String,
+    bytes: Blob,
+    place: GeoPoint,
+    owner: Key<Account>,
+    maybe: Option<i32>,
+    #[blob]
+    raw: Vec<u8>,
+}
+
+pub async fn projection_of_every_value_type(t: Ctx) {
+    // A projection returns index values (timestamps as integers, bytes as strings, with
+    // meaning 18 on the service): each comes back in its field's type.
+    let owner = t.db.put(&account("typed-owner")).await.unwrap();
+    let typed = Typed {
+        id: KeyId::new(1).unwrap(),
+        flag: true,
+        count: -42,
+        ratio: 2.5,
+        label: "é".into(),
+        bytes: Blob::from(b"bytes".to_vec()),
+        place: GeoPoint::new(1.5, -2.5).unwrap(),
+        owner: owner.clone(),
+        maybe: None,
+        raw: b"raw".to_vec(),
+    };
+    t.db.put(&typed).await.unwrap();
+    macro_rules! one {
+        ($projection:ident) => {
+            t.db.query::<Typed>()
+                .project::<$projection>()
+                .fetch()
+                .await
+                .unwrap()
+                .items
+        };
+    }
+    assert_eq!(one!(FlagOnly), [FlagOnly { flag: true }]);
+    assert_eq!(one!(CountOnly), [CountOnly { count: -42 }]);
+    assert_eq!(one!(RatioOnly), [RatioOnly { ratio: 2.5 }]);
+    assert_eq!(one!(LabelOnly), [LabelOnly { label: "é".into() }]);
+    assert_eq!(
+        one!(BytesOnly),
+        [BytesOnly {
+            bytes: typed.bytes.clone()
+        }]
+    );
+    assert_eq!(one!(PlaceOnly), [PlaceOnly { place: typed.place }]);
+    assert_eq!(one!(OwnerOnly), [OwnerOnly { owner }]);
+    assert_eq!(one!(MaybeOnly), [MaybeOnly { maybe: None }]);
+    assert_eq!(
+        one!(BlobOnly),
+        [BlobOnly {
+            raw: b"raw".to_vec()
+        }]
+    );
 }

@@ -10,9 +10,6 @@ use crate::property::{Direction, Operator};
 use crate::value::{Blob, GeoPoint, Property, PropertyMap, Timestamp, Value};
 use crate::{Error, KeyId, KeyName, RawKey};
 
-/// The meaning the service gives a timestamp it returns as an integer (in projections).
-const MEANING_TIMESTAMP_MICROS: i32 = 18;
-
 /// How the service's partitions map to ours: the database and project of the handle fill
 /// in what a response leaves empty.
 #[derive(Debug, Clone)]
@@ -162,10 +159,6 @@ impl Partitions {
         let converted = match value.value_type {
             None | Some(V::NullValue(_)) => Value::Null,
             Some(V::BooleanValue(b)) => Value::Boolean(b),
-            // Projections return timestamps as integers of microseconds, with meaning 18.
-            Some(V::IntegerValue(i)) if value.meaning == MEANING_TIMESTAMP_MICROS => {
-                Value::Timestamp(Timestamp::from_micros(i))
-            }
             Some(V::IntegerValue(i)) => Value::Integer(i),
             Some(V::DoubleValue(d)) => Value::Double(d),
             Some(V::TimestampValue(t)) => Value::Timestamp(Timestamp::from_micros(
@@ -360,15 +353,13 @@ mod tests {
                 assert_eq!(back.excluded, excluded && flagged, "{value:?}");
             }
         }
-        // A projected timestamp comes back as an integer with meaning 18.
+        // A projection returns index values (meaning 18): a timestamp as an integer, which
+        // `PropertyType::from_index_value` reads back as a timestamp.
         let projected = pb::Value {
             meaning: 18,
             exclude_from_indexes: false,
             value_type: Some(pb::value::ValueType::IntegerValue(42)),
         };
-        assert_eq!(
-            p.property(projected).unwrap().value,
-            Value::Timestamp(Timestamp::from_micros(42))
-        );
+        assert_eq!(p.property(projected).unwrap().value, Value::Integer(42));
     }
 }
