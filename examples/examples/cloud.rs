@@ -28,7 +28,12 @@ pub struct Account {
 }
 
 #[derive(Entity, Debug, Clone, PartialEq)]
-#[entity(projection(PostTitle: title))]
+#[entity(
+    projection(PostTitle: title),
+    // What the queries below need on the service: deploy them with `index.yaml` (R-I2).
+    ancestor_index(-published),
+    ancestor_index(title)
+)]
 pub struct Post {
     #[parent]
     pub account: Key<Account>,

@@ -13,6 +13,7 @@ pub struct Profile {
 }
 
 #[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(index(customer, -total_cents))] // a customer's orders, largest first (R-I2)
 pub struct Order {
     #[key]
     pub id: Option<KeyId>,

@@ -17,6 +17,9 @@ pub struct Account {
 }
 
 #[derive(Entity, Debug, Clone, PartialEq)]
+// The one composite index the query below needs: an ancestor, an equality filter and an
+// order (R-I2). Without it, the embedded engine refuses the query, as the service would.
+#[entity(ancestor_index(tags, -published))]
 pub struct Post {
     #[parent] // posts live in their account's entity group (R-E1)
     pub account: Key<Account>,

@@ -81,6 +81,39 @@ impl Db {
         Db::with_backend(Arc::new(Embedded::new()))
     }
 
+    /// The embedded engine, persisted in the `redb` file at `path` (created if missing): one
+    /// file, ACID. Every write acknowledged before a crash (even `kill -9`) is there after
+    /// reopening; cursors stay valid across reopening. One process (and one `Db`) at a time
+    /// may hold the file: a second `open` is [`Error::Storage`], never a corrupting share —
+    /// clone the `Db` to share it.
+    ///
+    /// ```
+    /// # use datastore_entity::prelude::*;
+    /// #[derive(Entity, Debug, PartialEq)]
+    /// struct Note {
+    ///     #[key]
+    ///     id: KeyId,
+    ///     text: String,
+    /// }
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// # let dir = std::env::temp_dir().join(format!("doc-open-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// let path = dir.join("notes.redb");
+    /// let note = Note { id: KeyId::new(1)?, text: "kept".into() };
+    /// {
+    ///     let db = Db::open(&path)?;
+    ///     db.put(&note).await?;
+    /// }
+    /// let db = Db::open(&path)?; // reopened: the note is there
+    /// assert_eq!(db.get(&Note::key(KeyId::new(1)?)).await?, Some(note));
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn open(path: impl AsRef<std::path::Path>) -> Result<Db, Error> {
+        Ok(Db::with_backend(Arc::new(Embedded::open(path)?)))
+    }
+
     /// A handle on any backend, in its default namespace.
     pub fn with_backend(backend: Arc<dyn Backend>) -> Db {
         Db::with_backend_in(backend, PartitionId::default())

@@ -249,6 +249,14 @@ pub enum Error {
         reason: String,
     },
 
+    /// The embedded engine's file cannot be used: it is open elsewhere, unreadable, or not
+    /// written by this crate. Nothing was written.
+    #[error("storage error: {reason}")]
+    Storage {
+        /// What failed, with the file's path.
+        reason: String,
+    },
+
     /// The backend is not reachable right now; retrying later may succeed.
     #[error("the backend is unavailable: {reason}")]
     Unavailable {

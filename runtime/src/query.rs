@@ -239,6 +239,7 @@ impl<E: Entity> Query<E> {
         if let Some(error) = &self.error {
             return Err(error.clone());
         }
+        self.db.backend().declare(E::SCHEMA).await?;
         self.db
             .backend()
             .run_query(&self.spec, self.transaction.as_ref())

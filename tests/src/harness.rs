@@ -1,7 +1,10 @@
 //! The backends the conformance suite runs on: the embedded engine, and Google's two
 //! emulators, each started by this harness on a free loopback port, in its own process
 //! group, once per test binary, and killed when the test process ends (even after a panic).
-//! Each test gets a fresh namespace.
+//! Each test gets a fresh namespace. The legacy emulator runs with `--require_indexes` and
+//! the suite's declared indexes as its `index.yaml`, so it refuses, as the service does, the
+//! queries that need an undeclared composite index: the embedded engine's strict index mode
+//! is checked against it.
 //!
 //! In CI (`CI` set) a missing emulator fails loudly; elsewhere its tests are skipped with a
 //! printed reason.
@@ -21,6 +24,8 @@ use datastore_entity::Db;
 pub enum Backend {
     /// `Db::in_memory()`.
     Embedded,
+    /// `Db::open(path)`: the embedded engine in a `redb` file.
+    File,
     /// Google's Datastore emulator (legacy Cloud Datastore, `CloudDatastore.jar`).
     Datastore,
     /// Google's Firestore emulator in Datastore mode: today's production service.
@@ -34,7 +39,7 @@ impl Backend {
     /// The Debian package that ships the emulator, and its launcher's file name.
     fn package(self) -> Option<(&'static str, &'static str)> {
         match self {
-            Backend::Embedded => None,
+            Backend::Embedded | Backend::File => None,
             Backend::Datastore => Some((
                 "google-cloud-cli-datastore-emulator",
                 "cloud_datastore_emulator",
@@ -48,7 +53,12 @@ impl Backend {
 
     /// Whether this is one of Google's emulators.
     pub fn is_emulator(self) -> bool {
-        self != Backend::Embedded
+        !self.is_embedded()
+    }
+
+    /// Whether this is the embedded engine (in memory or in a file).
+    pub fn is_embedded(self) -> bool {
+        matches!(self, Backend::Embedded | Backend::File)
     }
 }
 
@@ -119,9 +129,28 @@ impl Emulator {
             .ok_or_else(|| "the embedded engine is not an emulator".to_owned())?;
         let launcher = launcher(package, file)?;
         let port = free_port()?;
+        let mut scratch = String::new();
         let command = match backend {
+            // In memory, strongly consistent (as `--testing`), and refusing queries that need
+            // a composite index the suite's entities do not declare, as the service does.
             Backend::Datastore => {
-                format!("'{launcher}' start --host=127.0.0.1 --port={port} --testing")
+                let project = std::env::temp_dir()
+                    .join(format!("datastore-entity-emulator-{}", std::process::id()));
+                let _ = std::fs::remove_dir_all(&project);
+                scratch = project.display().to_string();
+                let index_file = project.join("index.yaml");
+                std::fs::create_dir_all(&project)
+                    .and_then(|()| std::fs::write(&index_file, crate::conformance::index_yaml()))
+                    .map_err(|e| format!("cannot write {}: {e}", index_file.display()))?;
+                let project = project.join("project");
+                format!(
+                    "'{launcher}' create '{dir}' >/dev/null 2>&1 && \
+                     '{launcher}' start --host=127.0.0.1 --port={port} --consistency=1.0 \
+                     --store_on_disk=false --store_index_configuration_on_disk=false \
+                     --require_indexes --index_file='{index}' '{dir}'",
+                    dir = project.display(),
+                    index = index_file.display(),
+                )
             }
             _ => format!(
                 "'{launcher}' --host=127.0.0.1 --port={port} --database-mode=datastore-mode"
@@ -132,6 +161,7 @@ impl Emulator {
         let script = format!(
             "{command} >\"$LOG\" 2>&1 &\n\
              while kill -0 \"$TEST_PID\" 2>/dev/null; do sleep 0.5; done\n\
+             [ -n \"$SCRATCH\" ] && rm -rf \"$SCRATCH\"\n\
              kill -9 -$$"
         );
         let log = std::env::temp_dir().join(format!(
@@ -143,6 +173,7 @@ impl Emulator {
             .arg(script)
             .env("TEST_PID", std::process::id().to_string())
             .env("LOG", &log)
+            .env("SCRATCH", &scratch)
             .stdin(Stdio::null())
             .process_group(0)
             .spawn()
@@ -177,6 +208,22 @@ fn emulator(backend: Backend) -> &'static Result<Emulator, String> {
     cell.get_or_init(|| Emulator::start(backend))
 }
 
+/// The test binary's `Db::open` store: one file, shared by its tests (each in a namespace of
+/// its own), unlinked as soon as it is open so nothing is left behind.
+fn file_db() -> &'static Db {
+    static FILE: OnceLock<Db> = OnceLock::new();
+    FILE.get_or_init(|| {
+        let path = std::env::temp_dir().join(format!(
+            "datastore-entity-conformance-{}.redb",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        let db = Db::open(&path).expect("a new file opens");
+        std::fs::remove_file(&path).expect("the open file can be unlinked");
+        db
+    })
+}
+
 /// A handle on `backend`, in a namespace of its own for the test `test`; `None` when the
 /// backend's emulator is not installed and this is not CI (the reason is printed).
 pub async fn db(backend: Backend, test: &str) -> Option<Db> {
@@ -190,6 +237,7 @@ pub async fn db(backend: Backend, test: &str) -> Option<Db> {
     namespace = format!("{namespace}-{n}");
     let root = match backend {
         Backend::Embedded => Db::in_memory(),
+        Backend::File => file_db().clone(),
         emulated => match emulator(emulated) {
             Ok(emulator) => Db::cloud_builder(PROJECT)
                 .endpoint(format!("http://127.0.0.1:{}", emulator.port))

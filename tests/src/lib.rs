@@ -36,7 +36,19 @@ pub struct Account {
     projection(PostCard: title, author),
     projection(TagRow: tags, title),
     index(author, -published),
-    ancestor_index(-published)
+    index(author, tags, title),
+    index(tags, title),
+    index(-title, -tags),
+    index(title, author),
+    index(-title, -author),
+    index(tags, title, author),
+    index(tags, -title, -author),
+    index(author, title),
+    index(-author, published, title),
+    ancestor_index(-published),
+    ancestor_index(published),
+    ancestor_index(tags, -published),
+    ancestor_index(author, published)
 )]
 pub struct Post {
     /// The owning account.
@@ -85,7 +97,7 @@ pub fn account_key(name: &str) -> Key<Account> {
 
 /// An article whose views and likes are sharded counters (R-S1).
 #[derive(Entity, Debug, Clone, PartialEq)]
-#[entity(projection(ArticleCard: title, status))]
+#[entity(projection(ArticleCard: title, status), index(status, title))]
 pub struct Article {
     /// The article's slug.
     #[key]
@@ -137,7 +149,7 @@ pub struct SiteConfig {
 
 /// A timeline event, ordered through a sharded timestamp index (R-S3).
 #[derive(Entity, Debug, Clone, PartialEq)]
-#[entity(index(topic, at))]
+#[entity(index(topic, at), index(topic, -at))]
 pub struct Event {
     /// Allocated on put.
     #[key]
@@ -290,6 +302,13 @@ impl Backend for Instrumented {
         self.record(Call::Ids);
         self.inner.reserve_ids(keys)
     }
+
+    fn declare<'a>(
+        &'a self,
+        schema: &'static datastore_entity::Schema,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        self.inner.declare(schema)
+    }
 }
 
 /// Wraps the embedded engine and adds a fixed round trip to every call, as a network would:
@@ -363,5 +382,12 @@ impl Backend for Latency {
 
     fn reserve_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<(), Error>> {
         after_round_trip!(self, self.inner.reserve_ids(keys))
+    }
+
+    fn declare<'a>(
+        &'a self,
+        schema: &'static datastore_entity::Schema,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        self.inner.declare(schema)
     }
 }

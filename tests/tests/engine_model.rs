@@ -1,16 +1,41 @@
 //! The embedded engine against a plain reference model of the same data: random writes,
 //! deletes and queries (filters, orders, limits, paging by cursor), plus garbage cursors.
 //! Nothing may panic, and every query must return exactly what the model says, in order.
+//!
+//! It runs on both stores (in memory, and a `redb` file), with the composite indexes its
+//! queries need declared (so they run on index plans), and once more in memory outside
+//! strict index mode without any declared index (so they run on the engine's scan).
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 
+use datastore_entity::backend::embedded::Embedded;
 use datastore_entity::prelude::*;
-use datastore_entity::{Error, Filter, Order};
+use datastore_entity::{Error, IdOrName, Query};
 use proptest::prelude::*;
 
 #[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(
+    index(s, n), index(s, -n), index(s, opt), index(s, -opt),
+    index(tags, n), index(tags, -n), index(tags, s), index(tags, -s),
+    index(tags, opt), index(tags, -opt),
+    index(opt, n), index(opt, -n), index(opt, s), index(opt, -s)
+)]
 struct Row {
+    #[key]
+    id: KeyId,
+    n: i64,
+    s: String,
+    tags: Vec<String>,
+    opt: Option<i64>,
+}
+
+/// The same kind, with no composite index declared.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Row")]
+struct Bare {
     #[key]
     id: KeyId,
     n: i64,
@@ -107,14 +132,67 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn to_row((id, n, s, tags, opt): RowParts) -> Row {
-    Row {
-        id: KeyId::new(id).unwrap(),
-        n,
-        s,
-        tags,
-        opt,
-    }
+/// What the test needs of the two entity types.
+trait Shape: Entity + std::fmt::Debug + Sized {
+    fn from_parts(parts: RowParts) -> Self;
+    fn id(&self) -> i64;
+    fn query(db: &Db, q: &QueryCase) -> Query<Self>;
+}
+
+macro_rules! shape {
+    ($t:ident) => {
+        impl Shape for $t {
+            fn from_parts((id, n, s, tags, opt): RowParts) -> $t {
+                $t {
+                    id: KeyId::new(id).unwrap(),
+                    n,
+                    s,
+                    tags,
+                    opt,
+                }
+            }
+
+            fn id(&self) -> i64 {
+                self.id.get()
+            }
+
+            fn query(db: &Db, q: &QueryCase) -> Query<$t> {
+                let mut query = db.query::<$t>();
+                match &q.eq {
+                    Some(Eq::S(s)) => query = query.filter($t::S.eq(s.as_str())),
+                    Some(Eq::Tag(t)) => query = query.filter($t::TAGS.eq(t.as_str())),
+                    Some(Eq::Opt(o)) => query = query.filter($t::OPT.eq(*o)),
+                    None => {}
+                }
+                match q.range {
+                    Some((Operator::Lt, v)) => query = query.filter($t::N.lt(v)),
+                    Some((Operator::Le, v)) => query = query.filter($t::N.le(v)),
+                    Some((Operator::Gt, v)) => query = query.filter($t::N.gt(v)),
+                    Some((Operator::Ge, v)) => query = query.filter($t::N.ge(v)),
+                    None => {}
+                }
+                match q.order {
+                    None => query,
+                    Some((Field::N, desc)) => {
+                        query.order(if desc { $t::N.desc() } else { $t::N.asc() })
+                    }
+                    Some((Field::S, desc)) => {
+                        query.order(if desc { $t::S.desc() } else { $t::S.asc() })
+                    }
+                    Some((Field::Opt, desc)) => {
+                        query.order(if desc { $t::OPT.desc() } else { $t::OPT.asc() })
+                    }
+                }
+            }
+        }
+    };
+}
+
+shape!(Row);
+shape!(Bare);
+
+fn to_row(parts: RowParts) -> Row {
+    Row::from_parts(parts)
 }
 
 /// The model's answer: filter, then sort by the order field and the key.
@@ -161,54 +239,18 @@ fn expected(model: &BTreeMap<i64, Row>, q: &QueryCase) -> Vec<i64> {
     rows.iter().map(|r| r.id.get()).collect()
 }
 
-fn filters(q: &QueryCase) -> (Vec<Filter<Row>>, Vec<Order<Row>>) {
-    let mut filters = Vec::new();
-    match &q.eq {
-        Some(Eq::S(s)) => filters.push(Row::S.eq(s.as_str())),
-        Some(Eq::Tag(t)) => filters.push(Row::TAGS.eq(t.as_str())),
-        Some(Eq::Opt(o)) => filters.push(Row::OPT.eq(*o)),
-        None => {}
-    }
-    match q.range {
-        Some((Operator::Lt, v)) => filters.push(Row::N.lt(v)),
-        Some((Operator::Le, v)) => filters.push(Row::N.le(v)),
-        Some((Operator::Gt, v)) => filters.push(Row::N.gt(v)),
-        Some((Operator::Ge, v)) => filters.push(Row::N.ge(v)),
-        None => {}
-    }
-    let orders = match q.order {
-        None => vec![],
-        Some((Field::N, desc)) => vec![if desc { Row::N.desc() } else { Row::N.asc() }],
-        Some((Field::S, desc)) => vec![if desc { Row::S.desc() } else { Row::S.asc() }],
-        Some((Field::Opt, desc)) => vec![if desc {
-            Row::OPT.desc()
-        } else {
-            Row::OPT.asc()
-        }],
-    };
-    (filters, orders)
-}
-
-async fn run(db: &Db, q: &QueryCase) -> Vec<i64> {
+async fn run<T: Shape>(db: &Db, q: &QueryCase) -> Vec<i64> {
     let mut got = Vec::new();
     let mut cursor: Option<Cursor> = None;
     for _ in 0..100 {
-        let (filters, orders) = filters(q);
-        let mut query = db.query::<Row>();
-        for f in filters {
-            query = query.filter(f);
-        }
-        for o in orders {
-            query = query.order(o);
-        }
-        let page = query
+        let page = T::query(db, q)
             .limit(q.page)
             .start_after(cursor.take())
             .fetch()
             .await
             .unwrap();
         assert!(page.items.len() <= q.page);
-        got.extend(page.items.iter().map(|r| r.id.get()));
+        got.extend(page.items.iter().map(T::id));
         match page.next {
             Some(next) => cursor = Some(next),
             None => return got,
@@ -224,57 +266,107 @@ fn cases() -> u32 {
         .unwrap_or(10_000)
 }
 
+/// Runs `ops` on `db` through `T`, checking every query against the model.
+async fn check<T: Shape>(db: &Db, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let mut model: BTreeMap<i64, Row> = BTreeMap::new();
+    for op in ops {
+        match op {
+            Op::Put(rows) => {
+                let entities: Vec<T> = rows.iter().cloned().map(T::from_parts).collect();
+                let mut ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
+                ids.sort_unstable();
+                let duplicate = ids.windows(2).any(|w| w[0] == w[1]);
+                let result = db.put_many(&entities).await;
+                if duplicate {
+                    // R-A4: refused whole.
+                    prop_assert!(
+                        matches!(result, Err(Error::DuplicateKey { .. })),
+                        "{:?}",
+                        result
+                    );
+                } else {
+                    prop_assert!(result.is_ok(), "{:?}", result);
+                    for r in rows {
+                        model.insert(r.0, to_row(r));
+                    }
+                }
+            }
+            Op::Delete(ids) => {
+                let mut unique = ids.clone();
+                unique.sort_unstable();
+                unique.dedup();
+                let keys: Vec<Key<T>> = unique
+                    .iter()
+                    .map(|i| Key::new(None, Some(IdOrName::Id(KeyId::new(*i).unwrap()))))
+                    .collect();
+                db.delete_many(&keys).await.unwrap();
+                for i in unique {
+                    model.remove(&i);
+                }
+            }
+            Op::Query(q) => {
+                let got = run::<T>(db, &q).await;
+                prop_assert_eq!(got, expected(&model, &q), "{:?}", q);
+            }
+            Op::GarbageCursor(bytes) => {
+                let text = String::from_utf8_lossy(&bytes).into_owned();
+                if let Ok(cursor) = text.parse::<Cursor>() {
+                    let result = db.query::<T>().start_after(cursor).fetch().await;
+                    prop_assert!(
+                        matches!(result, Err(Error::InvalidCursor { .. })),
+                        "{:?}",
+                        result
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+/// A fresh file for one case, on a memory file system when there is one (`fsync` is then
+/// free, and the test exercises the same code).
+fn fresh_file() -> std::path::PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let shm = std::path::Path::new("/dev/shm");
+    let dir = if shm.is_dir() {
+        shm.to_owned()
+    } else {
+        std::env::temp_dir()
+    };
+    dir.join(format!(
+        "engine-model-{}-{}.redb",
+        std::process::id(),
+        NEXT.fetch_add(1, AtomicOrdering::Relaxed)
+    ))
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
-    fn engine_matches_the_reference_model(ops in prop::collection::vec(op(), 1..8)) {
-        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        runtime.block_on(async {
-            let db = Db::in_memory();
-            let mut model: BTreeMap<i64, Row> = BTreeMap::new();
-            for op in ops {
-                match op {
-                    Op::Put(rows) => {
-                        let rows: Vec<Row> = rows.into_iter().map(to_row).collect();
-                        let mut ids: Vec<i64> = rows.iter().map(|r| r.id.get()).collect();
-                        ids.sort_unstable();
-                        let duplicate = ids.windows(2).any(|w| w[0] == w[1]);
-                        let result = db.put_many(&rows).await;
-                        if duplicate {
-                            // R-A4: refused whole.
-                            prop_assert!(matches!(result, Err(Error::DuplicateKey { .. })), "{:?}", result);
-                        } else {
-                            prop_assert!(result.is_ok(), "{:?}", result);
-                            for r in rows {
-                                model.insert(r.id.get(), r);
-                            }
-                        }
-                    }
-                    Op::Delete(ids) => {
-                        let mut unique = ids.clone();
-                        unique.sort_unstable();
-                        unique.dedup();
-                        let keys: Vec<Key<Row>> = unique.iter().map(|i| Row::key(KeyId::new(*i).unwrap())).collect();
-                        db.delete_many(&keys).await.unwrap();
-                        for i in unique {
-                            model.remove(&i);
-                        }
-                    }
-                    Op::Query(q) => {
-                        let got = run(&db, &q).await;
-                        prop_assert_eq!(got, expected(&model, &q), "{:?}", q);
-                    }
-                    Op::GarbageCursor(bytes) => {
-                        let text = String::from_utf8_lossy(&bytes).into_owned();
-                        if let Ok(cursor) = text.parse::<Cursor>() {
-                            let result = db.query::<Row>().start_after(cursor).fetch().await;
-                            prop_assert!(matches!(result, Err(Error::InvalidCursor { .. })), "{:?}", result);
-                        }
-                    }
-                }
-            }
-            Ok(())
-        })?;
+    fn engine_in_memory_matches_the_reference_model(ops in prop::collection::vec(op(), 1..8)) {
+        block_on(check::<Row>(&Db::in_memory(), ops))?;
+    }
+
+    #[test]
+    fn engine_in_a_file_matches_the_reference_model(ops in prop::collection::vec(op(), 1..8)) {
+        let path = fresh_file();
+        let result = block_on(async { check::<Row>(&Db::open(&path).unwrap(), ops).await });
+        let _ = std::fs::remove_file(&path);
+        result?;
+    }
+
+    #[test]
+    fn engine_scan_without_indexes_matches_the_reference_model(ops in prop::collection::vec(op(), 1..8)) {
+        let engine = Embedded::in_memory().strict_indexes(false);
+        block_on(check::<Bare>(&Db::with_backend(Arc::new(engine)), ops))?;
     }
 }

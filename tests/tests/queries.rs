@@ -491,6 +491,14 @@ async fn projections_return_only_the_projected_properties_one_row_per_array_elem
         shape: ResultShape::Projection(vec!["tags".into(), "rank".into()]),
         ..QuerySpec::default()
     };
+    // Two projected properties need a composite index (R-I2): refused in strict index mode,
+    // evaluated over the kind without it.
+    let refused = engine.run_query(&query, None).await;
+    assert!(
+        matches!(refused, Err(Error::MissingIndex { .. })),
+        "{refused:?}"
+    );
+    let engine = engine.strict_indexes(false);
     let batch = engine.run_query(&query, None).await.unwrap();
     assert_eq!(batch.results.len(), 2);
     // Without an order, results come in the order of the projected values, as in the emulator.
@@ -619,4 +627,90 @@ async fn embedded_properties_are_queried_by_dotted_typed_paths() {
     let mut paris = cities[..2].to_vec();
     paris.sort_unstable();
     assert_eq!(paris, ["a1", "b1"]);
+}
+
+/// A ticket, with the composite index its triage query needs.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Ticket", index(status, -opened))]
+struct Ticket {
+    #[key]
+    id: KeyId,
+    status: String,
+    opened: i64,
+}
+
+/// The same kind, declaring nothing.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Ticket")]
+struct UndeclaredTicket {
+    #[key]
+    id: KeyId,
+    status: String,
+    opened: i64,
+}
+
+#[tokio::test]
+async fn r_i2_strict_index_mode_refuses_a_query_no_declared_index_serves() {
+    let db = Db::in_memory();
+    let tickets: Vec<Ticket> = (1..=5)
+        .map(|i| Ticket {
+            id: KeyId::new(i).unwrap(),
+            status: if i % 2 == 0 { "open" } else { "closed" }.into(),
+            opened: i * 10,
+        })
+        .collect();
+    db.put_many(&tickets).await.unwrap();
+    let triage = || {
+        db.query::<UndeclaredTicket>()
+            .filter(UndeclaredTicket::STATUS.eq("open"))
+            .order(UndeclaredTicket::OPENED.desc())
+    };
+    // Nobody declared index(status, -opened) yet: refused, naming the index to add.
+    let refused = triage().fetch().await.unwrap_err();
+    let Error::MissingIndex { index_yaml, .. } = &refused else {
+        panic!("expected MissingIndex, got {refused:?}");
+    };
+    assert_eq!(
+        index_yaml,
+        "indexes:\n- kind: Ticket\n  ancestor: no\n  properties:\n  - name: status\n  \
+         - name: opened\n    direction: desc\n"
+    );
+    assert!(
+        refused.to_string().contains("#[entity(index(...))]"),
+        "{refused}"
+    );
+    // Declaring it (querying through the type that declares it) builds it from the stored
+    // entities; from then on the query runs, whichever type asks.
+    let declared = db
+        .query::<Ticket>()
+        .filter(Ticket::STATUS.eq("open"))
+        .order(Ticket::OPENED.desc())
+        .fetch()
+        .await
+        .unwrap();
+    assert_eq!(
+        declared.items.iter().map(|t| t.opened).collect::<Vec<_>>(),
+        [40, 20]
+    );
+    let page = triage().fetch().await.unwrap();
+    assert_eq!(
+        page.items.iter().map(|t| t.opened).collect::<Vec<_>>(),
+        [40, 20]
+    );
+    // Outside strict index mode the engine evaluates the kind instead of refusing.
+    let loose = Db::with_backend(std::sync::Arc::new(
+        Embedded::in_memory().strict_indexes(false),
+    ));
+    loose.put_many(&tickets).await.unwrap();
+    let page = loose
+        .query::<UndeclaredTicket>()
+        .filter(UndeclaredTicket::STATUS.eq("open"))
+        .order(UndeclaredTicket::OPENED.desc())
+        .fetch()
+        .await
+        .unwrap();
+    assert_eq!(
+        page.items.iter().map(|t| t.opened).collect::<Vec<_>>(),
+        [40, 20]
+    );
 }

@@ -7,6 +7,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use crate::entity::Schema;
 use crate::property::{Direction, Operator};
 use crate::value::{PropertyMap, Value};
 use crate::{Error, PartitionId, RawKey};
@@ -172,4 +173,13 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Marks the ids of complete keys as used, so they are never allocated (R-K3).
     fn reserve_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<(), Error>>;
+
+    /// Declares an entity kind's composite indexes (`#[entity(index(...))]`, R-I2), before
+    /// its first query. The embedded engine builds them (and its strict index mode accepts
+    /// the queries they serve); the service's indexes come from `index.yaml`, so the default
+    /// does nothing. A wrapper around another backend forwards it.
+    fn declare<'a>(&'a self, schema: &'static Schema) -> BoxFuture<'a, Result<(), Error>> {
+        let _ = schema;
+        Box::pin(std::future::ready(Ok(())))
+    }
 }

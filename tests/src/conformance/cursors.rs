@@ -259,7 +259,7 @@ pub async fn cursor_of_another_query(t: Ctx) {
     match t.backend {
         // Stricter than the service, deliberately (R-Q3): a cursor belongs to its query, so
         // one of another query (or namespace) is refused instead of resuming somewhere.
-        Backend::Embedded => {
+        Backend::Embedded | Backend::File => {
             for other in [&descending, &filtered, &by_group, &other_namespace] {
                 assert!(
                     matches!(other, Err(Error::InvalidCursor { .. })),

@@ -14,6 +14,7 @@ mod crud;
 mod cursors;
 mod filters;
 mod ids;
+mod indexes;
 mod namespaces;
 mod ordering;
 mod projections;
@@ -28,6 +29,7 @@ pub use crud::*;
 pub use cursors::*;
 pub use filters::*;
 pub use ids::*;
+pub use indexes::*;
 pub use namespaces::*;
 pub use ordering::*;
 pub use projections::*;
@@ -52,9 +54,22 @@ macro_rules! all_conformance_tests {
         $crate::cursors_tests!($backend);
         $crate::namespaces_tests!($backend);
         $crate::ids_tests!($backend);
+        $crate::indexes_tests!($backend);
         $crate::transactions_tests!($backend);
         $crate::scale_tests!($backend);
     };
+}
+
+/// Every composite index the suite's entities declare, as the `index.yaml` the legacy
+/// emulator is started with.
+pub fn index_yaml() -> String {
+    datastore_entity::index_yaml(&[
+        crate::Post::SCHEMA,
+        crate::Event::SCHEMA,
+        Row::SCHEMA,
+        Indexed::SCHEMA,
+        projections::Stamp::SCHEMA,
+    ])
 }
 
 /// A kind with one property of every value type.
@@ -101,6 +116,13 @@ pub fn sample(name: &str, count: i64) -> Sample {
 
 /// A small numbered entity for queries and paging.
 #[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(
+    index(group, rank),
+    index(group, -rank),
+    index(-group, -rank),
+    index(rank, group),
+    index(rank, -group)
+)]
 pub struct Row {
     #[key]
     pub id: KeyId,

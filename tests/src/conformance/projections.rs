@@ -255,8 +255,8 @@ pub async fn projection_with_filters_orders_limits_and_cursors(t: Ctx) {
 
 /// An entity with an indexed timestamp, and a projection of it.
 #[derive(Entity, Debug, Clone, PartialEq)]
-#[entity(projection(StampAt: at, label))]
-struct Stamp {
+#[entity(projection(StampAt: at, label), index(at, label))]
+pub(crate) struct Stamp {
     #[key]
     id: KeyId,
     #[index(monotonic)]

@@ -327,7 +327,9 @@ pub async fn tx_a_scanned_range_and_a_later_insert_into_it(t: Ctx) {
         // Optimistic concurrency (the legacy emulator, and the embedded engine, which re-runs
         // a transaction's queries at commit): the insert goes through at once, and the
         // transaction is aborted at commit, since what it scanned changed.
-        Backend::Datastore | Backend::Embedded => outcome.aborted_after_the_insert(balance),
+        Backend::Datastore | Backend::Embedded | Backend::File => {
+            outcome.aborted_after_the_insert(balance)
+        }
         // Pessimistic locking (Firestore in Datastore mode): the insert is held back until the
         // transaction has committed, so the count it wrote was true when it committed.
         Backend::Firestore => outcome.committed_before_the_insert(balance),
@@ -359,7 +361,7 @@ pub async fn tx_a_query_without_an_ancestor(t: Ctx) {
         // ancestor query.
         Backend::Firestore => outcome.committed_before_the_insert(balance),
         // The embedded engine runs them too, optimistically: aborted at commit.
-        Backend::Embedded => outcome.aborted_after_the_insert(balance),
+        Backend::Embedded | Backend::File => outcome.aborted_after_the_insert(balance),
     }
 }
 

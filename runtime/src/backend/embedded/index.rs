@@ -1,0 +1,259 @@
+//! The tables the engine keeps, laid out as the service lays out its own:
+//!
+//! - `entities`: partition + key path → the entity's properties (`codec` form).
+//! - `kinds`: partition + kind + key path → nothing: every entity of a kind, in key order.
+//! - `properties`: partition + kind + property + value + key path → nothing: the built-in
+//!   single-property index, one entry per distinct indexed value (array elements each,
+//!   embedded properties as `outer.inner`), scanned forwards for ascending queries and
+//!   backwards for descending ones.
+//! - one table per declared composite index: partition + kind + (for an ancestor index, an
+//!   ancestor's path) + one value per column (inverted for a descending column) + key path,
+//!   one entry per combination of the columns' distinct values (and per ancestor).
+//! - `meta`: the id allocator's state, reserved ids, declared indexes.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use super::keycode;
+use crate::entity::IndexSchema;
+use crate::property::Direction;
+use crate::value::{PropertyMap, Value};
+use crate::{PartitionId, RawKey};
+
+pub(crate) const ENTITIES: &str = "entities";
+pub(crate) const KINDS: &str = "kinds";
+pub(crate) const PROPERTIES: &str = "properties";
+pub(crate) const META: &str = "meta";
+
+/// A declared composite index, as the engine maintains it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Composite {
+    pub(crate) kind: String,
+    pub(crate) ancestor: bool,
+    pub(crate) columns: Vec<(String, Direction)>,
+    /// Its table: a name derived from the definition.
+    pub(crate) table: String,
+}
+
+impl Composite {
+    pub(crate) fn new(kind: &str, ancestor: bool, columns: Vec<(String, Direction)>) -> Composite {
+        let mut definition = Vec::new();
+        keycode::bytes(&mut definition, kind.as_bytes());
+        definition.push(u8::from(ancestor));
+        for (name, direction) in &columns {
+            keycode::bytes(&mut definition, name.as_bytes());
+            keycode::bytes(&mut definition, direction_code(*direction));
+        }
+        Composite {
+            table: format!("composite:{:032x}", crate::codec::fnv1a_128(&definition)),
+            kind: kind.to_owned(),
+            ancestor,
+            columns,
+        }
+    }
+
+    pub(crate) fn from_schema(kind: &str, index: &IndexSchema) -> Composite {
+        Composite::new(
+            kind,
+            index.ancestor,
+            index
+                .properties
+                .iter()
+                .map(|p| (p.name.to_owned(), p.direction))
+                .collect(),
+        )
+    }
+
+    /// Whether entries end with the key path inverted: a descending last column orders ties
+    /// by key descending (as the service's indexes do), so one scan direction serves both.
+    pub(crate) fn path_inverted(&self) -> bool {
+        self.columns
+            .last()
+            .is_some_and(|(_, d)| *d == Direction::Descending)
+    }
+
+    /// The definition, as the engine records it in a file.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        keycode::bytes(&mut out, self.kind.as_bytes());
+        keycode::bytes(&mut out, if self.ancestor { b"1" } else { b"0" });
+        for (name, direction) in &self.columns {
+            keycode::bytes(&mut out, name.as_bytes());
+            keycode::bytes(&mut out, direction_code(*direction));
+        }
+        out
+    }
+
+    /// What [`encode`](Composite::encode) wrote.
+    pub(crate) fn decode(bytes: &[u8]) -> Option<Composite> {
+        let mut r = keycode::Reader::new(bytes);
+        let mut text = || String::from_utf8(r.bytes().ok()?).ok();
+        let kind = text()?;
+        let ancestor = text()? == "1";
+        let mut columns = Vec::new();
+        while let Some(name) = text() {
+            let direction = match text()?.as_str() {
+                "a" => Direction::Ascending,
+                _ => Direction::Descending,
+            };
+            columns.push((name, direction));
+        }
+        Some(Composite::new(&kind, ancestor, columns))
+    }
+
+    /// The `index.yaml` entry of this index.
+    pub(crate) fn yaml(&self) -> String {
+        let mut yaml = format!(
+            "- kind: {}\n  ancestor: {}\n  properties:\n",
+            self.kind,
+            if self.ancestor { "yes" } else { "no" }
+        );
+        for (name, direction) in &self.columns {
+            yaml.push_str(&format!("  - name: {name}\n"));
+            if *direction == Direction::Descending {
+                yaml.push_str("    direction: desc\n");
+            }
+        }
+        yaml
+    }
+}
+
+fn direction_code(direction: Direction) -> &'static [u8] {
+    match direction {
+        Direction::Ascending => b"a",
+        Direction::Descending => b"d",
+    }
+}
+
+/// partition + kind: where every table's entries of one kind start.
+pub(crate) fn kind_prefix(partition: &PartitionId, kind: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(32 + kind.len());
+    keycode::partition(&mut out, partition);
+    keycode::bytes(&mut out, kind.as_bytes());
+    out
+}
+
+/// The entities table's key of `key`.
+pub(crate) fn entity_key(key: &RawKey) -> Vec<u8> {
+    let mut out = Vec::with_capacity(48);
+    keycode::key(&mut out, key);
+    out
+}
+
+/// The path elements of `key` without the end marker: the prefix of its descendants' paths.
+pub(crate) fn path_prefix(key: &RawKey) -> Vec<u8> {
+    let mut out = Vec::new();
+    keycode::path(&mut out, key.path());
+    out.pop();
+    out
+}
+
+/// The distinct indexed values of every indexed property path, encoded, by path: array
+/// elements each, embedded entities' properties as `outer.inner` (not inside arrays).
+pub(crate) fn indexed_values(properties: &PropertyMap) -> BTreeMap<String, Vec<Vec<u8>>> {
+    fn walk(prefix: &str, properties: &PropertyMap, out: &mut BTreeMap<String, Vec<Vec<u8>>>) {
+        for (name, property) in properties {
+            if property.excluded {
+                continue;
+            }
+            let path = format!("{prefix}{name}");
+            match &property.value {
+                Value::Entity(inner) => walk(&format!("{path}."), inner, out),
+                Value::Array(values) => {
+                    for value in values {
+                        push(out, &path, value);
+                    }
+                }
+                value => push(out, &path, value),
+            }
+        }
+    }
+    fn push(out: &mut BTreeMap<String, Vec<Vec<u8>>>, path: &str, value: &Value) {
+        let mut encoded = Vec::new();
+        if keycode::value(&mut encoded, value).is_some() {
+            let values = out.entry(path.to_owned()).or_default();
+            if !values.contains(&encoded) {
+                values.push(encoded);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk("", properties, &mut out);
+    out
+}
+
+/// A table's name, borrowed for the built-in tables.
+pub(crate) type TableName = Cow<'static, str>;
+
+/// Every index entry of the entity `key` holding `properties`: `(table, key)` pairs.
+pub(crate) fn entries(
+    key: &RawKey,
+    properties: &PropertyMap,
+    composites: &[Composite],
+) -> Vec<(TableName, Vec<u8>)> {
+    let partition = key.partition().cloned().unwrap_or_default();
+    let prefix = kind_prefix(&partition, key.kind());
+    let mut path = Vec::with_capacity(32);
+    keycode::path(&mut path, key.path());
+    let values = indexed_values(properties);
+    let mut out = Vec::with_capacity(1 + values.len());
+    out.push((KINDS.into(), [prefix.as_slice(), &path].concat()));
+    for (name, encoded) in &values {
+        let mut property = prefix.clone();
+        keycode::bytes(&mut property, name.as_bytes());
+        for value in encoded {
+            out.push((
+                PROPERTIES.into(),
+                [property.as_slice(), value, &path].concat(),
+            ));
+        }
+    }
+    let mut inverted_path = Vec::with_capacity(path.len());
+    keycode::inverted(&mut inverted_path, &path);
+    for index in composites.iter().filter(|c| c.kind == key.kind()) {
+        let path = match index.path_inverted() {
+            true => &inverted_path,
+            false => &path,
+        };
+        let mut rows: Vec<Vec<u8>> = vec![Vec::new()];
+        for (name, direction) in &index.columns {
+            let Some(column) = values.get(name) else {
+                rows.clear();
+                break;
+            };
+            rows = rows
+                .into_iter()
+                .flat_map(|row| {
+                    column.iter().map(move |value| {
+                        let mut row = row.clone();
+                        match direction {
+                            Direction::Ascending => row.extend_from_slice(value),
+                            Direction::Descending => keycode::inverted(&mut row, value),
+                        }
+                        row
+                    })
+                })
+                .collect();
+        }
+        let ancestors: Vec<Vec<u8>> = if index.ancestor {
+            (1..=key.path().len())
+                .map(|n| {
+                    let mut ancestor = Vec::new();
+                    keycode::path(&mut ancestor, &key.path()[..n]);
+                    ancestor
+                })
+                .collect()
+        } else {
+            vec![Vec::new()]
+        };
+        for ancestor in &ancestors {
+            for row in &rows {
+                out.push((
+                    index.table.clone().into(),
+                    [prefix.as_slice(), ancestor, row, path].concat(),
+                ));
+            }
+        }
+    }
+    out
+}

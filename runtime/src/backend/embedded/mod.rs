@@ -1,0 +1,708 @@
+//! The embedded engine: the default backend, modelled on the service and laid out as it is.
+//!
+//! - Storage is a set of ordered key–value tables (`store`): one of entities, one listing
+//!   each kind's keys, one built-in index of every indexed property value (serving both
+//!   directions), and one per declared composite index (`index`), all over an
+//!   order-preserving byte encoding of keys and values (`keycode`). Two stores hold them: in
+//!   memory ([`Embedded::in_memory`]), or one `redb` file ([`Embedded::open`], ACID).
+//! - Queries are planned like the service's (`plan`): a range of the kinds table, one
+//!   property's index, equality filters merged (zigzag), or a declared composite index. In
+//!   strict index mode (the default) a query the service would refuse without a composite
+//!   index is [`Error::MissingIndex`], naming the index to declare.
+//! - Every indexed property is queryable ascending and descending; excluded properties
+//!   (and everything inside them) are invisible to filters, orders and projections;
+//!   entities without a property are not returned by filters or orders on it; array
+//!   properties match on any element, and give one result per matching element when
+//!   ordered or projected; values of different types follow the service's order.
+//! - Commits are atomic: every mutation is validated before the first is applied, and the
+//!   entity with all its index entries is one store batch.
+//! - Transactions are optimistic: a commit fails with [`Error::Aborted`] when an entity the
+//!   transaction read was changed by another commit since, or when one of its queries would
+//!   now return other keys (a phantom). Blind writes (of entities it did not read) do not
+//!   conflict, as in Google's emulators.
+//! - Allocated ids are scattered over `[2^52, 2^53)` (R-K1); reserved ids are never handed out
+//!   (ids written without being reserved may be, as by the service: R-K3).
+
+mod index;
+mod keycode;
+mod plan;
+mod scan;
+mod store;
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+
+use self::index::{Composite, ENTITIES, META};
+use self::scan::Prepared;
+use self::store::{Batch, Memory, Redb, Store};
+use super::{Backend, BoxFuture, Mutation, QueryBatch, QuerySpec, TransactionId, TransactionMode};
+use crate::entity::Schema;
+use crate::key::IdOrName;
+use crate::value::PropertyMap;
+use crate::{Error, KeyId, PartitionId, RawKey};
+
+pub use crate::limits::MAX_INDEXED_BYTES;
+
+/// The embedded engine. Cheap to share behind an `Arc`; all calls are serialised by one lock.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use datastore_entity::Db;
+/// # use datastore_entity::backend::embedded::Embedded;
+/// // In memory, with strict index mode off (queries that need an undeclared composite index
+/// // run, by evaluating every entity of the kind, instead of failing).
+/// let db = Db::with_backend(Arc::new(Embedded::in_memory().strict_indexes(false)));
+/// ```
+pub struct Embedded {
+    state: Mutex<State>,
+}
+
+impl Default for Embedded {
+    fn default() -> Embedded {
+        Embedded::in_memory()
+    }
+}
+
+impl std::fmt::Debug for Embedded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.state();
+        f.debug_struct("Embedded")
+            .field("strict_indexes", &state.strict)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a file of this engine starts with; a file of another format is refused.
+const FORMAT: &[u8] = b"datastore-entity embedded 1";
+const FORMAT_KEY: &[u8] = b"format";
+const IDS_KEY: &[u8] = b"ids";
+const RESERVED_PREFIX: &[u8] = b"reserved:";
+const INDEX_PREFIX: &[u8] = b"index:";
+/// Allocation counters are persisted this many at a time: a crash skips at most this many
+/// ids, never hands one out twice.
+const ID_BLOCK: u64 = 1024;
+
+struct State {
+    store: Box<dyn Store>,
+    strict: bool,
+    /// Declared composite indexes, by kind.
+    composites: HashMap<String, Vec<Composite>>,
+    /// The schemas already declared (by address): declaring again costs a set lookup.
+    declared: HashSet<usize>,
+    /// The commit that last wrote each entity (by its entities-table key), kept only while
+    /// transactions are open: they are what it is for.
+    versions: HashMap<Vec<u8>, u64>,
+    version: u64,
+    transactions: HashMap<u64, Transaction>,
+    next_transaction: u64,
+    ids: Ids,
+}
+
+#[derive(Default)]
+struct Ids {
+    /// The allocation counter.
+    next: u64,
+    /// The counter value the store holds: allocations up to it are safe after a crash.
+    persisted: u64,
+    /// Reserved ids: never allocated.
+    reserved: HashSet<i64>,
+}
+
+struct Transaction {
+    /// Version of each entity when the transaction first read it (0: never written).
+    reads: HashMap<Vec<u8>, u64>,
+    /// The queries it ran, with the keys they returned: at commit each must return the same
+    /// keys again, or an entity was written into (or out of) a range it scanned (a phantom).
+    queries: Vec<(QuerySpec, Vec<RawKey>)>,
+}
+
+impl Embedded {
+    /// An empty engine in memory.
+    pub fn new() -> Embedded {
+        Embedded::in_memory()
+    }
+
+    /// An empty engine in memory, in strict index mode.
+    pub fn in_memory() -> Embedded {
+        Embedded::with_store(Box::new(Memory::default()))
+    }
+
+    /// The engine persisted in the `redb` file at `path` (created if missing), in strict
+    /// index mode. Every acknowledged write is on disk; the file is one process's at a time.
+    pub fn open(path: impl AsRef<Path>) -> Result<Embedded, Error> {
+        let store = Redb::open(path.as_ref())?;
+        let mut state = State::new(Box::new(store));
+        state.load(path.as_ref())?;
+        Ok(Embedded {
+            state: Mutex::new(state),
+        })
+    }
+
+    fn with_store(store: Box<dyn Store>) -> Embedded {
+        Embedded {
+            state: Mutex::new(State::new(store)),
+        }
+    }
+
+    /// Strict index mode (on by default, as the service): a query that needs a composite
+    /// index nobody declared is [`Error::MissingIndex`]. Off, such a query runs anyway, by
+    /// evaluating every entity of its kind.
+    pub fn strict_indexes(self, strict: bool) -> Embedded {
+        self.state().strict = strict;
+        self
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // No code path panics while holding the lock, so a poisoned lock still holds
+        // consistent state.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn ready<'a, T: Send + 'a>(value: T) -> BoxFuture<'a, T> {
+    Box::pin(std::future::ready(value))
+}
+
+impl Backend for Embedded {
+    fn lookup<'a>(
+        &'a self,
+        keys: &'a [RawKey],
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<Vec<Option<PropertyMap>>, Error>> {
+        ready(self.state().lookup(keys, transaction))
+    }
+
+    fn commit<'a>(
+        &'a self,
+        mutations: Vec<Mutation>,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
+        ready(self.state().commit(mutations, transaction))
+    }
+
+    fn run_query<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<QueryBatch, Error>> {
+        ready(self.state().run_query(query, transaction))
+    }
+
+    fn begin_transaction<'a>(
+        &'a self,
+        _partition: &'a PartitionId,
+        _mode: &'a TransactionMode,
+    ) -> BoxFuture<'a, Result<TransactionId, Error>> {
+        let mut state = self.state();
+        state.next_transaction += 1;
+        let id = state.next_transaction;
+        state.transactions.insert(
+            id,
+            Transaction {
+                reads: HashMap::new(),
+                queries: Vec::new(),
+            },
+        );
+        ready(Ok(TransactionId(id.to_le_bytes().to_vec())))
+    }
+
+    fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>> {
+        // Rolling back a transaction that already ended is not an error (as in Firestore in
+        // Datastore mode; the legacy emulator refused it).
+        let mut state = self.state();
+        let result = transaction_number(transaction).map(|id| state.end_transaction(id).map(drop));
+        ready(result.map(drop))
+    }
+
+    fn allocate_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
+        ready(self.state().allocate_ids(keys))
+    }
+
+    fn reserve_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<(), Error>> {
+        ready(self.state().reserve_ids(&keys))
+    }
+
+    fn declare<'a>(&'a self, schema: &'static Schema) -> BoxFuture<'a, Result<(), Error>> {
+        ready(self.state().declare(schema))
+    }
+}
+
+/// A key the service would accept: every ancestor has an id or a name.
+pub(crate) fn check_ancestors(key: &RawKey) -> Result<(), Error> {
+    let path = key.path();
+    match path[..path.len().saturating_sub(1)]
+        .iter()
+        .any(|e| e.id_or_name().is_none())
+    {
+        true => Err(invalid_key(
+            key,
+            "an ancestor has no id or name; put the parent first and use the key it returns",
+        )),
+        false => Ok(()),
+    }
+}
+
+fn invalid_key(key: &RawKey, reason: &str) -> Error {
+    Error::InvalidKey {
+        key: format!("{key:?}"),
+        reason: reason.to_owned(),
+    }
+}
+
+fn transaction_number(transaction: &TransactionId) -> Result<u64, Error> {
+    <[u8; 8]>::try_from(transaction.0.as_slice())
+        .map(u64::from_le_bytes)
+        .map_err(|_| Error::TransactionClosed)
+}
+
+impl State {
+    fn new(store: Box<dyn Store>) -> State {
+        State {
+            store,
+            strict: true,
+            composites: HashMap::new(),
+            declared: HashSet::new(),
+            versions: HashMap::new(),
+            version: 0,
+            transactions: HashMap::new(),
+            next_transaction: 0,
+            ids: Ids::default(),
+        }
+    }
+
+    /// Reads a file's own state: its format, id counter, reserved ids and declared indexes.
+    fn load(&mut self, path: &Path) -> Result<(), Error> {
+        let mut format = None;
+        self.store
+            .get(META, FORMAT_KEY, &mut |v| format = Some(v.to_vec()))?;
+        match format {
+            Some(f) if f == FORMAT => {}
+            Some(_) => {
+                return Err(Error::Storage {
+                    reason: format!(
+                        "{} was written by another version of this engine (or another program)",
+                        path.display()
+                    ),
+                });
+            }
+            None => {
+                let mut batch = Batch::default();
+                batch.put(META, FORMAT_KEY.to_vec(), FORMAT.to_vec());
+                self.store.apply(batch)?;
+            }
+        }
+        let mut entries: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        self.store.scan(
+            META,
+            (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded),
+            false,
+            &mut |k, v| {
+                entries.push((k.to_vec(), v.to_vec()));
+                true
+            },
+        )?;
+        let corrupt = || Error::Storage {
+            reason: format!("{}: the engine's own records are corrupt", path.display()),
+        };
+        for (k, v) in entries {
+            if k == IDS_KEY {
+                let counter = <[u8; 8]>::try_from(v.as_slice()).map_err(|_| corrupt())?;
+                self.ids.next = u64::from_be_bytes(counter);
+                self.ids.persisted = self.ids.next;
+            } else if let Some(id) = k.strip_prefix(RESERVED_PREFIX) {
+                let id = <[u8; 8]>::try_from(id).map_err(|_| corrupt())?;
+                self.ids.reserved.insert(i64::from_be_bytes(id));
+            } else if k.starts_with(INDEX_PREFIX) {
+                let index = Composite::decode(&v).ok_or_else(corrupt)?;
+                self.composites
+                    .entry(index.kind.clone())
+                    .or_default()
+                    .push(index);
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies a batch; a failure leaves the id counter to be persisted again.
+    fn apply(&mut self, batch: Batch) -> Result<(), Error> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let applied = self.store.apply(batch);
+        if applied.is_err() {
+            self.ids.persisted = 0;
+        }
+        applied
+    }
+
+    fn composites(&self, kind: &str) -> &[Composite] {
+        self.composites.get(kind).map_or(&[], Vec::as_slice)
+    }
+
+    fn load_entity(&self, at: &[u8]) -> Result<Option<PropertyMap>, Error> {
+        plan::load(&*self.store, at)
+    }
+
+    fn transaction(
+        &mut self,
+        transaction: Option<&TransactionId>,
+    ) -> Result<Option<&mut Transaction>, Error> {
+        match transaction {
+            None => Ok(None),
+            Some(t) => {
+                let id = transaction_number(t)?;
+                self.transactions
+                    .get_mut(&id)
+                    .map(Some)
+                    .ok_or(Error::TransactionClosed)
+            }
+        }
+    }
+
+    /// Ends a transaction; the versions kept for open transactions go with the last one.
+    fn end_transaction(&mut self, id: u64) -> Option<Transaction> {
+        let ended = self.transactions.remove(&id);
+        if self.transactions.is_empty() {
+            self.versions.clear();
+        }
+        ended
+    }
+
+    fn record_reads(
+        &mut self,
+        transaction: Option<&TransactionId>,
+        entities: Vec<Vec<u8>>,
+    ) -> Result<(), Error> {
+        let Some(t) = transaction else { return Ok(()) };
+        let id = transaction_number(t)?;
+        let versions = &self.versions;
+        let t = self
+            .transactions
+            .get_mut(&id)
+            .ok_or(Error::TransactionClosed)?;
+        for at in entities {
+            let version = versions.get(&at).copied().unwrap_or(0);
+            t.reads.entry(at).or_insert(version);
+        }
+        Ok(())
+    }
+
+    fn lookup(
+        &mut self,
+        keys: &[RawKey],
+        transaction: Option<&TransactionId>,
+    ) -> Result<Vec<Option<PropertyMap>>, Error> {
+        if let Some(k) = keys.iter().find(|k| !k.is_complete()) {
+            return Err(invalid_key(k, "a lookup needs complete keys"));
+        }
+        keys.iter().try_for_each(check_ancestors)?;
+        let at: Vec<Vec<u8>> = keys.iter().map(index::entity_key).collect();
+        let found = at
+            .iter()
+            .map(|at| self.load_entity(at))
+            .collect::<Result<_, _>>()?;
+        self.record_reads(transaction, at)?;
+        Ok(found)
+    }
+
+    fn allocate_id(&mut self, batch: &mut Batch) -> KeyId {
+        loop {
+            self.ids.next += 1;
+            if self.ids.next > self.ids.persisted {
+                self.ids.persisted = self.ids.next + ID_BLOCK;
+                batch.put(
+                    META,
+                    IDS_KEY.to_vec(),
+                    self.ids.persisted.to_be_bytes().to_vec(),
+                );
+            }
+            // Bit-reverse a counter into the low 52 bits: consecutive allocations differ in
+            // the highest of them, so ids are never adjacent and spread over the whole range.
+            let scattered = (1_i64 << 52) | (self.ids.next.reverse_bits() >> 12).cast_signed();
+            if !self.ids.reserved.contains(&scattered)
+                && let Ok(id) = KeyId::new(scattered)
+            {
+                return id;
+            }
+        }
+    }
+
+    fn allocate_ids(&mut self, keys: Vec<RawKey>) -> Result<Vec<RawKey>, Error> {
+        if let Some(k) = keys.iter().find(|k| k.is_complete()) {
+            return Err(invalid_key(k, "allocate_ids takes incomplete keys"));
+        }
+        let mut batch = Batch::default();
+        let keys = keys
+            .into_iter()
+            .map(|k| k.completed(IdOrName::Id(self.allocate_id(&mut batch))))
+            .collect();
+        self.apply(batch)?;
+        Ok(keys)
+    }
+
+    fn reserve_ids(&mut self, keys: &[RawKey]) -> Result<(), Error> {
+        if let Some(k) = keys.iter().find(|k| !k.is_complete()) {
+            return Err(invalid_key(k, "reserve_ids takes complete keys"));
+        }
+        // Named keys have no id to reserve: accepted and ignored, as by the service.
+        let ids: Vec<i64> = keys.iter().filter_map(|k| k.id()).map(KeyId::get).collect();
+        let mut batch = Batch::default();
+        for id in &ids {
+            batch.put(
+                META,
+                [RESERVED_PREFIX, &id.to_be_bytes()].concat(),
+                Vec::new(),
+            );
+        }
+        self.apply(batch)?;
+        self.ids.reserved.extend(ids);
+        Ok(())
+    }
+
+    /// Declares `schema`'s composite indexes: new ones are built from the stored entities
+    /// (and, in a file, recorded), so queries can use them at once.
+    fn declare(&mut self, schema: &'static Schema) -> Result<(), Error> {
+        let address = std::ptr::from_ref(schema).addr();
+        if self.declared.contains(&address) {
+            return Ok(());
+        }
+        let known = self.composites(schema.kind);
+        let mut new: Vec<Composite> = Vec::new();
+        for index in schema.indexes {
+            let index = Composite::from_schema(schema.kind, index);
+            if !known.contains(&index) && !new.contains(&index) {
+                new.push(index);
+            }
+        }
+        if !new.is_empty() {
+            let mut batch = Batch::default();
+            for index in &new {
+                batch.put(
+                    META,
+                    [INDEX_PREFIX, index.table.as_bytes()].concat(),
+                    index.encode(),
+                );
+            }
+            self.backfill(schema.kind, &new, &mut batch)?;
+            self.apply(batch)?;
+            self.composites
+                .entry(schema.kind.to_owned())
+                .or_default()
+                .extend(new);
+        }
+        self.declared.insert(address);
+        Ok(())
+    }
+
+    /// The entries of `indexes` (all of kind `kind`) for the entities already stored.
+    fn backfill(&self, kind: &str, indexes: &[Composite], batch: &mut Batch) -> Result<(), Error> {
+        let mut keys = Vec::new();
+        self.store.scan(
+            ENTITIES,
+            (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded),
+            false,
+            &mut |k, _| {
+                keys.push(k.to_vec());
+                true
+            },
+        )?;
+        let tables: HashSet<&str> = indexes.iter().map(|i| i.table.as_str()).collect();
+        for at in keys {
+            let key = keycode::Reader::new(&at)
+                .key()
+                .map_err(|_| plan::corrupt())?;
+            if key.kind() != kind {
+                continue;
+            }
+            let properties = self.load_entity(&at)?.ok_or_else(plan::corrupt)?;
+            for (table, entry) in index::entries(&key, &properties, indexes) {
+                if tables.contains(table.as_ref()) {
+                    batch.put(table, entry, Vec::new());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn commit(
+        &mut self,
+        mutations: Vec<Mutation>,
+        transaction: Option<&TransactionId>,
+    ) -> Result<Vec<RawKey>, Error> {
+        // A transaction ends with its commit, whatever the outcome.
+        let ended = match transaction {
+            Some(t) => {
+                let id = transaction_number(t)?;
+                let ended = self.transactions.remove(&id);
+                Some(ended.ok_or(Error::TransactionClosed)?)
+            }
+            None => None,
+        };
+        let checked = match &ended {
+            Some(t) => self.check_conflicts(t),
+            None => Ok(()),
+        }
+        .and_then(|()| self.validate(&mutations));
+        if ended.is_some() && self.transactions.is_empty() {
+            self.versions.clear();
+        }
+        checked?;
+        let mut batch = Batch::default();
+        // Everything is valid: allocate ids, then write every mutation with its index entries.
+        let mut keys = Vec::with_capacity(mutations.len());
+        let mut written = Vec::with_capacity(mutations.len());
+        for mutation in mutations {
+            let (key, properties) = match mutation {
+                Mutation::Insert(k, p) | Mutation::Upsert(k, p) if !k.is_complete() => {
+                    let id = self.allocate_id(&mut batch);
+                    (k.completed(IdOrName::Id(id)), Some(p))
+                }
+                Mutation::Insert(k, p) | Mutation::Update(k, p) | Mutation::Upsert(k, p) => {
+                    (k, Some(p))
+                }
+                Mutation::Delete(k) => (k, None),
+            };
+            tracing::debug!(key = ?key, "commit");
+            let at = index::entity_key(&key);
+            let composites = self.composites(key.kind());
+            let old = match self.load_entity(&at)? {
+                Some(old) => index::entries(&key, &old, composites),
+                None => Vec::new(),
+            };
+            let new = match &properties {
+                Some(p) => index::entries(&key, p, composites),
+                None => Vec::new(),
+            };
+            for (table, entry) in &old {
+                if !new.contains(&(table.clone(), entry.clone())) {
+                    batch.delete(table.clone(), entry.clone());
+                }
+            }
+            for (table, entry) in new {
+                if !old.contains(&(table.clone(), entry.clone())) {
+                    batch.put(table, entry, Vec::new());
+                }
+            }
+            match &properties {
+                Some(p) => {
+                    let mut w = crate::codec::Writer::default();
+                    w.properties(p);
+                    batch.put(ENTITIES, at.clone(), w.bytes);
+                }
+                None => batch.delete(ENTITIES, at.clone()),
+            }
+            written.push(at);
+            keys.push(key);
+        }
+        self.apply(batch)?;
+        if !self.transactions.is_empty() {
+            self.version += 1;
+            for at in written {
+                self.versions.insert(at, self.version);
+            }
+        }
+        Ok(keys)
+    }
+
+    /// Optimistic concurrency: nothing the transaction read may have changed since. Blind
+    /// writes do not conflict (Google's emulator commits them).
+    fn check_conflicts(&self, t: &Transaction) -> Result<(), Error> {
+        let version = |k: &Vec<u8>| self.versions.get(k).copied().unwrap_or(0);
+        if let Some((at, _)) = t.reads.iter().find(|(k, v)| version(k) != **v) {
+            let key = keycode::Reader::new(at).key();
+            return Err(Error::Aborted {
+                reason: format!(
+                    "{key:?} was changed by another commit after this transaction read it"
+                ),
+            });
+        }
+        for (query, keys) in &t.queries {
+            let now = self.evaluate(query)?;
+            if !now.results.iter().map(|r| &r.key).eq(keys.iter()) {
+                return Err(Error::Aborted {
+                    reason: format!(
+                        "another commit wrote an entity of kind `{}` into a range this \
+                         transaction's query scanned",
+                        query.kind
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Every check of a commit, before anything is written.
+    fn validate(&self, mutations: &[Mutation]) -> Result<(), Error> {
+        let mut seen = HashSet::new();
+        let exists = |k: &RawKey| -> Result<bool, Error> {
+            self.store.get(ENTITIES, &index::entity_key(k), &mut |_| {})
+        };
+        for mutation in mutations {
+            let key = mutation.key();
+            check_ancestors(key)?;
+            // R-A4: one entity at most once per commit.
+            if key.is_complete() && !seen.insert(key) {
+                return Err(Error::DuplicateKey {
+                    key: format!("{key:?}"),
+                });
+            }
+            match mutation {
+                Mutation::Insert(k, p) | Mutation::Upsert(k, p) => {
+                    crate::limits::check_entity(k, p)?;
+                    if matches!(mutation, Mutation::Insert(..)) && k.is_complete() && exists(k)? {
+                        return Err(Error::AlreadyExists {
+                            key: format!("{k:?}"),
+                        });
+                    }
+                }
+                Mutation::Update(k, _) if !k.is_complete() => {
+                    return Err(invalid_key(k, "an update needs a complete key"));
+                }
+                Mutation::Update(k, p) => {
+                    crate::limits::check_entity(k, p)?;
+                    if !exists(k)? {
+                        return Err(Error::NotFound {
+                            key: format!("{k:?}"),
+                        });
+                    }
+                }
+                Mutation::Delete(k) if !k.is_complete() => {
+                    return Err(invalid_key(k, "a delete needs a complete key"));
+                }
+                Mutation::Delete(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn run_query(
+        &mut self,
+        query: &QuerySpec,
+        transaction: Option<&TransactionId>,
+    ) -> Result<QueryBatch, Error> {
+        let batch = self.evaluate(query)?;
+        if transaction.is_some() {
+            let at = batch
+                .results
+                .iter()
+                .map(|r| index::entity_key(&r.key))
+                .collect();
+            self.record_reads(transaction, at)?;
+            if let Some(t) = self.transaction(transaction)? {
+                let keys = batch.results.iter().map(|r| r.key.clone()).collect();
+                t.queries.push((query.clone(), keys));
+            }
+        }
+        Ok(batch)
+    }
+
+    /// The answer to a query, recording nothing.
+    fn evaluate(&self, query: &QuerySpec) -> Result<QueryBatch, Error> {
+        let prepared = Prepared::new(query)?;
+        let access = plan::choose(&prepared, self.composites(&query.kind), self.strict)?;
+        plan::run(&*self.store, &prepared, &access)
+    }
+}

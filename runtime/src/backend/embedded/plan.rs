@@ -1,0 +1,697 @@
+//! How a query reads the tables. The planner picks what the service would: the kinds table,
+//! one property's built-in index, a zigzag merge of equality filters' indexes, or a declared
+//! composite index; in strict index mode a query that needs an undeclared composite index is
+//! refused with the index to add. Every plan reads only the entries of the page (and those
+//! its filters skip), from the cursor on: a page costs what it holds, not what the kind holds.
+
+use std::borrow::Cow;
+use std::ops::Bound;
+
+use super::index::{self, Composite, ENTITIES, KINDS, PROPERTIES};
+use super::keycode::{self, Reader};
+use super::scan::{Prepared, SCAN, matches};
+use super::store::Store;
+use crate::backend::{PropertyFilter, PropertyOrder, QueryBatch, QueryResult, ResultShape};
+use crate::codec;
+use crate::property::{Direction, Operator};
+use crate::value::{Property, PropertyMap, Value};
+use crate::{Error, RawKey};
+
+/// How a query reads the tables.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Access {
+    /// Every entity of the kind (under the ancestor), in key order.
+    Kind,
+    /// Equality filters (and an ancestor): their properties' indexes merged (a zigzag merge
+    /// join), in key order.
+    Zigzag,
+    /// One property's built-in index, forwards or backwards.
+    Property { name: String, reverse: bool },
+    /// A declared composite index, forwards or backwards.
+    Composite { index: Composite, reverse: bool },
+    /// No index serves the query (outside strict index mode): every entity of the kind is
+    /// evaluated.
+    Scan,
+}
+
+const KIND: u8 = 1;
+const ZIGZAG: u8 = 2;
+const PROPERTY: u8 = 3;
+const COMPOSITE: u8 = 4;
+
+impl Access {
+    /// The tag of this plan's cursors: a cursor resumes only the plan that made it.
+    fn tag(&self) -> u8 {
+        match self {
+            Access::Kind => KIND,
+            Access::Zigzag => ZIGZAG,
+            Access::Property { .. } => PROPERTY,
+            Access::Composite { .. } => COMPOSITE,
+            Access::Scan => SCAN,
+        }
+    }
+}
+
+/// The distinct properties of the query's equality filters, in the order they first appear.
+fn equality_properties<'q>(prepared: &Prepared<'q>) -> Vec<&'q str> {
+    let mut names: Vec<&str> = Vec::new();
+    for f in prepared
+        .query
+        .filters
+        .iter()
+        .filter(|f| f.op == Operator::Equal)
+    {
+        if !names.contains(&f.property.as_str()) {
+            names.push(&f.property);
+        }
+    }
+    names
+}
+
+fn projected<'q>(prepared: &Prepared<'q>) -> &'q [String] {
+    match &prepared.query.shape {
+        ResultShape::Projection(names) => names,
+        _ => &[],
+    }
+}
+
+/// Picks how `prepared` reads the tables, given the kind's declared composite indexes.
+pub(crate) fn choose(
+    prepared: &Prepared<'_>,
+    composites: &[Composite],
+    strict: bool,
+) -> Result<Access, Error> {
+    let query = prepared.query;
+    let orders = &prepared.orders;
+    // Without orders there are no range filters and no projection (both imply orders).
+    if orders.is_empty() {
+        return Ok(match query.filters.is_empty() {
+            true => Access::Kind,
+            false => Access::Zigzag,
+        });
+    }
+    let projected = projected(prepared);
+    if let ([order], None) = (orders.as_slice(), &query.ancestor) {
+        let p = &order.property;
+        if query.filters.iter().all(|f| &f.property == p) && projected.iter().all(|q| q == p) {
+            return Ok(Access::Property {
+                name: p.clone(),
+                reverse: order.direction == Direction::Descending,
+            });
+        }
+    }
+    let equalities = equality_properties(prepared);
+    // Orders on a property fixed by an equality filter order nothing.
+    let sort: Vec<&PropertyOrder> = orders
+        .iter()
+        .filter(|o| !equalities.contains(&o.property.as_str()))
+        .collect();
+    if sort.is_empty() && projected.is_empty() && prepared.key_direction == Direction::Ascending {
+        return Ok(Access::Zigzag);
+    }
+    let serving = composites.iter().find_map(|index| {
+        serves(index, prepared, &equalities, &sort, projected).map(|reverse| Access::Composite {
+            index: index.clone(),
+            reverse,
+        })
+    });
+    match serving {
+        Some(access) => Ok(access),
+        None if !strict => Ok(Access::Scan),
+        None => {
+            let columns = equalities
+                .iter()
+                .map(|p| ((*p).to_owned(), Direction::Ascending))
+                .chain(sort.iter().map(|o| (o.property.clone(), o.direction)))
+                .collect();
+            let index = Composite::new(&query.kind, query.ancestor.is_some(), columns);
+            Err(Error::MissingIndex {
+                message: format!(
+                    "no matching index found for this query of kind `{}` (the embedded engine \
+                     refuses, in strict index mode, what the service would refuse)",
+                    query.kind
+                ),
+                index_yaml: format!("indexes:\n{}", index.yaml()),
+            })
+        }
+    }
+}
+
+/// Whether `index` serves the query, and if so whether it is scanned backwards: the equality
+/// properties first (in any order), then exactly the orders, in their directions (or all
+/// reversed, when no order was given explicitly); ties by key in the last order's direction;
+/// every projected property a column.
+fn serves(
+    index: &Composite,
+    prepared: &Prepared<'_>,
+    equalities: &[&str],
+    sort: &[&PropertyOrder],
+    projected: &[String],
+) -> Option<bool> {
+    let query = prepared.query;
+    if index.kind != query.kind
+        || index.ancestor != query.ancestor.is_some()
+        || index.columns.len() != equalities.len() + sort.len()
+    {
+        return None;
+    }
+    let (head, rest) = index.columns.split_at(equalities.len());
+    if !head.iter().all(|(n, _)| equalities.contains(&n.as_str()))
+        || !rest.iter().zip(sort).all(|((n, _), o)| *n == o.property)
+        || !projected.iter().all(|p| rest.iter().any(|(n, _)| n == p))
+    {
+        return None;
+    }
+    let forward = rest.iter().zip(sort).all(|((_, d), o)| *d == o.direction);
+    let backward =
+        prepared.explicit_orders == 0 && rest.iter().zip(sort).all(|((_, d), o)| *d != o.direction);
+    let reverse = match (forward, backward) {
+        (true, _) => false,
+        (false, true) => true,
+        (false, false) => return None,
+    };
+    let ties = match index.path_inverted() != reverse {
+        true => Direction::Descending,
+        false => Direction::Ascending,
+    };
+    (ties == prepared.key_direction).then_some(reverse)
+}
+
+/// A lower bound (inclusive) and an upper bound on a table's keys.
+struct Bounds {
+    lower: Bound<Vec<u8>>,
+    upper: Bound<Vec<u8>>,
+}
+
+impl Bounds {
+    /// Every key that starts with `prefix`.
+    fn prefix(prefix: Vec<u8>) -> Bounds {
+        Bounds {
+            upper: after_prefix(&prefix),
+            lower: Bound::Included(prefix),
+        }
+    }
+
+    fn raise(&mut self, bound: Bound<Vec<u8>>) {
+        if tighter(&bound, &self.lower, std::cmp::Ordering::Greater) {
+            self.lower = bound;
+        }
+    }
+
+    fn lower_to(&mut self, bound: Bound<Vec<u8>>) {
+        if tighter(&bound, &self.upper, std::cmp::Ordering::Less) {
+            self.upper = bound;
+        }
+    }
+
+    fn range(&self) -> (Bound<&[u8]>, Bound<&[u8]>) {
+        (as_ref(&self.lower), as_ref(&self.upper))
+    }
+}
+
+fn as_ref(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match bound {
+        Bound::Included(b) => Bound::Included(b),
+        Bound::Excluded(b) => Bound::Excluded(b),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// Whether `new` is a tighter bound than `old`, `towards` the inside of the range.
+fn tighter(new: &Bound<Vec<u8>>, old: &Bound<Vec<u8>>, towards: std::cmp::Ordering) -> bool {
+    match (new, old) {
+        (Bound::Unbounded, _) => false,
+        (_, Bound::Unbounded) => true,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
+            let o = a.cmp(b);
+            o == towards || (o.is_eq() && matches!(new, Bound::Excluded(_)))
+        }
+    }
+}
+
+/// The first key past every key that starts with `prefix`.
+fn after_prefix(prefix: &[u8]) -> Bound<Vec<u8>> {
+    keycode::prefix_end(prefix).map_or(Bound::Unbounded, Bound::Excluded)
+}
+
+fn encoded(value: &Value, inverted: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16);
+    // Filter operands are never arrays or entities (checked when the query is prepared).
+    let _ = keycode::value(&mut out, value);
+    if inverted {
+        out.iter_mut().for_each(|b| *b = !*b);
+    }
+    out
+}
+
+/// Narrows `bounds` (over `head` + a column + ...) to the entries whose column value passes
+/// every range filter; a descending column's values are encoded inverted, which reverses
+/// their byte order.
+fn narrow(bounds: &mut Bounds, head: &[u8], inverted: bool, filters: &[&PropertyFilter]) {
+    for f in filters {
+        // The entries holding the operand's value are those that start with `at`.
+        let at = [head, &encoded(&f.value, inverted)].concat();
+        let op = match (f.op, inverted) {
+            (Operator::GreaterThan, true) => Operator::LessThan,
+            (Operator::GreaterThanOrEqual, true) => Operator::LessThanOrEqual,
+            (Operator::LessThan, true) => Operator::GreaterThan,
+            (Operator::LessThanOrEqual, true) => Operator::GreaterThanOrEqual,
+            (op, _) => op,
+        };
+        match op {
+            Operator::GreaterThan => {
+                bounds.raise(keycode::prefix_end(&at).map_or(Bound::Excluded(at), Bound::Included))
+            }
+            Operator::GreaterThanOrEqual => bounds.raise(Bound::Included(at)),
+            Operator::LessThan => bounds.lower_to(Bound::Excluded(at)),
+            Operator::LessThanOrEqual => bounds.lower_to(after_prefix(&at)),
+            Operator::Equal => {}
+        }
+    }
+}
+
+/// An index range read entry by entry: what each entry holds after its fixed head.
+struct Entries<'q> {
+    table: Cow<'q, str>,
+    /// The length of the bytes every entry starts with (kind, property or ancestor, the
+    /// equality filters' values).
+    head: usize,
+    /// The columns after the head, before the key path: property and whether inverted.
+    columns: Vec<(&'q str, bool)>,
+    path_inverted: bool,
+    bounds: Bounds,
+    reverse: bool,
+    /// Filters checked on a column's value (range filters past the first column).
+    residual: Vec<(usize, &'q PropertyFilter)>,
+    /// Filters checked on the entity (a second equality filter on one property).
+    on_entity: Vec<&'q PropertyFilter>,
+    /// The column of each projected property.
+    projected: Vec<usize>,
+    /// Nothing can match (two equality filters on one property disagree).
+    empty: bool,
+}
+
+/// One result a plan found: its position (the cursor's), its key path (encoded, ascending),
+/// and its projected values.
+struct Found {
+    position: Vec<u8>,
+    path: Vec<u8>,
+    projected: Vec<Value>,
+}
+
+pub(crate) fn corrupt() -> Error {
+    Error::Storage {
+        reason: "an index entry is malformed (the store is corrupt)".to_owned(),
+    }
+}
+
+/// Runs `prepared` with `access` over `store`, from the start to the end cursor.
+pub(crate) fn run(
+    store: &dyn Store,
+    prepared: &Prepared<'_>,
+    access: &Access,
+) -> Result<QueryBatch, Error> {
+    let query = prepared.query;
+    let cursor = |bytes: &Option<Vec<u8>>| -> Result<Option<Vec<u8>>, Error> {
+        let Some(bytes) = bytes else { return Ok(None) };
+        let (tag, position) = prepared.decode_cursor(bytes)?;
+        if tag != access.tag() {
+            return Err(Error::InvalidCursor {
+                reason: "it was made by another plan of this query (a composite index was \
+                         declared since); start the query again"
+                    .to_owned(),
+            });
+        }
+        Ok(Some(position.to_vec()))
+    };
+    let (start, end) = (cursor(&query.start_cursor)?, cursor(&query.end_cursor)?);
+    if *access == Access::Scan {
+        let candidates = candidates(store, prepared)?;
+        return prepared.scan(&candidates, start.as_deref(), end.as_deref());
+    }
+    let limit = query.limit.unwrap_or(usize::MAX);
+    let start = start.filter(|p| !p.is_empty());
+    let end = end.filter(|p| !p.is_empty());
+    let (found, more_results) = match access {
+        Access::Zigzag => zigzag(store, prepared, start, end, limit)?,
+        _ => {
+            let mut entries = entries(prepared, access);
+            if let Some(start) = start {
+                match entries.reverse {
+                    false => entries.bounds.raise(Bound::Excluded(start)),
+                    true => entries.bounds.lower_to(Bound::Excluded(start)),
+                }
+            }
+            if let Some(end) = end {
+                match entries.reverse {
+                    false => entries.bounds.lower_to(Bound::Included(end)),
+                    true => entries.bounds.raise(Bound::Included(end)),
+                }
+            }
+            read(store, &entries, limit)?
+        }
+    };
+    let tag = access.tag();
+    let end_cursor = match (found.last(), &query.start_cursor) {
+        (Some(last), _) => prepared.encode_cursor(tag, &last.position),
+        (None, Some(start)) => start.clone(),
+        (None, None) => prepared.encode_cursor(tag, &[]),
+    };
+    let mut partition = Vec::with_capacity(32);
+    keycode::partition(&mut partition, &query.partition);
+    let mut results = Vec::with_capacity(found.len());
+    for found in found {
+        let path = Reader::new(&found.path).path().map_err(|_| corrupt())?;
+        let key = RawKey::new(Some(query.partition.clone()), path).map_err(|_| corrupt())?;
+        let properties = match &query.shape {
+            ResultShape::KeysOnly => PropertyMap::new(),
+            ResultShape::Full => {
+                let at = [partition.as_slice(), &found.path].concat();
+                load(store, &at)?.ok_or_else(corrupt)?
+            }
+            ResultShape::Projection(names) => names
+                .iter()
+                .cloned()
+                .zip(found.projected.into_iter().map(Property::indexed))
+                .collect(),
+        };
+        results.push(QueryResult {
+            cursor: prepared.encode_cursor(tag, &found.position),
+            key,
+            properties,
+        });
+    }
+    Ok(QueryBatch {
+        results,
+        end_cursor,
+        more_results,
+    })
+}
+
+/// The entity stored under `at` (an entities-table key).
+pub(crate) fn load(store: &dyn Store, at: &[u8]) -> Result<Option<PropertyMap>, Error> {
+    let mut decoded = None;
+    store.get(ENTITIES, at, &mut |bytes| {
+        decoded = Some(codec::Reader::new(bytes).properties());
+    })?;
+    decoded.transpose().map_err(|_| corrupt())
+}
+
+/// Every entity of the query's kind under its ancestor, for a scan.
+fn candidates(
+    store: &dyn Store,
+    prepared: &Prepared<'_>,
+) -> Result<Vec<(RawKey, PropertyMap)>, Error> {
+    let query = prepared.query;
+    let head = index::kind_prefix(&query.partition, &query.kind);
+    let mut prefix = head.clone();
+    if let Some(ancestor) = &query.ancestor {
+        prefix.extend_from_slice(&index::path_prefix(ancestor));
+    }
+    let bounds = Bounds::prefix(prefix);
+    let mut paths = Vec::new();
+    store.scan(KINDS, bounds.range(), false, &mut |k, _| {
+        paths.push(k[head.len()..].to_vec());
+        true
+    })?;
+    let mut partition = Vec::new();
+    keycode::partition(&mut partition, &query.partition);
+    paths
+        .into_iter()
+        .map(|path| {
+            let elements = Reader::new(&path).path().map_err(|_| corrupt())?;
+            let key =
+                RawKey::new(Some(query.partition.clone()), elements).map_err(|_| corrupt())?;
+            let properties = load(store, &[partition.as_slice(), &path].concat())?;
+            Ok((key, properties.ok_or_else(corrupt)?))
+        })
+        .collect()
+}
+
+/// The entries an index plan reads.
+fn entries<'q>(prepared: &Prepared<'q>, access: &'q Access) -> Entries<'q> {
+    let query = prepared.query;
+    let filters_on = |p: &str| -> Vec<&'q PropertyFilter> {
+        query.filters.iter().filter(|f| f.property == p).collect()
+    };
+    let mut head = index::kind_prefix(&query.partition, &query.kind);
+    let mut entries = Entries {
+        table: Cow::Borrowed(KINDS),
+        head: head.len(),
+        columns: Vec::new(),
+        path_inverted: false,
+        bounds: Bounds::prefix(Vec::new()),
+        reverse: false,
+        residual: Vec::new(),
+        on_entity: Vec::new(),
+        projected: Vec::new(),
+        empty: false,
+    };
+    match access {
+        Access::Kind => {
+            let mut prefix = head;
+            if let Some(ancestor) = &query.ancestor {
+                prefix.extend_from_slice(&index::path_prefix(ancestor));
+            }
+            entries.bounds = Bounds::prefix(prefix);
+        }
+        Access::Property { name, reverse } => {
+            entries.table = Cow::Borrowed(PROPERTIES);
+            entries.reverse = *reverse;
+            keycode::bytes(&mut head, name.as_bytes());
+            let filters = filters_on(name);
+            match filters.iter().find(|f| f.op == Operator::Equal) {
+                // The property's value is fixed: every filter on it must accept that value.
+                Some(eq) => {
+                    entries.empty = !filters.iter().all(|f| matches(&eq.value, f.op, &f.value));
+                    head.extend_from_slice(&encoded(&eq.value, false));
+                    entries.head = head.len();
+                    entries.bounds = Bounds::prefix(head);
+                }
+                None => {
+                    entries.head = head.len();
+                    entries.columns.push((name, false));
+                    entries.projected = projected(prepared).iter().map(|_| 0).collect();
+                    let mut bounds = Bounds::prefix(head.clone());
+                    narrow(&mut bounds, &head, false, &filters);
+                    entries.bounds = bounds;
+                }
+            }
+        }
+        Access::Composite { index, reverse } => {
+            entries.table = Cow::Borrowed(&index.table);
+            entries.reverse = *reverse;
+            entries.path_inverted = index.path_inverted();
+            if let Some(ancestor) = &query.ancestor {
+                keycode::path(&mut head, ancestor.path());
+            }
+            let equalities = equality_properties(prepared).len();
+            let (fixed, free) = index.columns.split_at(equalities);
+            for (name, direction) in fixed {
+                let mut equal = filters_on(name)
+                    .into_iter()
+                    .filter(|f| f.op == Operator::Equal);
+                if let Some(first) = equal.next() {
+                    head.extend_from_slice(&encoded(
+                        &first.value,
+                        *direction == Direction::Descending,
+                    ));
+                }
+                entries.on_entity.extend(equal);
+            }
+            entries.head = head.len();
+            entries.columns = free
+                .iter()
+                .map(|(n, d)| (n.as_str(), *d == Direction::Descending))
+                .collect();
+            let mut bounds = Bounds::prefix(head.clone());
+            if let Some((first, inverted)) = entries.columns.first() {
+                narrow(&mut bounds, &head, *inverted, &filters_on(first));
+            }
+            entries.bounds = bounds;
+            for (i, (name, _)) in entries.columns.iter().enumerate().skip(1) {
+                entries
+                    .residual
+                    .extend(filters_on(name).into_iter().map(|f| (i, f)));
+            }
+            entries.projected = projected(prepared)
+                .iter()
+                .filter_map(|p| entries.columns.iter().position(|(n, _)| n == p))
+                .collect();
+        }
+        Access::Zigzag | Access::Scan => {}
+    }
+    entries
+}
+
+/// Reads up to `limit` entries (and whether more follow).
+fn read(
+    store: &dyn Store,
+    entries: &Entries<'_>,
+    limit: usize,
+) -> Result<(Vec<Found>, bool), Error> {
+    let mut found = Vec::new();
+    let mut more = false;
+    if entries.empty {
+        return Ok((found, more));
+    }
+    let mut failure = None;
+    let mut partition = Vec::new();
+    store.scan(
+        &entries.table,
+        entries.bounds.range(),
+        entries.reverse,
+        &mut |k, _| {
+            let mut accept = || -> Result<Option<Found>, Error> {
+                let mut r = Reader::new(k.get(entries.head..).ok_or_else(corrupt)?);
+                let mut values = Vec::with_capacity(entries.columns.len());
+                for (_, inverted) in &entries.columns {
+                    values.push(
+                        match inverted {
+                            true => r.inverted_value(),
+                            false => r.value(),
+                        }
+                        .map_err(|_| corrupt())?,
+                    );
+                }
+                if !entries
+                    .residual
+                    .iter()
+                    .all(|(i, f)| matches(&values[*i], f.op, &f.value))
+                {
+                    return Ok(None);
+                }
+                let path = match entries.path_inverted {
+                    true => r.rest().iter().map(|b| !b).collect(),
+                    false => r.rest().to_vec(),
+                };
+                if !entries.on_entity.is_empty() {
+                    if partition.is_empty() {
+                        let mut reader = Reader::new(k);
+                        reader.partition().map_err(|_| corrupt())?;
+                        partition = k[..k.len() - reader.rest().len()].to_vec();
+                    }
+                    let entity = load(store, &[partition.as_slice(), &path].concat())?
+                        .ok_or_else(corrupt)?;
+                    if !entries.on_entity.iter().all(|f| {
+                        let mut any = false;
+                        super::scan::visit_indexed(&entity, &f.property, &mut |v| {
+                            any = any || matches(v, f.op, &f.value);
+                        });
+                        any
+                    }) {
+                        return Ok(None);
+                    }
+                }
+                Ok(Some(Found {
+                    position: k.to_vec(),
+                    path,
+                    projected: entries
+                        .projected
+                        .iter()
+                        .map(|&i| values[i].clone())
+                        .collect(),
+                }))
+            };
+            match accept() {
+                Ok(None) => true,
+                Ok(Some(_)) if found.len() == limit => {
+                    more = true;
+                    false
+                }
+                Ok(Some(f)) => {
+                    found.push(f);
+                    true
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    false
+                }
+            }
+        },
+    )?;
+    match failure {
+        Some(e) => Err(e),
+        None => Ok((found, more)),
+    }
+}
+
+/// Equality filters answered together: each filter's index entries (property, value) are in
+/// key order, so the keys in all of them are found by leapfrogging — each index seeks to the
+/// largest key another has reached — without reading the entries between.
+fn zigzag(
+    store: &dyn Store,
+    prepared: &Prepared<'_>,
+    start: Option<Vec<u8>>,
+    end: Option<Vec<u8>>,
+    limit: usize,
+) -> Result<(Vec<Found>, bool), Error> {
+    let query = prepared.query;
+    let head = index::kind_prefix(&query.partition, &query.kind);
+    let within = query
+        .ancestor
+        .as_ref()
+        .map(index::path_prefix)
+        .unwrap_or_default();
+    let streams: Vec<(Vec<u8>, Bound<Vec<u8>>)> = query
+        .filters
+        .iter()
+        .map(|f| {
+            let mut base = head.clone();
+            keycode::bytes(&mut base, f.property.as_bytes());
+            base.extend_from_slice(&encoded(&f.value, false));
+            let upper = after_prefix(&[base.as_slice(), &within].concat());
+            (base, upper)
+        })
+        .collect();
+    // The smallest key path still possible: just past the start cursor's.
+    let mut target = match start {
+        Some(mut path) => {
+            path.push(0);
+            path
+        }
+        None => within,
+    };
+    let mut found = Vec::new();
+    let mut more = false;
+    'results: loop {
+        let mut agreed = 0;
+        let mut i = 0;
+        while agreed < streams.len() {
+            let (base, upper) = &streams[i];
+            let lower = [base.as_slice(), &target].concat();
+            let mut next = None;
+            store.scan(
+                PROPERTIES,
+                (Bound::Included(&lower), as_ref(upper)),
+                false,
+                &mut |k, _| {
+                    next = Some(k[base.len()..].to_vec());
+                    false
+                },
+            )?;
+            let Some(path) = next else { break 'results };
+            if path == target {
+                agreed += 1;
+            } else {
+                target = path;
+                agreed = 1;
+            }
+            i = (i + 1) % streams.len();
+        }
+        if end.as_ref().is_some_and(|end| target > *end) {
+            break;
+        }
+        if found.len() == limit {
+            more = true;
+            break;
+        }
+        found.push(Found {
+            position: target.clone(),
+            path: target.clone(),
+            projected: Vec::new(),
+        });
+        target.push(0);
+    }
+    Ok((found, more))
+}

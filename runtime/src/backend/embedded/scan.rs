@@ -1,0 +1,537 @@
+//! The engine's reference evaluation of a query: every candidate entity's rows, filtered
+//! and sorted in memory. It is how queries without an index plan run (outside strict index
+//! mode, and projections of several properties), and it checks and completes every query
+//! first (validation, implied orders, fingerprint) for the index plans too.
+
+use std::cmp::Ordering;
+
+use super::check_ancestors;
+use super::keycode::index_value;
+use crate::backend::{
+    PropertyFilter, PropertyOrder, QueryBatch, QueryResult, QuerySpec, ResultShape,
+};
+use crate::codec::{Reader, Writer, fnv1a};
+use crate::name::{NameRole, validate};
+use crate::property::{Direction, Operator};
+use crate::value::{Property, PropertyMap, Value, compare_values};
+use crate::{Error, RawKey};
+
+/// The plan tag of a scan's cursors.
+pub(crate) const SCAN: u8 = 0;
+
+/// Calls `visit` with each indexed value of `path` (dotted into embedded entities), array
+/// elements flattened. Nothing when the entity lacks the property or it is excluded.
+pub(crate) fn visit_indexed<'p>(
+    properties: &'p PropertyMap,
+    path: &str,
+    visit: &mut dyn FnMut(&'p Value),
+) {
+    let (head, rest) = match path.split_once('.') {
+        Some((head, rest)) => (head, Some(rest)),
+        None => (path, None),
+    };
+    let Some(property) = properties.get(head) else {
+        return;
+    };
+    if property.excluded {
+        return;
+    }
+    fn descend<'p>(value: &'p Value, rest: Option<&str>, visit: &mut dyn FnMut(&'p Value)) {
+        match (value, rest) {
+            // The elements of an array are indexed; the properties of embedded entities inside
+            // an array are not (Firestore in Datastore mode finds nothing through them).
+            (Value::Array(values), None) => values.iter().for_each(|v| descend(v, None, visit)),
+            (Value::Array(_), Some(_)) => {}
+            (Value::Entity(inner), Some(rest)) => visit_indexed(inner, rest, visit),
+            (value, None) => visit(value),
+            (_, Some(_)) => {}
+        }
+    }
+    descend(&property.value, rest, visit);
+}
+
+/// Filters compare in the index order, across types, as the service's index scans do: a
+/// range filter on a number also returns the property's booleans and strings (which sort
+/// after numbers), exactly as Google's emulator does.
+pub(crate) fn matches(value: &Value, op: Operator, operand: &Value) -> bool {
+    let ordering = compare_values(value, operand);
+    match op {
+        Operator::Equal => ordering == Ordering::Equal,
+        Operator::LessThan => ordering == Ordering::Less,
+        Operator::LessThanOrEqual => ordering != Ordering::Greater,
+        Operator::GreaterThan => ordering == Ordering::Greater,
+        Operator::GreaterThanOrEqual => ordering != Ordering::Less,
+    }
+}
+
+/// A query, checked (validated, its orders completed) and ready to run.
+pub(crate) struct Prepared<'q> {
+    pub(crate) query: &'q QuerySpec,
+    /// The orders applied: the given ones, then the range property if not among them.
+    pub(crate) orders: Vec<PropertyOrder>,
+    /// How many of `orders` the query gave (the others are implied).
+    pub(crate) explicit_orders: usize,
+    /// Ties after the last order go by key, in that order's direction (Firestore in
+    /// Datastore mode; the legacy emulator always breaks them ascending).
+    pub(crate) key_direction: Direction,
+    /// The properties whose index the query scans: the ordered ones, then the projected ones.
+    /// An entity gives one row per combination of their distinct matching values, as an index
+    /// scan does (Firestore in Datastore mode; the legacy emulator returned an entity once).
+    scanned: Vec<String>,
+    /// Where each order's value is in a row's scanned values.
+    order_slots: Vec<usize>,
+    /// Where each projected property's value is.
+    projected_slots: Vec<usize>,
+    pub(crate) fingerprint: u64,
+}
+
+/// One result row: an entity (or, for projections of arrays, one combination of elements).
+struct Row<'s> {
+    key: &'s RawKey,
+    properties: &'s PropertyMap,
+    sort: Vec<&'s Value>,
+    projected: Vec<&'s Value>,
+}
+
+impl Row<'_> {
+    fn position(&self) -> Position {
+        Position {
+            at: Some((
+                self.sort.iter().map(|v| (*v).clone()).collect(),
+                self.key.clone(),
+                self.projected.iter().map(|v| (*v).clone()).collect(),
+            )),
+        }
+    }
+}
+
+/// Where a cursor points: after this row (`None`: before the first).
+#[derive(Default)]
+struct Position {
+    at: Option<(Vec<Value>, RawKey, Vec<Value>)>,
+}
+
+const CURSOR_MAGIC: u8 = 0xD5;
+
+impl<'q> Prepared<'q> {
+    pub(crate) fn new(query: &'q QuerySpec) -> Result<Prepared<'q>, Error> {
+        let invalid = |reason: String| Error::InvalidQuery {
+            kind: query.kind.clone(),
+            reason,
+        };
+        validate(NameRole::Kind, &query.kind)?;
+        if let Some(ancestor) = &query.ancestor {
+            if !ancestor.is_complete() || check_ancestors(ancestor).is_err() {
+                return Err(invalid("the ancestor key is incomplete".into()));
+            }
+            if ancestor.partition() != Some(&query.partition) {
+                return Err(invalid("the ancestor key is in another namespace".into()));
+            }
+        }
+        let names = query
+            .filters
+            .iter()
+            .map(|f| &f.property)
+            .chain(query.orders.iter().map(|o| &o.property));
+        let projected: &[String] = match &query.shape {
+            ResultShape::Projection(names) => names,
+            _ => &[],
+        };
+        for name in names.chain(projected) {
+            for segment in name.split('.') {
+                validate(NameRole::Property, segment)?;
+            }
+        }
+        if let Some(f) = query
+            .filters
+            .iter()
+            .find(|f| matches!(f.value, Value::Array(_) | Value::Entity(_)))
+        {
+            return Err(invalid(format!(
+                "the filter on `{}` compares with an array or an embedded entity; filter on one \
+                 element (it matches an array holding it) or on an embedded property \
+                 (`outer.inner`)",
+                f.property
+            )));
+        }
+        let mut inequalities: Vec<&str> = query
+            .filters
+            .iter()
+            .filter(|f| f.op.is_inequality())
+            .map(|f| f.property.as_str())
+            .collect();
+        inequalities.dedup();
+        let mut orders = query.orders.clone();
+        let explicit_orders = orders.len();
+        match inequalities.as_slice() {
+            [] => {}
+            // As in Firestore in Datastore mode: a range property that is not ordered
+            // explicitly is ordered after the explicit orders, in the direction of the last
+            // one. (The legacy emulator refused a first order on another property.)
+            [property] => {
+                if !orders.iter().any(|o| o.property == *property) {
+                    let direction = orders.last().map_or(Direction::Ascending, |o| o.direction);
+                    orders.push(PropertyOrder {
+                        property: (*property).to_owned(),
+                        direction,
+                    });
+                }
+            }
+            several => {
+                return Err(invalid(format!(
+                    "range filters on several properties ({}); a query may have range \
+                     filters on one property only: filter the others in code",
+                    several.join(", ")
+                )));
+            }
+        }
+        // A projection reads an index holding every projected property: after the orders,
+        // the projected properties not ordered, taken by name, in the direction of the last
+        // order (so without an order, results come in the order of the projected values), as
+        // in Firestore in Datastore mode.
+        let mut by_name: Vec<&String> = projected
+            .iter()
+            .filter(|p| !orders.iter().any(|o| o.property == **p))
+            .collect();
+        by_name.sort();
+        by_name.dedup();
+        let direction = orders.last().map_or(Direction::Ascending, |o| o.direction);
+        orders.extend(by_name.into_iter().map(|p| PropertyOrder {
+            property: p.clone(),
+            direction,
+        }));
+        if projected.is_empty() && matches!(query.shape, ResultShape::Projection(_)) {
+            return Err(invalid("a projection needs at least one property".into()));
+        }
+        if let Some(p) = projected.iter().find(|p| {
+            query
+                .filters
+                .iter()
+                .any(|f| f.op == Operator::Equal && &f.property == *p)
+        }) {
+            return Err(invalid(format!(
+                "`{p}` is both projected and filtered by equality; its value is already known, \
+                 remove it from the projection"
+            )));
+        }
+        let mut w = Writer::default();
+        // A cursor of one namespace's query does not resume another's.
+        w.partition(Some(&query.partition));
+        w.bytes.extend_from_slice(query.kind.as_bytes());
+        if let Some(a) = &query.ancestor {
+            w.key(a);
+        }
+        for f in &query.filters {
+            w.bytes.extend_from_slice(f.property.as_bytes());
+            w.u8(f.op as u8);
+            w.value(&f.value);
+        }
+        for o in &orders {
+            w.bytes.extend_from_slice(o.property.as_bytes());
+            w.u8(o.direction as u8);
+        }
+        // Full and keys-only queries walk the same rows, so they share cursors; a projection
+        // walks one row per combination of projected array elements, so it does not.
+        w.u8(u8::from(matches!(query.shape, ResultShape::Projection(_))));
+        for p in projected {
+            w.bytes.extend_from_slice(p.as_bytes());
+        }
+        let mut scanned: Vec<String> = Vec::new();
+        let mut slot = |name: &String| match scanned.iter().position(|s| s == name) {
+            Some(i) => i,
+            None => {
+                scanned.push(name.clone());
+                scanned.len() - 1
+            }
+        };
+        let order_slots = orders.iter().map(|o| slot(&o.property)).collect();
+        let projected_slots = projected.iter().map(&mut slot).collect();
+        Ok(Prepared {
+            query,
+            key_direction: orders.last().map_or(Direction::Ascending, |o| o.direction),
+            orders,
+            explicit_orders,
+            scanned,
+            order_slots,
+            projected_slots,
+            fingerprint: fnv1a(&w.bytes),
+        })
+    }
+
+    fn filters_on<'a>(&'a self, property: &'a str) -> impl Iterator<Item = &'a PropertyFilter> {
+        self.query
+            .filters
+            .iter()
+            .filter(move |f| f.property == property)
+    }
+
+    /// The distinct indexed values of `property` that pass every filter on it.
+    fn candidates<'s>(&self, properties: &'s PropertyMap, property: &str) -> Vec<&'s Value> {
+        let mut values = Vec::new();
+        visit_indexed(properties, property, &mut |v| {
+            if self
+                .filters_on(property)
+                .all(|f| matches(v, f.op, &f.value))
+            {
+                values.push(v);
+            }
+        });
+        values.sort_by(|a, b| compare_values(a, b));
+        values.dedup_by(|a, b| compare_values(a, b) == Ordering::Equal);
+        values
+    }
+
+    /// The rows of one entity, none if it does not match.
+    fn rows<'s>(&self, key: &'s RawKey, properties: &'s PropertyMap, rows: &mut Vec<Row<'s>>) {
+        // Every filter must hold for some indexed value. Equality filters on an array may be
+        // met by different elements; range filters on one property by one element.
+        for filter in &self.query.filters {
+            let mut found = false;
+            visit_indexed(properties, &filter.property, &mut |v| {
+                found = found
+                    || if filter.op == Operator::Equal {
+                        matches(v, filter.op, &filter.value)
+                    } else {
+                        self.filters_on(&filter.property)
+                            .filter(|f| f.op.is_inequality())
+                            .all(|f| matches(v, f.op, &f.value))
+                    };
+            });
+            if !found {
+                return;
+            }
+        }
+        // One row per combination of the scanned properties' matching values (an entity
+        // without one of them has no index entry there, so no row).
+        let mut combinations: Vec<Vec<&'s Value>> = vec![Vec::new()];
+        for property in &self.scanned {
+            let values = self.candidates(properties, property);
+            if values.is_empty() {
+                return;
+            }
+            combinations = combinations
+                .into_iter()
+                .flat_map(|prefix| {
+                    values.iter().map(move |v| {
+                        let mut c = prefix.clone();
+                        c.push(*v);
+                        c
+                    })
+                })
+                .collect();
+        }
+        for values in combinations {
+            rows.push(Row {
+                key,
+                properties,
+                sort: self.order_slots.iter().map(|&i| values[i]).collect(),
+                projected: self.projected_slots.iter().map(|&i| values[i]).collect(),
+            });
+        }
+    }
+
+    /// The order of rows: sort values in their directions, then key, then projected values.
+    fn compare(&self, row: &Row<'_>, position: &Position) -> Ordering {
+        match &position.at {
+            None => Ordering::Greater,
+            Some((sort, key, projected)) => self.compare_parts(
+                &row.sort,
+                row.key,
+                &row.projected,
+                sort.iter(),
+                key,
+                projected.iter(),
+            ),
+        }
+    }
+
+    fn compare_rows(&self, a: &Row<'_>, b: &Row<'_>) -> Ordering {
+        self.compare_parts(
+            &a.sort,
+            a.key,
+            &a.projected,
+            b.sort.iter().copied(),
+            b.key,
+            b.projected.iter().copied(),
+        )
+    }
+
+    fn compare_parts<'a>(
+        &self,
+        sort: &[&Value],
+        key: &RawKey,
+        projected: &[&Value],
+        other_sort: impl Iterator<Item = &'a Value>,
+        other_key: &RawKey,
+        other_projected: impl Iterator<Item = &'a Value>,
+    ) -> Ordering {
+        for ((a, b), order) in sort.iter().zip(other_sort).zip(&self.orders) {
+            let o = compare_values(a, b);
+            let o = match order.direction {
+                Direction::Ascending => o,
+                Direction::Descending => o.reverse(),
+            };
+            if o.is_ne() {
+                return o;
+            }
+        }
+        // The key, then the projected values (rows of one entity), in the last order's direction.
+        let tie = key.cmp(other_key).then_with(|| {
+            projected
+                .iter()
+                .zip(other_projected)
+                .map(|(a, b)| compare_values(a, b))
+                .find(|o| o.is_ne())
+                .unwrap_or(Ordering::Equal)
+        });
+        match self.key_direction {
+            Direction::Ascending => tie,
+            Direction::Descending => tie.reverse(),
+        }
+    }
+
+    /// A cursor of this query: `tag` says which plan made `position`.
+    pub(crate) fn encode_cursor(&self, tag: u8, position: &[u8]) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.u8(CURSOR_MAGIC);
+        w.u64(self.fingerprint);
+        w.u8(tag);
+        w.bytes.extend_from_slice(position);
+        let checksum = fnv1a(&w.bytes);
+        w.u64(checksum);
+        w.bytes
+    }
+
+    /// The plan tag and position of a cursor of this query.
+    pub(crate) fn decode_cursor<'b>(&self, bytes: &'b [u8]) -> Result<(u8, &'b [u8]), Error> {
+        let invalid = |reason: &str| Error::InvalidCursor {
+            reason: reason.to_owned(),
+        };
+        if bytes.len() < 18 || bytes[0] != CURSOR_MAGIC {
+            return Err(invalid("it is not a cursor of this engine"));
+        }
+        let (body, checksum) = bytes.split_at(bytes.len() - 8);
+        if fnv1a(body).to_le_bytes() != checksum {
+            return Err(invalid("it was altered (checksum mismatch)"));
+        }
+        let mut r = Reader::new(&body[1..]);
+        let corrupt = |_| invalid("it is corrupt");
+        if r.u64().map_err(corrupt)? != self.fingerprint {
+            return Err(invalid("it belongs to a different query"));
+        }
+        let tag = r.u8().map_err(corrupt)?;
+        Ok((tag, &body[10..]))
+    }
+
+    /// A scan's position, as cursor bytes.
+    fn encode_position(position: &Position) -> Vec<u8> {
+        let mut w = Writer::default();
+        match &position.at {
+            None => w.u8(0),
+            Some((sort, key, projected)) => {
+                w.u8(1);
+                w.value(&Value::Array(sort.clone()));
+                w.key(key);
+                w.value(&Value::Array(projected.clone()));
+            }
+        }
+        w.bytes
+    }
+
+    fn decode_position(&self, bytes: &[u8]) -> Result<Position, Error> {
+        let invalid = || Error::InvalidCursor {
+            reason: "it is corrupt".to_owned(),
+        };
+        let mut r = Reader::new(bytes);
+        let position = match r.u8().map_err(|_| invalid())? {
+            0 => Position::default(),
+            1 => {
+                let sort = r.value().map_err(|_| invalid())?;
+                let key = r.key().map_err(|_| invalid())?;
+                let projected = r.value().map_err(|_| invalid())?;
+                match (sort, projected) {
+                    (Value::Array(sort), Value::Array(projected))
+                        if sort.len() == self.orders.len() =>
+                    {
+                        Position {
+                            at: Some((sort, key, projected)),
+                        }
+                    }
+                    _ => return Err(invalid()),
+                }
+            }
+            _ => return Err(invalid()),
+        };
+        if !r.is_empty() {
+            return Err(invalid());
+        }
+        Ok(position)
+    }
+
+    /// The query's answer, from all the candidates (the entities of its kind, under its
+    /// ancestor): every row, sorted, then the page between the cursors.
+    pub(crate) fn scan(
+        &self,
+        candidates: &[(RawKey, PropertyMap)],
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<QueryBatch, Error> {
+        let start = start.map(|b| self.decode_position(b)).transpose()?;
+        let end = end.map(|b| self.decode_position(b)).transpose()?;
+        let mut rows: Vec<Row<'_>> = Vec::new();
+        for (key, properties) in candidates {
+            self.rows(key, properties, &mut rows);
+        }
+        rows.retain(|row| {
+            start
+                .as_ref()
+                .is_none_or(|s| self.compare(row, s) == Ordering::Greater)
+                && end
+                    .as_ref()
+                    .is_none_or(|e| self.compare(row, e) != Ordering::Greater)
+        });
+        let limit = self.query.limit.unwrap_or(usize::MAX);
+        let more_results = rows.len() > limit;
+        if more_results {
+            // Only the first `limit` rows are needed: select them, then sort only those.
+            rows.select_nth_unstable_by(limit, |a, b| self.compare_rows(a, b));
+            rows.truncate(limit);
+        }
+        rows.sort_by(|a, b| self.compare_rows(a, b));
+        let cursor =
+            |position: &Position| self.encode_cursor(SCAN, &Self::encode_position(position));
+        let end_cursor = match rows.last() {
+            Some(last) => cursor(&last.position()),
+            None => match (&start, self.query.start_cursor.as_ref()) {
+                (Some(_), Some(bytes)) => bytes.clone(),
+                _ => cursor(&Position::default()),
+            },
+        };
+        let shape = &self.query.shape;
+        let results = rows
+            .into_iter()
+            .map(|row| QueryResult {
+                cursor: cursor(&row.position()),
+                key: row.key.clone(),
+                properties: match shape {
+                    ResultShape::Full => row.properties.clone(),
+                    ResultShape::KeysOnly => PropertyMap::new(),
+                    ResultShape::Projection(names) => names
+                        .iter()
+                        .cloned()
+                        .zip(
+                            row.projected
+                                .iter()
+                                .map(|v| Property::indexed(index_value(v))),
+                        )
+                        .collect(),
+                },
+            })
+            .collect();
+        Ok(QueryBatch {
+            results,
+            end_cursor,
+            more_results,
+        })
+    }
+}

@@ -1,0 +1,309 @@
+//! The ordered key–value store under the engine: named tables of byte keys and values, read
+//! by key or by range (both directions), written in atomic batches. Two implementations: in
+//! memory (`BTreeMap`s) and a `redb` file (ACID; every acknowledged batch is on disk).
+//!
+//! The engine serialises every call (one lock), so a store needs no locking of its own. A
+//! visitor may read the store again (a nested `get` while scanning).
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+
+use redb::ReadableDatabase as _;
+
+use crate::Error;
+
+/// A key range: lower and upper bounds.
+pub(crate) type Range<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);
+
+/// One change of a batch.
+pub(crate) enum Op {
+    Put(Cow<'static, str>, Vec<u8>, Vec<u8>),
+    Delete(Cow<'static, str>, Vec<u8>),
+}
+
+/// Writes applied together, in order: all or none.
+#[derive(Default)]
+pub(crate) struct Batch {
+    pub(crate) ops: Vec<Op>,
+}
+
+impl Batch {
+    pub(crate) fn put(
+        &mut self,
+        table: impl Into<Cow<'static, str>>,
+        key: Vec<u8>,
+        value: Vec<u8>,
+    ) {
+        self.ops.push(Op::Put(table.into(), key, value));
+    }
+
+    pub(crate) fn delete(&mut self, table: impl Into<Cow<'static, str>>, key: Vec<u8>) {
+        self.ops.push(Op::Delete(table.into(), key));
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+/// What the engine needs of a store.
+pub(crate) trait Store: Send {
+    /// Calls `visit` with the value under `key`, if there is one; returns whether there was.
+    fn get(&self, table: &str, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> Result<bool, Error>;
+
+    /// Calls `visit` with each entry of `range`, in key order (descending if `reverse`),
+    /// until it returns `false`.
+    fn scan(
+        &self,
+        table: &str,
+        range: Range<'_>,
+        reverse: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), Error>;
+
+    /// Applies `batch` atomically.
+    fn apply(&mut self, batch: Batch) -> Result<(), Error>;
+}
+
+/// The tables in memory.
+#[derive(Default)]
+pub(crate) struct Memory {
+    tables: HashMap<String, BTreeMap<Vec<u8>, Vec<u8>>>,
+}
+
+/// Calls `visit` with `value` if there is one; returns whether there was.
+fn visit_one(value: Option<&[u8]>, visit: &mut dyn FnMut(&[u8])) -> bool {
+    value.map(visit).is_some()
+}
+
+/// Steps through `entries` forwards (or backwards) until `step` returns `false`.
+fn walk<T>(
+    mut entries: impl DoubleEndedIterator<Item = T>,
+    reverse: bool,
+    mut step: impl FnMut(T) -> Result<bool, Error>,
+) -> Result<(), Error> {
+    loop {
+        let entry = match reverse {
+            true => entries.next_back(),
+            false => entries.next(),
+        };
+        let Some(entry) = entry else { return Ok(()) };
+        if !step(entry)? {
+            return Ok(());
+        }
+    }
+}
+
+/// Whether a range is empty or inverted (`BTreeMap::range` panics on those).
+fn is_empty(range: &Range<'_>) -> bool {
+    match (range.0, range.1) {
+        (Bound::Included(a), Bound::Included(b)) => a > b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
+        | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
+        _ => false,
+    }
+}
+
+impl Store for Memory {
+    fn get(&self, table: &str, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> Result<bool, Error> {
+        Ok(visit_one(
+            self.tables
+                .get(table)
+                .and_then(|t| t.get(key))
+                .map(Vec::as_slice),
+            visit,
+        ))
+    }
+
+    fn scan(
+        &self,
+        table: &str,
+        range: Range<'_>,
+        reverse: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), Error> {
+        let Some(table) = self.tables.get(table) else {
+            return Ok(());
+        };
+        if is_empty(&range) {
+            return Ok(());
+        }
+        walk(table.range::<[u8], _>(range), reverse, |(k, v)| {
+            Ok(visit(k, v))
+        })
+    }
+
+    fn apply(&mut self, batch: Batch) -> Result<(), Error> {
+        for op in batch.ops {
+            match op {
+                Op::Put(table, key, value) => {
+                    match self.tables.get_mut(table.as_ref()) {
+                        Some(t) => t.insert(key, value),
+                        None => self
+                            .tables
+                            .entry(table.into_owned())
+                            .or_default()
+                            .insert(key, value),
+                    };
+                }
+                Op::Delete(table, key) => {
+                    if let Some(t) = self.tables.get_mut(table.as_ref()) {
+                        t.remove(&key);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The tables in a redb file: one file, ACID, each batch one durable transaction.
+pub(crate) struct Redb {
+    db: redb::Database,
+    path: String,
+    /// The snapshot reads use, kept until the next write: opening a read transaction and its
+    /// tables per call would cost more than most reads.
+    snapshot: RefCell<Option<Snapshot>>,
+}
+
+struct Snapshot {
+    read: redb::ReadTransaction,
+    /// Opened tables (`None`: the table does not exist in this snapshot).
+    tables: HashMap<String, Option<Arc<ReadTable>>>,
+}
+
+type Definition<'a> = redb::TableDefinition<'a, &'static [u8], &'static [u8]>;
+type ReadTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
+
+impl Redb {
+    /// Opens (or creates) the file at `path`. Another process holding it open is a clear
+    /// error, never a shared, corrupting use.
+    pub(crate) fn open(path: &Path) -> Result<Redb, Error> {
+        let shown = path.display().to_string();
+        let db = redb::Database::create(path).map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => Error::Storage {
+                reason: format!(
+                    "{shown} is already open (in another process, or by another `Db::open` in \
+                     this one); a file has one user at a time: share the `Db` handle instead"
+                ),
+            },
+            other => Error::Storage {
+                reason: format!("cannot open {shown}: {other}"),
+            },
+        })?;
+        Ok(Redb {
+            db,
+            path: shown,
+            snapshot: RefCell::new(None),
+        })
+    }
+
+    fn error(&self, what: &str, e: impl std::fmt::Display) -> Error {
+        Error::Storage {
+            reason: format!("{what} {}: {e}", self.path),
+        }
+    }
+
+    /// `name` in the current snapshot (taken now if there is none).
+    fn table(&self, name: &str) -> Result<Option<Arc<ReadTable>>, Error> {
+        let mut snapshot = self.snapshot.borrow_mut();
+        if snapshot.is_none() {
+            let read = self
+                .db
+                .begin_read()
+                .map_err(|e| self.error("cannot read", e))?;
+            *snapshot = Some(Snapshot {
+                read,
+                tables: HashMap::new(),
+            });
+        }
+        let Some(snapshot) = snapshot.as_mut() else {
+            return Ok(None);
+        };
+        if let Some(table) = snapshot.tables.get(name) {
+            return Ok(table.clone());
+        }
+        let table = match snapshot.read.open_table(Definition::new(name)) {
+            Ok(t) => Some(Arc::new(t)),
+            Err(redb::TableError::TableDoesNotExist(_)) => None,
+            Err(e) => return Err(self.error("cannot read", e)),
+        };
+        snapshot.tables.insert(name.to_owned(), table.clone());
+        Ok(table)
+    }
+}
+
+impl Store for Redb {
+    fn get(&self, table: &str, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> Result<bool, Error> {
+        let Some(table) = self.table(table)? else {
+            return Ok(false);
+        };
+        let value = table.get(key).map_err(|e| self.error("cannot read", e))?;
+        Ok(visit_one(value.as_ref().map(|v| v.value()), visit))
+    }
+
+    fn scan(
+        &self,
+        table: &str,
+        range: Range<'_>,
+        reverse: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), Error> {
+        if is_empty(&range) {
+            return Ok(());
+        }
+        let Some(table) = self.table(table)? else {
+            return Ok(());
+        };
+        let entries = table
+            .range::<&[u8]>(range)
+            .map_err(|e| self.error("cannot read", e))?;
+        walk(entries, reverse, |entry| {
+            let (k, v) = entry.map_err(|e| self.error("cannot read", e))?;
+            Ok(visit(k.value(), v.value()))
+        })
+    }
+
+    fn apply(&mut self, batch: Batch) -> Result<(), Error> {
+        // The snapshot would pin pages the write frees; a new one is taken at the next read.
+        self.snapshot.borrow_mut().take();
+        let write = self
+            .db
+            .begin_write()
+            .map_err(|e| self.error("cannot write", e))?;
+        {
+            let mut open: HashMap<
+                Cow<'static, str>,
+                redb::Table<'_, &'static [u8], &'static [u8]>,
+            > = HashMap::new();
+            for op in batch.ops {
+                let (table, key, value) = match op {
+                    Op::Put(table, key, value) => (table, key, Some(value)),
+                    Op::Delete(table, key) => (table, key, None),
+                };
+                let t = match open.entry(table) {
+                    std::collections::hash_map::Entry::Occupied(t) => t.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(slot) => {
+                        let t = write
+                            .open_table(Definition::new(slot.key()))
+                            .map_err(|e| self.error("cannot write", e))?;
+                        slot.insert(t)
+                    }
+                };
+                match value {
+                    Some(value) => t.insert(key.as_slice(), value.as_slice()).map(drop),
+                    None => t.remove(key.as_slice()).map(drop),
+                }
+                .map_err(|e| self.error("cannot write", e))?;
+            }
+        }
+        // Durability::Immediate (redb's default): on disk when `commit` returns.
+        write
+            .commit()
+            .map_err(|e| self.error("cannot commit to", e))
+    }
+}
