@@ -391,3 +391,41 @@ impl Backend for Latency {
         self.inner.declare(schema)
     }
 }
+
+/// A numbered note, for the persistence tests (`Db::open`).
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(index(way, -n))]
+pub struct Note {
+    /// Its number.
+    #[key]
+    pub id: KeyId,
+    /// Its number again, indexed: found by a property query too.
+    pub n: i64,
+    /// Which kind of write wrote it: 0 a put, 1 a batch, 2 a transaction.
+    pub way: i64,
+    /// Some text.
+    pub text: String,
+}
+
+impl Note {
+    /// Note number `n` (from 1), written `way`.
+    pub fn numbered(n: i64, way: i64) -> Note {
+        Note {
+            id: KeyId::new(n).expect("notes are numbered from 1"),
+            n,
+            way,
+            text: format!("note {n}"),
+        }
+    }
+}
+
+/// How many notes transactions wrote: each transaction writes a note and counts it here, in
+/// one commit.
+#[derive(Entity, Debug, Clone, PartialEq)]
+pub struct Ledger {
+    /// Always `ledger`.
+    #[key]
+    pub name: KeyName,
+    /// The notes written by transactions.
+    pub notes: i64,
+}
