@@ -30,13 +30,13 @@ impl Writer {
         self.bytes.extend_from_slice(&n.to_le_bytes());
     }
 
-    fn len(&mut self, n: usize) {
+    pub(crate) fn len(&mut self, n: usize) {
         // Lengths beyond u32 cannot occur: entities are far smaller.
         self.bytes
             .extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
     }
 
-    fn bytes(&mut self, b: &[u8]) {
+    pub(crate) fn bytes(&mut self, b: &[u8]) {
         self.len(b.len());
         self.bytes.extend_from_slice(b);
     }
@@ -126,6 +126,10 @@ impl Writer {
     }
 
     pub(crate) fn properties(&mut self, properties: &PropertyMap) {
+        if let Some(stored) = properties.stored_bytes() {
+            self.bytes.extend_from_slice(stored);
+            return;
+        }
         self.len(properties.len());
         for (name, property) in properties {
             self.bytes(name.as_bytes());
@@ -250,7 +254,7 @@ impl<'a> Reader<'a> {
 
     pub(crate) fn properties(&mut self) -> Result<PropertyMap> {
         let n = self.len()?;
-        let mut properties = PropertyMap::new();
+        let mut properties = PropertyMap::with_capacity(n.min(self.bytes.len()), 16 * n.min(64));
         for _ in 0..n {
             let name = self.string()?;
             let excluded = self.u8()? != 0;
@@ -284,7 +288,7 @@ mod tests {
     #[test]
     fn values_round_trip_and_garbage_is_an_error() {
         let mut inner = PropertyMap::new();
-        inner.insert("a".into(), Property::excluded(Value::Double(f64::NAN)));
+        inner.insert("a", Property::excluded(Value::Double(f64::NAN)));
         let key = RawKey::new(
             Some(PartitionId::default()),
             vec![PathElement::new("K", Some(IdOrName::Id(KeyId::new(3).unwrap()))).unwrap()],

@@ -193,9 +193,16 @@ impl Db {
     /// An entity's properties as the backend stores them: keys held in properties take this
     /// handle's partition unless they carry one (a reference to another namespace is valid).
     pub(crate) fn outgoing_properties(&self, properties: &mut crate::PropertyMap) {
-        properties
-            .values_mut()
-            .for_each(|p| self.outgoing_value(&mut p.value));
+        // Most entities hold no key without a partition: then there is nothing to change
+        // (and a map in the stored form stays as it is).
+        if properties
+            .view()
+            .any(|(_, _, v)| crate::stored::lacks_partition(v))
+        {
+            properties
+                .values_mut()
+                .for_each(|p| self.outgoing_value(&mut p.value));
+        }
     }
 
     /// A value as the backend sees it: keys in it take this handle's partition unless they

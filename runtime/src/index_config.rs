@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 
 use crate::entity::{IndexSchema, Schema};
 use crate::property::Direction;
-use crate::value::{PropertyMap, Value};
+use crate::stored::ValueView;
+use crate::value::PropertyMap;
 use crate::{Error, RawKey};
 
 /// The most index entries one entity may have in Datastore mode (R-I5).
@@ -14,15 +15,15 @@ pub const MAX_INDEX_ENTRIES: usize = 20_000;
 
 /// How many indexed values a property holds: one per value, one per array element, one per
 /// indexed value inside an embedded entity; none when it is excluded.
-fn indexed_values(value: &Value, excluded: bool) -> usize {
+fn indexed_values(value: ValueView<'_>, excluded: bool) -> usize {
     if excluded {
         return 0;
     }
     match value {
-        Value::Array(values) => values.iter().map(|v| indexed_values(v, false)).sum(),
-        Value::Entity(properties) => properties
-            .values()
-            .map(|p| indexed_values(&p.value, p.excluded))
+        ValueView::Array(values) => values.iter().map(|v| indexed_values(v, false)).sum(),
+        ValueView::Entity(properties) => properties
+            .iter()
+            .map(|(_, excluded, v)| indexed_values(v, excluded))
             .sum(),
         _ => 1,
     }
@@ -37,15 +38,17 @@ pub(crate) fn check_index_entries(
     key: &RawKey,
     properties: &PropertyMap,
 ) -> Result<(), Error> {
-    let count = |name: &str| {
-        properties
-            .get(name)
-            .map_or(0, |p| indexed_values(&p.value, p.excluded))
-    };
     let mut by_property: Vec<(&str, usize)> = properties
-        .keys()
-        .map(|name| (name.as_str(), count(name)))
+        .view()
+        .map(|(name, excluded, value)| (name, indexed_values(value, excluded)))
         .collect();
+    let counts = by_property.clone();
+    let count = |name: &str| {
+        counts
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(0, |(_, c)| *c)
+    };
     let mut total: usize = by_property.iter().map(|(_, n)| n).sum();
     for index in schema.indexes {
         let entries = composite_entries(index, key, &count);

@@ -34,10 +34,12 @@ mod error;
 mod index_config;
 pub mod key;
 mod limits;
+mod map;
 pub mod name;
 pub mod property;
 pub mod query;
 pub mod scale;
+mod stored;
 mod txn;
 pub mod value;
 

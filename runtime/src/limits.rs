@@ -4,7 +4,8 @@
 
 use crate::codec::Writer;
 use crate::name::{NameRole, validate};
-use crate::value::{PropertyMap, Value};
+use crate::stored::ValueView;
+use crate::value::PropertyMap;
 use crate::{Error, RawKey};
 
 /// Longest indexed string or byte string, in bytes (R-I4).
@@ -15,70 +16,82 @@ pub const MAX_ENTITY_BYTES: usize = 1_048_572;
 
 /// Every limit on one entity the service would check.
 pub(crate) fn check_entity(key: &RawKey, entity: &PropertyMap) -> Result<(), Error> {
-    let kind = key.kind();
-    properties(kind, "", entity, false, false)?;
+    let mut path = Vec::new();
+    properties(key.kind(), &mut path, entity.view(), false, false)?;
     let mut w = Writer::default();
     w.key(key);
-    w.properties(entity);
+    let size = w.bytes.len()
+        + match entity.stored_bytes() {
+            Some(stored) => stored.len(),
+            None => {
+                w.properties(entity);
+                w.bytes.len()
+            }
+        };
     // The crate's own encoding is within a few bytes of the service's for large entities;
     // the cloud backend checks the exact size of what it sends too.
-    if w.bytes.len() > MAX_ENTITY_BYTES {
+    if size > MAX_ENTITY_BYTES {
         return Err(Error::EntityTooLarge {
             key: format!("{key:?}"),
-            size: w.bytes.len(),
+            size,
             max: MAX_ENTITY_BYTES,
         });
     }
     Ok(())
 }
 
-fn properties(
+/// The dotted path of the property being checked, built only for an error.
+fn dotted(path: &[&str]) -> String {
+    path.join(".")
+}
+
+fn properties<'a>(
     kind: &str,
-    prefix: &str,
-    map: &PropertyMap,
+    path: &mut Vec<&'a str>,
+    map: impl Iterator<Item = (&'a str, bool, ValueView<'a>)>,
     excluded: bool,
     in_array: bool,
 ) -> Result<(), Error> {
-    for (name, property) in map {
+    for (name, property_excluded, v) in map {
         validate(NameRole::Property, name)?;
-        value(
-            kind,
-            &format!("{prefix}{name}"),
-            &property.value,
-            excluded || property.excluded,
-            in_array,
-        )?;
+        path.push(name);
+        value(kind, path, v, excluded || property_excluded, in_array)?;
+        path.pop();
     }
     Ok(())
 }
 
-fn value(
+fn value<'a>(
     kind: &str,
-    path: &str,
-    value: &Value,
+    path: &mut Vec<&'a str>,
+    value: ValueView<'a>,
     excluded: bool,
     in_array: bool,
 ) -> Result<(), Error> {
-    let too_large = |len: usize| Error::IndexedValueTooLarge {
+    let too_large = |path: &[&str], len: usize| Error::IndexedValueTooLarge {
         kind: kind.to_owned(),
-        property: path.to_owned(),
+        property: dotted(path),
         len,
         max: MAX_INDEXED_BYTES,
     };
     match value {
-        Value::String(s) if !excluded && s.len() > MAX_INDEXED_BYTES => Err(too_large(s.len())),
-        Value::Blob(b) if !excluded && b.len() > MAX_INDEXED_BYTES => Err(too_large(b.len())),
-        Value::Array(_) if in_array => Err(Error::InvalidValue {
+        ValueView::String(s) if !excluded && s.len() > MAX_INDEXED_BYTES => {
+            Err(too_large(path, s.len()))
+        }
+        ValueView::Blob(b) if !excluded && b.len() > MAX_INDEXED_BYTES => {
+            Err(too_large(path, b.len()))
+        }
+        ValueView::Array(_) if in_array => Err(Error::InvalidValue {
             kind: kind.to_owned(),
-            property: path.to_owned(),
+            property: dotted(path),
             reason: "an array directly inside an array, which the service refuses; wrap each \
                      inner array in an embedded entity (a struct deriving `Entity` without `#[key]`)"
                 .to_owned(),
         }),
-        Value::Array(values) => values
+        ValueView::Array(values) => values
             .iter()
             .try_for_each(|v| self::value(kind, path, v, excluded, true)),
-        Value::Entity(inner) => properties(kind, &format!("{path}."), inner, excluded, false),
+        ValueView::Entity(inner) => properties(kind, path, inner.iter(), excluded, false),
         _ => Ok(()),
     }
 }

@@ -21,6 +21,7 @@ pub use crate::key::{IdOrName, Key, RawKey};
 pub use crate::property::{Direction, Excluded, Indexed, PropertyPath};
 pub use crate::scale::counter::{increment, total};
 pub use crate::scale::sharded_index::{ShardIndexable, ShardedQuery, companion_value};
+pub use crate::stored::{StoredValue, StoredWriter};
 pub use crate::value::{
     DecodeError, Flat, Indexable, NotProjectable, Projectable, Projects, Property, PropertyMap,
     PropertyType, Steady, Value, WholeEntity,
@@ -54,10 +55,9 @@ impl<T> Default for Probe<T> {
 
 /// Reads property `name` out of `properties` as a `T` (missing → `T::from_missing`).
 pub fn take<T: PropertyType>(properties: &mut PropertyMap, name: &str) -> Result<T, DecodeError> {
-    match properties.remove(name) {
-        Some(property) => T::from_value(property.value),
-        None => T::from_missing(),
-    }
+    properties
+        .take_as(name, T::read_stored, T::from_value)
+        .unwrap_or_else(T::from_missing)
 }
 
 /// Reads projected property `name` (an index value) as a `T`.
@@ -83,13 +83,7 @@ pub trait PropertyProbe<T> {
 
 impl<T: PropertyType> PropertyProbe<T> for Probe<T> {
     fn put(&self, properties: &mut PropertyMap, name: &'static str, value: &T, excluded: bool) {
-        properties.insert(
-            name.to_owned(),
-            Property {
-                value: value.to_value(),
-                excluded,
-            },
-        );
+        properties.put_stored(name, excluded, |w| value.write_stored(w));
     }
     fn take(&self, properties: &mut PropertyMap, name: &str) -> Result<T, DecodeError> {
         take(properties, name)
@@ -175,13 +169,8 @@ impl<T: BlobField> BlobProbe<T> for Probe<T> {
         value: &T,
         excluded: bool,
     ) {
-        properties.insert(
-            name.to_owned(),
-            Property {
-                value: value.to_blob(),
-                excluded,
-            },
-        );
+        let blob = value.to_blob();
+        properties.put_stored(name, excluded, |w| w.value(&blob));
     }
     fn take_blob(&self, properties: &mut PropertyMap, name: &str) -> Result<T, DecodeError> {
         take_blob(properties, name)
@@ -340,4 +329,19 @@ pub fn parent_field<P: Entity>(key: &RawKey) -> Result<Key<P>, DecodeError> {
         }
         None => Err(found("a root key with no parent".to_owned())),
     }
+}
+
+/// The embedded engine's stored form of `entity`: what a put converts it to. For the
+/// conversion benchmark (`benches/`), which measures the real path.
+pub fn store_form<E: Entity>(entity: &E) -> Vec<u8> {
+    crate::backend::embedded::encode_entity(entity.to_properties())
+}
+
+/// `E` from its stored form: what a get converts back.
+pub fn from_store_form<E: Entity>(key: &RawKey, bytes: &[u8]) -> Result<E, Error> {
+    let properties =
+        crate::backend::embedded::decode_entity(bytes).ok_or_else(|| Error::Storage {
+            reason: "a stored entity is malformed".to_owned(),
+        })?;
+    E::from_entity(key, properties)
 }

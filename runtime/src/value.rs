@@ -1,15 +1,14 @@
 //! Values as the store holds them, and the conversions from and to Rust types.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Deref;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::entity::Schema;
+pub use crate::stored::{StoredValue, StoredWriter};
 use crate::{Entity, Error, Key, KeyId, KeyName, RawKey};
 
-/// The properties of an entity (or of an embedded entity), by name.
-pub type PropertyMap = BTreeMap<String, Property>;
+pub use crate::map::PropertyMap;
 
 /// One stored property: its value and whether it is excluded from indexes (R-I1).
 #[derive(Clone, Debug, PartialEq)]
@@ -166,6 +165,20 @@ pub trait PropertyType: Sized {
     /// whose index form differs accept it here; the others read it as a stored value.
     fn from_index_value(value: Value) -> Result<Self, DecodeError> {
         Self::from_value(value)
+    }
+
+    /// Writes the value in the embedded engine's stored form, without building a [`Value`].
+    /// The default goes through [`to_value`](PropertyType::to_value). Not a public API.
+    #[doc(hidden)]
+    fn write_stored(&self, w: &mut StoredWriter<'_>) {
+        w.value(&self.to_value());
+    }
+
+    /// Reads the value from the embedded engine's stored form. The default goes through
+    /// [`from_value`](PropertyType::from_value). Not a public API.
+    #[doc(hidden)]
+    fn read_stored(value: StoredValue<'_>) -> Result<Self, DecodeError> {
+        Self::from_value(value.to_value())
     }
 
     /// The value of a property the entity does not have (an error, except for `Option` and `Vec`).
@@ -330,6 +343,9 @@ macro_rules! integer_property {
             fn to_value(&self) -> Value {
                 Value::Integer(i64::from(*self))
             }
+            fn write_stored(&self, w: &mut StoredWriter<'_>) {
+                w.integer(i64::from(*self));
+            }
             fn from_value(value: Value) -> Result<Self, DecodeError> {
                 match value {
                     Value::Integer(i) => <$t>::try_from(i).map_err(|_| DecodeError {
@@ -365,9 +381,31 @@ macro_rules! simple_property {
 simple_property! {
     bool => Boolean, "boolean";
     f64 => Double, "double";
-    String => String, "string";
     GeoPoint => GeoPoint, "geo point";
     RawKey => Key, "key";
+}
+
+impl PropertyType for String {
+    type Operand = String;
+    type Growth = Steady;
+    fn to_value(&self) -> Value {
+        Value::String(self.clone())
+    }
+    fn from_value(value: Value) -> Result<Self, DecodeError> {
+        match value {
+            Value::String(s) => Ok(s),
+            other => Err(DecodeError::mismatch("string", &other)),
+        }
+    }
+    fn write_stored(&self, w: &mut StoredWriter<'_>) {
+        w.string(self);
+    }
+    fn read_stored(value: StoredValue<'_>) -> Result<Self, DecodeError> {
+        match value.as_str() {
+            Some(s) => Ok(s.to_owned()),
+            None => Self::from_value(value.to_value()),
+        }
+    }
 }
 
 impl PropertyType for Blob {
@@ -380,6 +418,15 @@ impl PropertyType for Blob {
         match value {
             Value::Blob(b) => Ok(b),
             other => Err(DecodeError::mismatch("blob", &other)),
+        }
+    }
+    fn write_stored(&self, w: &mut StoredWriter<'_>) {
+        w.blob(self);
+    }
+    fn read_stored(value: StoredValue<'_>) -> Result<Self, DecodeError> {
+        match value.as_blob() {
+            Some(b) => Ok(Blob::from(b)),
+            None => Self::from_value(value.to_value()),
         }
     }
     fn from_index_value(value: Value) -> Result<Self, DecodeError> {
@@ -412,6 +459,9 @@ impl PropertyType for Timestamp {
     type Growth = Increasing;
     fn to_value(&self) -> Value {
         Value::Timestamp(*self)
+    }
+    fn write_stored(&self, w: &mut StoredWriter<'_>) {
+        w.timestamp(*self);
     }
     fn from_index_value(value: Value) -> Result<Self, DecodeError> {
         match value {
@@ -469,6 +519,9 @@ impl<E: Entity> PropertyType for Key<E> {
     fn to_value(&self) -> Value {
         Value::Key(self.raw().clone())
     }
+    fn write_stored(&self, w: &mut StoredWriter<'_>) {
+        w.key(self.raw());
+    }
     fn from_value(value: Value) -> Result<Self, DecodeError> {
         match value {
             Value::Key(raw) => {
@@ -517,6 +570,18 @@ impl<T: PropertyType> PropertyType for Option<T> {
             other => T::from_value(other).map(Some),
         }
     }
+    fn write_stored(&self, w: &mut StoredWriter<'_>) {
+        match self {
+            Some(v) => v.write_stored(w),
+            None => w.null(),
+        }
+    }
+    fn read_stored(value: StoredValue<'_>) -> Result<Self, DecodeError> {
+        match value.is_null() {
+            true => Ok(None),
+            false => T::read_stored(value).map(Some),
+        }
+    }
     fn from_index_value(value: Value) -> Result<Self, DecodeError> {
         match value {
             Value::Null => Ok(None),
@@ -545,6 +610,19 @@ impl<T: PropertyType> PropertyType for Vec<T> {
             other => Err(DecodeError::mismatch("array", &other)),
         }
     }
+    fn write_stored(&self, w: &mut StoredWriter<'_>) {
+        w.array(self.len());
+        self.iter().for_each(|v| v.write_stored(w));
+    }
+    fn read_stored(value: StoredValue<'_>) -> Result<Self, DecodeError> {
+        match value.elements() {
+            Some(elements) => elements
+                .enumerate()
+                .map(|(i, v)| T::read_stored(v).map_err(|e| e.within(&format!("[{i}]"))))
+                .collect(),
+            None => Self::from_value(value.to_value()),
+        }
+    }
     fn from_missing() -> Result<Self, DecodeError> {
         // The service drops empty arrays from some clients' writes: missing reads as empty.
         Ok(Vec::new())
@@ -560,6 +638,12 @@ impl<T: PropertyType> PropertyType for Box<T> {
     }
     fn from_value(value: Value) -> Result<Self, DecodeError> {
         T::from_value(value).map(Box::new)
+    }
+    fn write_stored(&self, w: &mut StoredWriter<'_>) {
+        (**self).write_stored(w);
+    }
+    fn read_stored(value: StoredValue<'_>) -> Result<Self, DecodeError> {
+        T::read_stored(value).map(Box::new)
     }
     fn from_index_value(value: Value) -> Result<Self, DecodeError> {
         T::from_index_value(value).map(Box::new)

@@ -313,18 +313,32 @@ impl Backend for Instrumented {
 
 /// Wraps the embedded engine and adds a fixed round trip to every call, as a network would:
 /// the window in which concurrent transactions conflict grows with it.
+/// Counts the transactions begun (one per attempt).
 pub struct Latency {
     inner: Embedded,
     round_trip: std::time::Duration,
+    begun: AtomicUsize,
 }
 
 impl Latency {
     /// A fresh engine behind a `round_trip` delay, and a `Db` on it.
     pub fn db(round_trip: std::time::Duration) -> Db {
-        Db::with_backend(Arc::new(Latency {
+        Latency::new(round_trip).1
+    }
+
+    /// A fresh engine behind a `round_trip` delay, and a `Db` on it.
+    pub fn new(round_trip: std::time::Duration) -> (Arc<Latency>, Db) {
+        let backend = Arc::new(Latency {
             inner: Embedded::new(),
             round_trip,
-        }))
+            begun: AtomicUsize::new(0),
+        });
+        (backend.clone(), Db::with_backend(backend))
+    }
+
+    /// How many transactions were begun so far: one per attempt.
+    pub fn transactions_begun(&self) -> usize {
+        self.begun.load(Ordering::Relaxed)
     }
 }
 
@@ -369,6 +383,7 @@ impl Backend for Latency {
         partition: &'a PartitionId,
         mode: &'a TransactionMode,
     ) -> BoxFuture<'a, Result<TransactionId, Error>> {
+        self.begun.fetch_add(1, Ordering::Relaxed);
         after_round_trip!(self, self.inner.begin_transaction(partition, mode))
     }
 

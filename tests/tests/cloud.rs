@@ -200,15 +200,25 @@ fn the_cloud_backend_connects_nowhere_but_its_endpoint() {
 
 #[tokio::test]
 async fn an_unreachable_endpoint_is_a_clear_error() {
-    let closed = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let error = Db::cloud_builder(PROJECT)
-        .endpoint(format!("http://127.0.0.1:{closed}"))
-        .build()
-        .await
-        .unwrap_err();
+    // A port nothing listens on. Another test of this binary may start an emulator on a
+    // port it found the same way meanwhile: then that one is taken, try another.
+    let mut attempts = 0;
+    let (closed, error) = loop {
+        let closed = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let built = Db::cloud_builder(PROJECT)
+            .endpoint(format!("http://127.0.0.1:{closed}"))
+            .build()
+            .await;
+        attempts += 1;
+        match built {
+            Err(error) => break (closed, error),
+            Ok(_) if attempts < 5 => continue,
+            Ok(_) => panic!("5 free ports in a row were listened on by the time we connected"),
+        }
+    };
     match error {
         Error::Unavailable { reason } => {
             assert!(reason.contains(&format!("127.0.0.1:{closed}")), "{reason}");

@@ -229,7 +229,7 @@ fn wrong_shape_is_a_typed_error_naming_kind_property_and_types() {
     let account = Account::key(KeyName::new("ann").unwrap());
     let mut properties = PropertyMap::new();
     properties.insert(
-        "email".into(),
+        "email",
         datastore_entity::Property::indexed(Value::Integer(7)),
     );
     let error = Account::from_entity(account.raw(), properties).unwrap_err();

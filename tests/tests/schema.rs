@@ -222,11 +222,11 @@ fn an_unknown_stored_string_is_a_decode_error_naming_the_choices() {
     let mut properties = article.to_properties();
     properties.get_mut("status").unwrap().value = Value::String("archived".into());
     properties.insert(
-        "views".into(),
+        "views",
         datastore_entity::Property::indexed(Value::Integer(0)),
     );
     properties.insert(
-        "likeCount".into(),
+        "likeCount",
         datastore_entity::Property::indexed(Value::Integer(0)),
     );
     let error = Article::from_entity(article.entity_key().unwrap().raw(), properties).unwrap_err();

@@ -40,15 +40,33 @@ pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
                     .map_err(|__e| __e.into_error(<Self as #p::Entity>::KIND, "__key__"))?,
             }
         });
-        let fields = entity.properties().map(|field| {
-            let field_ident = &field.ident;
-            let read = read_property(entity, field);
-            let name = field.name.text();
-            quote! {
-                #field_ident: #read.map_err(|__e| __e.into_error(<Self as #p::Entity>::KIND, #name))?,
-            }
-        });
+        // Read in name order, the stored form's (each property is then the first one left);
+        // a mistake is reported for the first field in declaration order, as it reads.
+        let mut reads: Vec<(String, syn::Ident, TokenStream)> = entity
+            .properties()
+            .enumerate()
+            .map(|(i, field)| {
+                let local = quote::format_ident!("__field{}", i);
+                let read = read_property(entity, field);
+                let name = field.name.text();
+                let stmt = quote! {
+                    let #local = #read.map_err(|__e| __e.into_error(<Self as #p::Entity>::KIND, #name));
+                };
+                (name, local, stmt)
+            })
+            .collect();
+        let fields: Vec<TokenStream> = entity
+            .properties()
+            .zip(&reads)
+            .map(|(field, (_, local, _))| {
+                let field_ident = &field.ident;
+                quote!(#field_ident: #local?,)
+            })
+            .collect();
+        reads.sort_by(|a, b| a.0.cmp(&b.0));
+        let reads = reads.into_iter().map(|(_, _, stmt)| stmt);
         quote! {
+            #(#reads)*
             #p::Result::Ok(Self {
                 #key_ident: (&#p::Probe::<#key_ty>::new()).key_field(__key)
                     .map_err(|__e| __e.into_error(<Self as #p::Entity>::KIND, "__key__"))?,
@@ -240,49 +258,54 @@ fn count(value: u64) -> u32 {
     u32::try_from(value).unwrap_or(u32::MAX)
 }
 
-/// The block that builds the `PropertyMap` from `self`.
+/// The block that builds the `PropertyMap` from `self`: each field written straight into
+/// the stored form, in name order (the order the stored form keeps), with no `Value` built.
 fn to_properties(entity: &Entity) -> TokenStream {
     let p = private(entity);
-    let puts = entity.stored().map(|field| {
-        let ident = &field.ident;
-        let ty = &field.ty;
-        let name = field.name.text();
-        let excluded = field.excluded();
-        let put = match field.flags.blob {
-            Some(_) => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put_blob),
-            None => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put),
-        };
-        quote! { #put(&mut __properties, #name, &self.#ident, #excluded); }
-    });
-    let companions = entity
-        .is_entity()
-        .then(|| {
-            entity.sharded_indexes().enumerate().map(|(i, field)| {
-                let ident = &field.ident;
-                let ty = &field.ty;
-                let companion = field.companion();
-                quote! {
-                    if let #p::Option::Some(__sort) = (&#p::Probe::<#ty>::new()).sort_value(&self.#ident) {
-                        let __key = <Self as #p::Entity>::entity_key(self).ok();
-                        __properties.insert(
-                            #p::From::from(#companion),
-                            #p::Property::indexed(#p::companion_value(
-                                &<Self as #p::Entity>::SCHEMA.sharded_indexes[#i],
-                                __key.as_ref().map(#p::Key::raw),
-                                __sort,
-                            )),
-                        );
-                    }
-                }
-            })
+    let mut puts: Vec<(String, TokenStream)> = entity
+        .stored()
+        .map(|field| {
+            let ident = &field.ident;
+            let ty = &field.ty;
+            let name = field.name.text();
+            let excluded = field.excluded();
+            let put = match field.flags.blob {
+                Some(_) => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put_blob),
+                None => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put),
+            };
+            (
+                name.to_owned(),
+                quote! { #put(&mut __properties, #name, &self.#ident, #excluded); },
+            )
         })
-        .into_iter()
-        .flatten();
+        .collect();
+    if entity.is_entity() {
+        puts.extend(entity.sharded_indexes().enumerate().map(|(i, field)| {
+            let ident = &field.ident;
+            let ty = &field.ty;
+            let companion = field.companion();
+            let put = quote! {
+                if let #p::Option::Some(__sort) = (&#p::Probe::<#ty>::new()).sort_value(&self.#ident) {
+                    let __key = <Self as #p::Entity>::entity_key(self).ok();
+                    let __value = #p::companion_value(
+                        &<Self as #p::Entity>::SCHEMA.sharded_indexes[#i],
+                        __key.as_ref().map(#p::Key::raw),
+                        __sort,
+                    );
+                    __properties.put_stored(#companion, false, |__w| __w.value(&__value));
+                }
+            };
+            (companion, put)
+        }));
+    }
+    // Stored names compare as bytes, as `str`s do.
+    puts.sort_by(|a, b| a.0.cmp(&b.0));
+    let count = puts.len();
+    let puts = puts.into_iter().map(|(_, put)| put);
     quote! {{
         #[allow(unused_mut)]
-        let mut __properties = #p::PropertyMap::new();
+        let mut __properties = #p::PropertyMap::stored_with_capacity(#count, 16 + 48 * #count);
         #(#puts)*
-        #(#companions)*
         __properties
     }}
 }

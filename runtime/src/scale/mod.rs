@@ -325,10 +325,7 @@ pub(crate) async fn load<E: Entity>(
 /// Puts each counter's total where the entity's field reads it from.
 fn fill_counters(schema: &Schema, properties: &mut PropertyMap, totals: &[i64]) {
     for (counter, total) in schema.counters.iter().zip(totals) {
-        properties.insert(
-            counter.name.to_owned(),
-            Property::excluded(Value::Integer(*total)),
-        );
+        properties.insert(counter.name, Property::excluded(Value::Integer(*total)));
     }
 }
 

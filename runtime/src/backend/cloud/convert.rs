@@ -124,7 +124,12 @@ impl Partitions {
                 key: None,
                 properties: properties
                     .iter()
-                    .map(|(name, p)| (name.clone(), self.value(&p.value, p.excluded || excluded)))
+                    .map(|(name, p)| {
+                        (
+                            name.to_owned(),
+                            self.value(&p.value, p.excluded || excluded),
+                        )
+                    })
                     .collect(),
             }),
         };
@@ -141,7 +146,7 @@ impl Partitions {
     ) -> std::collections::HashMap<String, pb::Value> {
         properties
             .iter()
-            .map(|(name, p)| (name.clone(), self.value(&p.value, p.excluded)))
+            .map(|(name, p)| (name.to_owned(), self.value(&p.value, p.excluded)))
             .collect()
     }
 
@@ -332,7 +337,7 @@ mod tests {
             )
             .unwrap();
         let mut inner = PropertyMap::new();
-        inner.insert("x".into(), Property::excluded(Value::Integer(1)));
+        inner.insert("x", Property::excluded(Value::Integer(1)));
         for value in [
             Value::Null,
             Value::Boolean(true),

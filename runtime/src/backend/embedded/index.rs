@@ -12,12 +12,12 @@
 //! - `meta`: the id allocator's state, reserved ids, declared indexes.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 
 use super::keycode;
 use crate::entity::IndexSchema;
 use crate::property::Direction;
-use crate::value::{PropertyMap, Value};
+use crate::stored::ValueView;
+use crate::value::PropertyMap;
 use crate::{PartitionId, RawKey};
 
 pub(crate) const ENTITIES: &str = "entities";
@@ -148,37 +148,52 @@ pub(crate) fn path_prefix(key: &RawKey) -> Vec<u8> {
     out
 }
 
-/// The distinct indexed values of every indexed property path, encoded, by path: array
-/// elements each, embedded entities' properties as `outer.inner` (not inside arrays).
-pub(crate) fn indexed_values(properties: &PropertyMap) -> BTreeMap<String, Vec<Vec<u8>>> {
-    fn walk(prefix: &str, properties: &PropertyMap, out: &mut BTreeMap<String, Vec<Vec<u8>>>) {
-        for (name, property) in properties {
-            if property.excluded {
+/// One indexed property path (`outer.inner` inside embedded entities, not inside arrays)
+/// and its distinct values, encoded.
+pub(crate) struct Column<'a> {
+    pub(crate) path: Cow<'a, str>,
+    pub(crate) values: Vec<Vec<u8>>,
+}
+
+/// The indexed property paths of an entity and their distinct encoded values, read where
+/// the properties lie (the stored form is not decoded).
+pub(crate) fn indexed_values(properties: &PropertyMap) -> Vec<Column<'_>> {
+    fn walk<'a>(
+        prefix: Option<&str>,
+        properties: impl Iterator<Item = (&'a str, bool, ValueView<'a>)>,
+        out: &mut Vec<Column<'a>>,
+    ) {
+        for (name, excluded, value) in properties {
+            if excluded {
                 continue;
             }
-            let path = format!("{prefix}{name}");
-            match &property.value {
-                Value::Entity(inner) => walk(&format!("{path}."), inner, out),
-                Value::Array(values) => {
-                    for value in values {
-                        push(out, &path, value);
-                    }
+            let path: Cow<'a, str> = match prefix {
+                None => Cow::Borrowed(name),
+                Some(prefix) => Cow::Owned(format!("{prefix}.{name}")),
+            };
+            let mut values: Vec<Vec<u8>> = Vec::new();
+            let mut push = |value: ValueView<'_>| {
+                let mut encoded = Vec::with_capacity(24);
+                if keycode::value_view(&mut encoded, value).is_some() && !values.contains(&encoded)
+                {
+                    values.push(encoded);
                 }
-                value => push(out, &path, value),
+            };
+            match value {
+                ValueView::Entity(inner) => {
+                    walk(Some(&path), inner.iter(), out);
+                    continue;
+                }
+                ValueView::Array(elements) => elements.iter().for_each(&mut push),
+                value => push(value),
+            }
+            if !values.is_empty() {
+                out.push(Column { path, values });
             }
         }
     }
-    fn push(out: &mut BTreeMap<String, Vec<Vec<u8>>>, path: &str, value: &Value) {
-        let mut encoded = Vec::new();
-        if keycode::value(&mut encoded, value).is_some() {
-            let values = out.entry(path.to_owned()).or_default();
-            if !values.contains(&encoded) {
-                values.push(encoded);
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk("", properties, &mut out);
+    let mut out = Vec::with_capacity(properties.len());
+    walk(None, properties.view(), &mut out);
     out
 }
 
@@ -191,21 +206,24 @@ pub(crate) fn entries(
     properties: &PropertyMap,
     composites: &[Composite],
 ) -> Vec<(TableName, Vec<u8>)> {
-    let partition = key.partition().cloned().unwrap_or_default();
-    let prefix = kind_prefix(&partition, key.kind());
+    let default = PartitionId::default();
+    let prefix = kind_prefix(key.partition().unwrap_or(&default), key.kind());
     let mut path = Vec::with_capacity(32);
     keycode::path(&mut path, key.path());
     let values = indexed_values(properties);
     let mut out = Vec::with_capacity(1 + values.len());
     out.push((KINDS.into(), [prefix.as_slice(), &path].concat()));
-    for (name, encoded) in &values {
-        let mut property = prefix.clone();
-        keycode::bytes(&mut property, name.as_bytes());
-        for value in encoded {
-            out.push((
-                PROPERTIES.into(),
-                [property.as_slice(), value, &path].concat(),
-            ));
+    let mut property = Vec::with_capacity(prefix.len() + 32);
+    for column in &values {
+        property.clear();
+        property.extend_from_slice(&prefix);
+        keycode::bytes(&mut property, column.path.as_bytes());
+        for value in &column.values {
+            let mut entry = Vec::with_capacity(property.len() + value.len() + path.len());
+            entry.extend_from_slice(&property);
+            entry.extend_from_slice(value);
+            entry.extend_from_slice(&path);
+            out.push((PROPERTIES.into(), entry));
         }
     }
     let mut inverted_path = Vec::with_capacity(path.len());
@@ -217,7 +235,11 @@ pub(crate) fn entries(
         };
         let mut rows: Vec<Vec<u8>> = vec![Vec::new()];
         for (name, direction) in &index.columns {
-            let Some(column) = values.get(name) else {
+            let Some(column) = values
+                .iter()
+                .find(|c| c.path == name.as_str())
+                .map(|c| &c.values)
+            else {
                 rows.clear();
                 break;
             };

@@ -15,6 +15,7 @@
 //! (read back as the string when the bytes are UTF-8).
 
 use crate::key::{IdOrName, PartitionId, PathElement};
+use crate::stored::ValueView;
 use crate::value::{Blob, GeoPoint, Value};
 use crate::{KeyId, KeyName, RawKey};
 
@@ -123,27 +124,32 @@ fn escaped(out: &mut Vec<u8>, b: &[u8]) {
 /// A value, in the service's order; `None` for values that have no index entry of their
 /// own (arrays and embedded entities).
 pub(crate) fn value(out: &mut Vec<u8>, value: &Value) -> Option<()> {
+    value_view(out, ValueView::of(value))
+}
+
+/// A value, viewed where it lies (stored or decoded), in the service's order.
+pub(crate) fn value_view(out: &mut Vec<u8>, value: ValueView<'_>) -> Option<()> {
     match value {
-        Value::Null => out.push(NULL),
-        Value::Integer(n) => number(out, *n),
-        Value::Timestamp(t) => number(out, t.as_micros()),
-        Value::Boolean(b) => out.extend_from_slice(&[BOOLEAN, u8::from(*b)]),
-        Value::String(s) => escaped(out, s.as_bytes()),
-        Value::Blob(b) => escaped(out, b),
-        Value::Double(d) => {
+        ValueView::Null => out.push(NULL),
+        ValueView::Integer(n) => number(out, n),
+        ValueView::Timestamp(t) => number(out, t.as_micros()),
+        ValueView::Boolean(b) => out.extend_from_slice(&[BOOLEAN, u8::from(b)]),
+        ValueView::String(s) => escaped(out, s.as_bytes()),
+        ValueView::Blob(b) => escaped(out, b),
+        ValueView::Double(d) => {
             out.push(DOUBLE);
-            f64_ordered(out, *d);
+            f64_ordered(out, d);
         }
-        Value::GeoPoint(g) => {
+        ValueView::GeoPoint(g) => {
             out.push(GEO);
             f64_ordered(out, g.latitude());
             f64_ordered(out, g.longitude());
         }
-        Value::Key(k) => {
+        ValueView::Key(k) => {
             out.push(KEY);
-            key(out, k);
+            key(out, &k.to_key()?);
         }
-        Value::Array(_) | Value::Entity(_) => return None,
+        ValueView::Array(_) | ValueView::Entity(_) => return None,
     }
     Some(())
 }

@@ -230,6 +230,18 @@ impl Backend for Embedded {
     }
 }
 
+/// An entity's properties in the engine's stored form (which a map the derive built, or the
+/// engine returned, holds already).
+pub(crate) fn encode_entity(properties: PropertyMap) -> Vec<u8> {
+    properties.into_stored_bytes()
+}
+
+/// What [`encode_entity`] wrote, checked but not decoded: the derive reads its fields
+/// straight out of it. `None` if it is malformed.
+pub(crate) fn decode_entity(bytes: &[u8]) -> Option<PropertyMap> {
+    PropertyMap::from_stored(bytes.to_vec()).ok()
+}
+
 /// A key the service would accept: every ancestor has an id or a name.
 pub(crate) fn check_ancestors(key: &RawKey) -> Result<(), Error> {
     let path = key.path();
@@ -568,30 +580,51 @@ impl State {
             tracing::debug!(key = ?key, "commit");
             let at = index::entity_key(&key);
             let composites = self.composites(key.kind());
-            let old = match self.load_entity(&at)? {
+            let mut old = match self.load_entity(&at)? {
                 Some(old) => index::entries(&key, &old, composites),
                 None => Vec::new(),
             };
-            let new = match &properties {
+            let mut new = match &properties {
                 Some(p) => index::entries(&key, p, composites),
                 None => Vec::new(),
             };
-            for (table, entry) in &old {
-                if !new.contains(&(table.clone(), entry.clone())) {
-                    batch.delete(table.clone(), entry.clone());
+            // Only what changed: entries of the old version that the new one has not are
+            // deleted, entries of the new one that the old one had not are written.
+            if !old.is_empty() {
+                old.sort_unstable();
+                new.sort_unstable();
+                let (mut o, mut n) = (old.into_iter().peekable(), new.into_iter().peekable());
+                loop {
+                    let order = match (o.peek(), n.peek()) {
+                        (None, None) => break,
+                        (Some(_), None) => std::cmp::Ordering::Less,
+                        (None, Some(_)) => std::cmp::Ordering::Greater,
+                        (Some(a), Some(b)) => a.cmp(b),
+                    };
+                    match order {
+                        std::cmp::Ordering::Less => {
+                            if let Some((table, entry)) = o.next() {
+                                batch.delete(table, entry);
+                            }
+                        }
+                        std::cmp::Ordering::Greater => {
+                            if let Some((table, entry)) = n.next() {
+                                batch.put(table, entry, Vec::new());
+                            }
+                        }
+                        std::cmp::Ordering::Equal => {
+                            o.next();
+                            n.next();
+                        }
+                    }
                 }
-            }
-            for (table, entry) in new {
-                if !old.contains(&(table.clone(), entry.clone())) {
+            } else {
+                for (table, entry) in new {
                     batch.put(table, entry, Vec::new());
                 }
             }
-            match &properties {
-                Some(p) => {
-                    let mut w = crate::codec::Writer::default();
-                    w.properties(p);
-                    batch.put(ENTITIES, at.clone(), w.bytes);
-                }
+            match properties {
+                Some(p) => batch.put(ENTITIES, at.clone(), encode_entity(p)),
                 None => batch.delete(ENTITIES, at.clone()),
             }
             written.push(at);

@@ -12,7 +12,6 @@ use super::keycode::{self, Reader};
 use super::scan::{Prepared, SCAN, matches};
 use super::store::Store;
 use crate::backend::{PropertyFilter, PropertyOrder, QueryBatch, QueryResult, ResultShape};
-use crate::codec;
 use crate::property::{Direction, Operator};
 use crate::value::{Property, PropertyMap, Value};
 use crate::{Error, RawKey};
@@ -392,9 +391,9 @@ pub(crate) fn run(
 pub(crate) fn load(store: &dyn Store, at: &[u8]) -> Result<Option<PropertyMap>, Error> {
     let mut decoded = None;
     store.get(ENTITIES, at, &mut |bytes| {
-        decoded = Some(codec::Reader::new(bytes).properties());
+        decoded = Some(super::decode_entity(bytes));
     })?;
-    decoded.transpose().map_err(|_| corrupt())
+    decoded.map(|d| d.ok_or_else(corrupt)).transpose()
 }
 
 /// Every entity of the query's kind under its ancestor, for a scan.

@@ -8,11 +8,14 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
-use std::ops::Bound;
+use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 use std::sync::Arc;
 
 use redb::ReadableDatabase as _;
+use smallvec::SmallVec;
+
+use super::index::ENTITIES;
 
 use crate::Error;
 
@@ -69,11 +72,17 @@ pub(crate) trait Store: Send {
     fn apply(&mut self, batch: Batch) -> Result<(), Error>;
 }
 
-/// The tables in memory.
+/// The tables in memory. Keys up to 56 bytes (most: an entity key, an index entry of a short
+/// value) are held inline in the tree's nodes, so a search compares bytes where it finds them
+/// instead of following a pointer per comparison; the entities table, only ever read by key,
+/// is a hash table.
 #[derive(Default)]
 pub(crate) struct Memory {
-    tables: HashMap<String, BTreeMap<Vec<u8>, Vec<u8>>>,
+    entities: HashMap<Inline, Vec<u8>>,
+    tables: HashMap<String, BTreeMap<Inline, Vec<u8>>>,
 }
+
+type Inline = SmallVec<[u8; 56]>;
 
 /// Calls `visit` with `value` if there is one; returns whether there was.
 fn visit_one(value: Option<&[u8]>, visit: &mut dyn FnMut(&[u8])) -> bool {
@@ -110,13 +119,11 @@ fn is_empty(range: &Range<'_>) -> bool {
 
 impl Store for Memory {
     fn get(&self, table: &str, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> Result<bool, Error> {
-        Ok(visit_one(
-            self.tables
-                .get(table)
-                .and_then(|t| t.get(key))
-                .map(Vec::as_slice),
-            visit,
-        ))
+        let value = match table {
+            ENTITIES => self.entities.get(key),
+            _ => self.tables.get(table).and_then(|t| t.get(key)),
+        };
+        Ok(visit_one(value.map(Vec::as_slice), visit))
     }
 
     fn scan(
@@ -126,12 +133,22 @@ impl Store for Memory {
         reverse: bool,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), Error> {
-        let Some(table) = self.tables.get(table) else {
-            return Ok(());
-        };
         if is_empty(&range) {
             return Ok(());
         }
+        if table == ENTITIES {
+            // Rare (building a newly declared index): sort what the hash table holds.
+            let mut entries: Vec<(&Inline, &Vec<u8>)> = self
+                .entities
+                .iter()
+                .filter(|(k, _)| RangeBounds::<[u8]>::contains(&range, k.as_slice()))
+                .collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            return walk(entries.into_iter(), reverse, |(k, v)| Ok(visit(k, v)));
+        }
+        let Some(table) = self.tables.get(table) else {
+            return Ok(());
+        };
         walk(table.range::<[u8], _>(range), reverse, |(k, v)| {
             Ok(visit(k, v))
         })
@@ -140,7 +157,14 @@ impl Store for Memory {
     fn apply(&mut self, batch: Batch) -> Result<(), Error> {
         for op in batch.ops {
             match op {
+                Op::Put(table, key, value) if table == ENTITIES => {
+                    self.entities.insert(Inline::from_vec(key), value);
+                }
+                Op::Delete(table, key) if table == ENTITIES => {
+                    self.entities.remove(key.as_slice());
+                }
                 Op::Put(table, key, value) => {
+                    let key = Inline::from_vec(key);
                     match self.tables.get_mut(table.as_ref()) {
                         Some(t) => t.insert(key, value),
                         None => self
@@ -152,7 +176,7 @@ impl Store for Memory {
                 }
                 Op::Delete(table, key) => {
                     if let Some(t) = self.tables.get_mut(table.as_ref()) {
-                        t.remove(&key);
+                        t.remove(key.as_slice());
                     }
                 }
             }

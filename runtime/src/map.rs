@@ -1,0 +1,580 @@
+//! [`PropertyMap`]: an entity's properties by name, laid out to be cheap to build and read.
+
+use std::fmt;
+use std::ops::Index;
+use std::sync::OnceLock;
+
+use crate::stored::{self, Malformed, Slot, StoredValue, StoredWriter, ValueView};
+use crate::value::{DecodeError, Property, PropertyType, Value};
+
+/// The properties of an entity (or of an embedded entity), by name, in name order.
+///
+/// Built for the conversions every read and write makes: the names live in one buffer and
+/// the properties in one vector, so a map of any size costs two allocations (plus its
+/// values' own), and looking a name up is a binary search over a few contiguous entries.
+/// A map the embedded engine returns (or the derive builds) holds the engine's stored form,
+/// decoded only when a `&Property` is asked for: the derive's conversions read and write
+/// fields straight from and to it.
+///
+/// ```
+/// # use datastore_entity::{Property, PropertyMap, Value};
+/// let mut properties = PropertyMap::new();
+/// properties.insert("title", Property::indexed(Value::String("Hello".into())));
+/// properties.insert("body", Property::excluded(Value::String("…".into())));
+/// assert_eq!(properties.len(), 2);
+/// assert_eq!(properties["title"].value, Value::String("Hello".into()));
+/// let names: Vec<&str> = properties.keys().collect();
+/// assert_eq!(names, ["body", "title"]);
+/// ```
+#[derive(Clone, Default)]
+pub struct PropertyMap {
+    repr: Repr,
+}
+
+#[derive(Clone)]
+enum Repr {
+    Entries(Entries),
+    Stored(Stored),
+}
+
+impl Default for Repr {
+    fn default() -> Repr {
+        Repr::Entries(Entries::default())
+    }
+}
+
+/// Decoded properties.
+#[derive(Clone, Default)]
+struct Entries {
+    /// Every name, back to back (removed names stay until the map is dropped).
+    names: String,
+    /// Sorted by name.
+    entries: Vec<Entry>,
+}
+
+#[derive(Clone)]
+struct Entry {
+    start: u32,
+    len: u32,
+    property: Property,
+}
+
+/// Properties in the embedded engine's stored form, decoded only if something asks for a
+/// `&Property`: the derive reads its fields straight out of the bytes.
+#[derive(Clone)]
+struct Stored {
+    bytes: Vec<u8>,
+    /// Where each property is, in name order; the first `front` were taken out.
+    slots: Vec<Slot>,
+    front: usize,
+    /// Whether `bytes` holds exactly the slots (none was taken out).
+    exact: bool,
+    decoded: OnceLock<Entries>,
+}
+
+impl Entries {
+    fn name(&self, entry: &Entry) -> &str {
+        let start = entry.start as usize;
+        self.names
+            .get(start..start + entry.len as usize)
+            .unwrap_or_default()
+    }
+
+    fn find(&self, name: &str) -> Result<usize, usize> {
+        self.entries.binary_search_by(|e| self.name(e).cmp(name))
+    }
+
+    fn insert(&mut self, name: &str, property: Property) -> Option<Property> {
+        // Properties usually arrive in name order: appending needs no search.
+        let position = match self.entries.last() {
+            Some(last) if self.name(last) < name => Err(self.entries.len()),
+            None => Err(0),
+            Some(_) => self.find(name),
+        };
+        match position {
+            Ok(i) => Some(std::mem::replace(&mut self.entries[i].property, property)),
+            Err(i) => {
+                let start = self.names.len();
+                self.names.push_str(name);
+                let entry = Entry {
+                    start: u32::try_from(start).unwrap_or(u32::MAX),
+                    len: u32::try_from(name.len()).unwrap_or(u32::MAX),
+                    property,
+                };
+                self.entries.insert(i, entry);
+                None
+            }
+        }
+    }
+}
+
+impl Stored {
+    fn name(&self, slot: &Slot) -> &str {
+        std::str::from_utf8(self.range(slot.name)).unwrap_or_default()
+    }
+
+    fn range(&self, (start, end): (u32, u32)) -> &[u8] {
+        self.bytes
+            .get(start as usize..end as usize)
+            .unwrap_or_default()
+    }
+
+    /// The slots not taken out.
+    fn live(&self) -> &[Slot] {
+        self.slots.get(self.front..).unwrap_or_default()
+    }
+
+    /// `name`'s place among all the slots (live ones only).
+    fn find(&self, name: &str) -> Result<usize, usize> {
+        self.live()
+            .binary_search_by(|s| self.range(s.name).cmp(name.as_bytes()))
+            .map(|i| i + self.front)
+            .map_err(|i| i + self.front)
+    }
+
+    fn view(&self, slot: &Slot) -> ValueView<'_> {
+        stored::view(self.range(slot.value), 0).map_or(ValueView::Null, |(v, _)| v)
+    }
+
+    /// Every property, decoded.
+    fn decode(&self) -> Entries {
+        let mut entries = Entries {
+            names: String::with_capacity(
+                self.live()
+                    .iter()
+                    .map(|s| (s.name.1 - s.name.0) as usize)
+                    .sum(),
+            ),
+            entries: Vec::with_capacity(self.live().len()),
+        };
+        for slot in self.live() {
+            let property = Property {
+                value: self.view(slot).to_value(),
+                excluded: slot.excluded,
+            };
+            entries.insert(self.name(slot), property);
+        }
+        entries
+    }
+
+    fn entries(&self) -> &Entries {
+        self.decoded.get_or_init(|| self.decode())
+    }
+}
+
+impl PropertyMap {
+    /// An empty map.
+    pub fn new() -> PropertyMap {
+        PropertyMap::default()
+    }
+
+    /// An empty map with room for `properties` properties whose names total `name_bytes`.
+    pub fn with_capacity(properties: usize, name_bytes: usize) -> PropertyMap {
+        PropertyMap {
+            repr: Repr::Entries(Entries {
+                names: String::with_capacity(name_bytes),
+                entries: Vec::with_capacity(properties),
+            }),
+        }
+    }
+
+    /// An empty map that the derive fills in name order, in the stored form, with `bytes`
+    /// of room. Not a public API.
+    #[doc(hidden)]
+    pub fn stored_with_capacity(properties: usize, bytes: usize) -> PropertyMap {
+        let mut stored = Vec::with_capacity(bytes);
+        stored.extend_from_slice(&0_u32.to_le_bytes());
+        PropertyMap {
+            repr: Repr::Stored(Stored {
+                bytes: stored,
+                slots: Vec::with_capacity(properties),
+                front: 0,
+                exact: true,
+                decoded: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// A map over stored bytes, checked (names, lengths, UTF-8 of every string), not decoded.
+    pub(crate) fn from_stored(bytes: Vec<u8>) -> Result<PropertyMap, Malformed> {
+        let slots = stored::slots(&bytes)?;
+        Ok(PropertyMap {
+            repr: Repr::Stored(Stored {
+                bytes,
+                slots,
+                front: 0,
+                exact: true,
+                decoded: OnceLock::new(),
+            }),
+        })
+    }
+
+    /// The stored form, when the map is exactly that already.
+    pub(crate) fn stored_bytes(&self) -> Option<&[u8]> {
+        match &self.repr {
+            Repr::Stored(s) if s.exact => Some(&s.bytes),
+            _ => None,
+        }
+    }
+
+    /// The stored form, without copying when the map is that already.
+    pub(crate) fn into_stored_bytes(self) -> Vec<u8> {
+        match self.repr {
+            Repr::Stored(s) if s.exact => s.bytes,
+            _ => {
+                let mut w = crate::codec::Writer::default();
+                w.properties(&self);
+                w.bytes
+            }
+        }
+    }
+
+    /// Appends property `name` (greater than every name so far) in the stored form, written
+    /// by `write`; a map that is not being filled that way takes it decoded.
+    #[doc(hidden)]
+    pub fn put_stored(
+        &mut self,
+        name: &str,
+        excluded: bool,
+        write: impl FnOnce(&mut StoredWriter<'_>),
+    ) {
+        if let Repr::Stored(s) = &mut self.repr
+            && s.exact
+            && s.slots
+                .last()
+                .is_none_or(|last| s.range(last.name) < name.as_bytes())
+        {
+            s.decoded = OnceLock::new();
+            let mut w = crate::codec::Writer {
+                bytes: std::mem::take(&mut s.bytes),
+            };
+            let name_start = w.bytes.len() + 4;
+            w.bytes(name.as_bytes());
+            let name_end = w.bytes.len();
+            w.u8(u8::from(excluded));
+            let value_start = w.bytes.len();
+            write(&mut StoredWriter { w: &mut w });
+            let value_end = w.bytes.len();
+            s.bytes = w.bytes;
+            let at = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+            s.slots.push(Slot {
+                name: (at(name_start), at(name_end)),
+                value: (at(value_start), at(value_end)),
+                excluded,
+            });
+            let count = u32::try_from(s.slots.len())
+                .unwrap_or(u32::MAX)
+                .to_le_bytes();
+            s.bytes[..4].copy_from_slice(&count);
+            return;
+        }
+        let mut w = crate::codec::Writer::default();
+        write(&mut StoredWriter { w: &mut w });
+        let value = stored::view(&w.bytes, 0).map_or(Value::Null, |(v, _)| v.to_value());
+        self.insert(name, Property { value, excluded });
+    }
+
+    /// Takes property `name` out, read as a `T`: straight from the stored bytes when the map
+    /// holds them (no [`Value`] is built), otherwise from its decoded value.
+    pub(crate) fn take_as<T: PropertyType>(
+        &mut self,
+        name: &str,
+        read: impl FnOnce(StoredValue<'_>) -> Result<T, DecodeError>,
+        from_value: impl FnOnce(Value) -> Result<T, DecodeError>,
+    ) -> Option<Result<T, DecodeError>> {
+        match &mut self.repr {
+            Repr::Stored(s) if s.decoded.get().is_none() => {
+                // The derive reads in name order: the property is usually the first left.
+                let i = match s.live().first() {
+                    Some(first) if s.range(first.name) == name.as_bytes() => s.front,
+                    _ => s.find(name).ok()?,
+                };
+                let slot = s.slots[i];
+                let value = read(StoredValue(s.view(&slot)));
+                if i == s.front {
+                    s.front += 1;
+                } else {
+                    s.slots.remove(i);
+                }
+                s.exact = false;
+                Some(value)
+            }
+            _ => self.remove(name).map(|p| from_value(p.value)),
+        }
+    }
+
+    /// The properties, viewed where they lie: name, whether excluded, value.
+    pub(crate) fn view(&self) -> impl Iterator<Item = (&str, bool, ValueView<'_>)> {
+        let (entries, stored) = match &self.repr {
+            Repr::Entries(e) => (Some(e), None),
+            Repr::Stored(s) => (None, Some(s)),
+        };
+        let entries = entries.into_iter().flat_map(|e| {
+            e.entries.iter().map(|entry| {
+                (
+                    e.name(entry),
+                    entry.property.excluded,
+                    ValueView::of(&entry.property.value),
+                )
+            })
+        });
+        let stored = stored.into_iter().flat_map(|s| {
+            s.live()
+                .iter()
+                .map(|slot| (s.name(slot), slot.excluded, s.view(slot)))
+        });
+        entries.chain(stored)
+    }
+
+    fn entries(&self) -> &Entries {
+        match &self.repr {
+            Repr::Entries(e) => e,
+            Repr::Stored(s) => s.entries(),
+        }
+    }
+
+    fn entries_mut(&mut self) -> &mut Entries {
+        if let Repr::Stored(s) = &mut self.repr {
+            let entries = s.decoded.take().unwrap_or_else(|| s.decode());
+            self.repr = Repr::Entries(entries);
+        }
+        match &mut self.repr {
+            Repr::Entries(e) => e,
+            Repr::Stored(_) => unreachable!("just decoded"),
+        }
+    }
+
+    /// How many properties there are.
+    pub fn len(&self) -> usize {
+        match &self.repr {
+            Repr::Entries(e) => e.entries.len(),
+            Repr::Stored(s) => s.live().len(),
+        }
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The property named `name`.
+    pub fn get(&self, name: &str) -> Option<&Property> {
+        let e = self.entries();
+        e.find(name).ok().map(|i| &e.entries[i].property)
+    }
+
+    /// The property named `name`, to change it.
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut Property> {
+        let e = self.entries_mut();
+        e.find(name).ok().map(|i| &mut e.entries[i].property)
+    }
+
+    /// Whether there is a property named `name`.
+    pub fn contains_key(&self, name: &str) -> bool {
+        match &self.repr {
+            Repr::Entries(e) => e.find(name).is_ok(),
+            Repr::Stored(s) => s.find(name).is_ok(),
+        }
+    }
+
+    /// Sets the property `name`; returns the one it replaces.
+    pub fn insert(&mut self, name: impl AsRef<str>, property: Property) -> Option<Property> {
+        self.entries_mut().insert(name.as_ref(), property)
+    }
+
+    /// Removes the property `name` and returns it.
+    pub fn remove(&mut self, name: &str) -> Option<Property> {
+        let e = self.entries_mut();
+        e.find(name).ok().map(|i| e.entries.remove(i).property)
+    }
+
+    /// The properties, in name order.
+    pub fn iter(&self) -> Iter<'_> {
+        let entries = self.entries();
+        Iter {
+            map: entries,
+            entries: entries.entries.iter(),
+        }
+    }
+
+    /// The properties, in name order, to change them.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&str, &mut Property)> {
+        let e = self.entries_mut();
+        let names = &e.names;
+        e.entries.iter_mut().map(move |entry| {
+            let start = entry.start as usize;
+            (
+                names
+                    .get(start..start + entry.len as usize)
+                    .unwrap_or_default(),
+                &mut entry.property,
+            )
+        })
+    }
+
+    /// The names, in order.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.iter().map(|(name, _)| name)
+    }
+
+    /// The properties, in name order.
+    pub fn values(&self) -> impl Iterator<Item = &Property> {
+        self.entries().entries.iter().map(|e| &e.property)
+    }
+
+    /// The properties, in name order, to change them.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Property> {
+        self.entries_mut()
+            .entries
+            .iter_mut()
+            .map(|e| &mut e.property)
+    }
+}
+
+/// The properties of a map, in name order.
+#[derive(Clone)]
+pub struct Iter<'a> {
+    map: &'a Entries,
+    entries: std::slice::Iter<'a, Entry>,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = (&'a str, &'a Property);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.entries.next().map(|e| (self.map.name(e), &e.property))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.entries.size_hint()
+    }
+}
+
+impl DoubleEndedIterator for Iter<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.entries
+            .next_back()
+            .map(|e| (self.map.name(e), &e.property))
+    }
+}
+
+impl ExactSizeIterator for Iter<'_> {}
+
+impl<'a> IntoIterator for &'a PropertyMap {
+    type Item = (&'a str, &'a Property);
+    type IntoIter = Iter<'a>;
+
+    fn into_iter(self) -> Iter<'a> {
+        self.iter()
+    }
+}
+
+impl IntoIterator for PropertyMap {
+    type Item = (String, Property);
+    type IntoIter = std::vec::IntoIter<(String, Property)>;
+
+    fn into_iter(mut self) -> Self::IntoIter {
+        let Entries { names, entries } = std::mem::take(self.entries_mut());
+        entries
+            .into_iter()
+            .map(|e| {
+                let start = e.start as usize;
+                let name = names.get(start..start + e.len as usize).unwrap_or_default();
+                (name.to_owned(), e.property)
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+}
+
+impl<K: AsRef<str>> FromIterator<(K, Property)> for PropertyMap {
+    fn from_iter<I: IntoIterator<Item = (K, Property)>>(iter: I) -> PropertyMap {
+        let mut map = PropertyMap::new();
+        map.extend(iter);
+        map
+    }
+}
+
+impl<K: AsRef<str>> Extend<(K, Property)> for PropertyMap {
+    fn extend<I: IntoIterator<Item = (K, Property)>>(&mut self, iter: I) {
+        for (name, property) in iter {
+            self.insert(name, property);
+        }
+    }
+}
+
+impl<K: AsRef<str>, const N: usize> From<[(K, Property); N]> for PropertyMap {
+    fn from(entries: [(K, Property); N]) -> PropertyMap {
+        entries.into_iter().collect()
+    }
+}
+
+impl Index<&str> for PropertyMap {
+    type Output = Property;
+
+    /// The property `name`; panics if there is none (use [`get`](PropertyMap::get) when it
+    /// may be missing).
+    fn index(&self, name: &str) -> &Property {
+        match self.get(name) {
+            Some(property) => property,
+            None => panic!("no property named `{name}`"),
+        }
+    }
+}
+
+impl PartialEq for PropertyMap {
+    fn eq(&self, other: &PropertyMap) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl fmt::Debug for PropertyMap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::Value;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    fn property(n: i64) -> Property {
+        Property::indexed(Value::Integer(n))
+    }
+
+    proptest! {
+        /// The map behaves as a `BTreeMap<String, Property>` under any inserts and removes.
+        #[test]
+        fn behaves_as_a_sorted_map(ops in prop::collection::vec((any::<bool>(), "[a-d]{0,3}", any::<i64>()), 0..60)) {
+            let mut map = PropertyMap::new();
+            let mut model: BTreeMap<String, Property> = BTreeMap::new();
+            for (insert, name, n) in ops {
+                if insert {
+                    prop_assert_eq!(map.insert(&name, property(n)), model.insert(name.clone(), property(n)));
+                } else {
+                    prop_assert_eq!(map.remove(&name), model.remove(&name));
+                }
+                prop_assert_eq!(map.len(), model.len());
+                prop_assert!(map.iter().eq(model.iter().map(|(k, v)| (k.as_str(), v))));
+                prop_assert_eq!(map.get(&name), model.get(&name));
+            }
+            let owned: Vec<(String, Property)> = map.clone().into_iter().collect();
+            prop_assert_eq!(owned, model.into_iter().collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn equal_maps_are_equal_whatever_their_history() {
+        let mut a = PropertyMap::new();
+        a.insert("x", property(1));
+        a.insert("y", property(2));
+        a.remove("x");
+        a.insert("x", property(1));
+        let b = PropertyMap::from([("y", property(2)), ("x", property(1))]);
+        assert_eq!(a, b);
+        assert_eq!(format!("{b:?}"), format!("{:?}", a));
+    }
+}

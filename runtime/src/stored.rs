@@ -1,0 +1,521 @@
+//! The embedded engine's stored form of an entity's properties, read and written without
+//! building [`Value`]s: the derive writes each field straight into it and reads each field
+//! straight out of it, and the engine checks and indexes it where it lies.
+//!
+//! The form is the [`codec`](crate::codec) encoding of a property map: a count, then per
+//! property in name order its name, whether it is excluded, and its value.
+
+use crate::codec::Writer;
+use crate::key::RawKey;
+use crate::value::{Blob, GeoPoint, PropertyMap, Timestamp, Value};
+
+pub(crate) const NULL: u8 = 0;
+pub(crate) const BOOLEAN: u8 = 1;
+pub(crate) const INTEGER: u8 = 2;
+pub(crate) const DOUBLE: u8 = 3;
+pub(crate) const TIMESTAMP: u8 = 4;
+pub(crate) const STRING: u8 = 5;
+pub(crate) const BLOB: u8 = 6;
+pub(crate) const GEO: u8 = 7;
+pub(crate) const KEY: u8 = 8;
+pub(crate) const ARRAY: u8 = 9;
+pub(crate) const ENTITY: u8 = 10;
+
+/// Nesting deeper than this (arrays in entities in arrays…) is refused.
+const MAX_DEPTH: usize = 64;
+
+/// Malformed stored bytes (only ever from a corrupt store).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Malformed;
+
+/// A stored value, borrowed where it lies: in stored bytes, or in a decoded [`Value`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ValueView<'a> {
+    Null,
+    Boolean(bool),
+    Integer(i64),
+    Double(f64),
+    Timestamp(Timestamp),
+    String(&'a str),
+    Blob(&'a [u8]),
+    GeoPoint(GeoPoint),
+    Key(KeyView<'a>),
+    Array(ArrayView<'a>),
+    Entity(MapView<'a>),
+}
+
+/// A key value: decoded, or its stored bytes (partition, then path).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum KeyView<'a> {
+    Decoded(&'a RawKey),
+    Encoded(&'a [u8]),
+}
+
+/// An array value's elements.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ArrayView<'a> {
+    Values(&'a [Value]),
+    /// `len` stored values, back to back.
+    Encoded {
+        bytes: &'a [u8],
+        len: usize,
+    },
+}
+
+/// An embedded entity's properties.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum MapView<'a> {
+    Map(&'a PropertyMap),
+    /// A stored property map (count first).
+    Encoded(&'a [u8]),
+}
+
+impl<'a> ValueView<'a> {
+    /// The view of a decoded value.
+    pub(crate) fn of(value: &'a Value) -> ValueView<'a> {
+        match value {
+            Value::Null => ValueView::Null,
+            Value::Boolean(b) => ValueView::Boolean(*b),
+            Value::Integer(i) => ValueView::Integer(*i),
+            Value::Double(d) => ValueView::Double(*d),
+            Value::Timestamp(t) => ValueView::Timestamp(*t),
+            Value::String(s) => ValueView::String(s),
+            Value::Blob(b) => ValueView::Blob(b),
+            Value::GeoPoint(g) => ValueView::GeoPoint(*g),
+            Value::Key(k) => ValueView::Key(KeyView::Decoded(k)),
+            Value::Array(values) => ValueView::Array(ArrayView::Values(values)),
+            Value::Entity(map) => ValueView::Entity(MapView::Map(map)),
+        }
+    }
+
+    /// The value, decoded.
+    pub(crate) fn to_value(self) -> Value {
+        match self {
+            ValueView::Null => Value::Null,
+            ValueView::Boolean(b) => Value::Boolean(b),
+            ValueView::Integer(i) => Value::Integer(i),
+            ValueView::Double(d) => Value::Double(d),
+            ValueView::Timestamp(t) => Value::Timestamp(t),
+            ValueView::String(s) => Value::String(s.to_owned()),
+            ValueView::Blob(b) => Value::Blob(Blob::from(b)),
+            ValueView::GeoPoint(g) => Value::GeoPoint(g),
+            ValueView::Key(k) => k.to_key().map_or(Value::Null, Value::Key),
+            ValueView::Array(a) => Value::Array(a.iter().map(ValueView::to_value).collect()),
+            ValueView::Entity(MapView::Map(map)) => Value::Entity(map.clone()),
+            ValueView::Entity(MapView::Encoded(bytes)) => {
+                Value::Entity(PropertyMap::from_stored(bytes.to_vec()).unwrap_or_default())
+            }
+        }
+    }
+}
+
+impl<'a> KeyView<'a> {
+    /// The key, decoded (`None` only for corrupt bytes, which the store's check refused).
+    pub(crate) fn to_key(self) -> Option<RawKey> {
+        match self {
+            KeyView::Decoded(k) => Some(k.clone()),
+            KeyView::Encoded(bytes) => crate::codec::Reader::new(bytes).key().ok(),
+        }
+    }
+
+    /// Whether the key names its partition.
+    pub(crate) fn has_partition(self) -> bool {
+        match self {
+            KeyView::Decoded(k) => k.partition().is_some(),
+            KeyView::Encoded(bytes) => bytes.first() == Some(&1),
+        }
+    }
+}
+
+impl<'a> ArrayView<'a> {
+    pub(crate) fn len(self) -> usize {
+        match self {
+            ArrayView::Values(values) => values.len(),
+            ArrayView::Encoded { len, .. } => len,
+        }
+    }
+
+    /// The elements.
+    pub(crate) fn iter(self) -> impl Iterator<Item = ValueView<'a>> {
+        let (values, mut bytes, len) = match self {
+            ArrayView::Values(values) => (values, &[][..], 0),
+            ArrayView::Encoded { bytes, len } => (&[][..], bytes, len),
+        };
+        values
+            .iter()
+            .map(ValueView::of)
+            .chain((0..len).map_while(move |_| {
+                let (view, rest) = view(bytes, 0).ok()?;
+                bytes = rest;
+                Some(view)
+            }))
+    }
+}
+
+impl<'a> MapView<'a> {
+    /// The properties: name, whether excluded, value.
+    pub(crate) fn iter(self) -> impl Iterator<Item = (&'a str, bool, ValueView<'a>)> {
+        let (map, bytes) = match self {
+            MapView::Map(map) => (Some(map), &[][..]),
+            MapView::Encoded(bytes) => (None, bytes),
+        };
+        map.into_iter()
+            .flat_map(PropertyMap::view)
+            .chain(Properties::new(bytes))
+    }
+}
+
+/// Whether `value` holds a key without a partition (which a `Db` gives its own).
+pub(crate) fn lacks_partition(value: ValueView<'_>) -> bool {
+    match value {
+        ValueView::Key(k) => !k.has_partition(),
+        ValueView::Array(values) => values.iter().any(lacks_partition),
+        ValueView::Entity(map) => map.iter().any(|(_, _, v)| lacks_partition(v)),
+        _ => false,
+    }
+}
+
+/// Reads a little-endian u32 length at the start of `bytes`.
+fn len(bytes: &[u8]) -> Result<(usize, &[u8]), Malformed> {
+    let (head, rest) = bytes.split_first_chunk::<4>().ok_or(Malformed)?;
+    Ok((u32::from_le_bytes(*head) as usize, rest))
+}
+
+fn u64(bytes: &[u8]) -> Result<(u64, &[u8]), Malformed> {
+    let (head, rest) = bytes.split_first_chunk::<8>().ok_or(Malformed)?;
+    Ok((u64::from_le_bytes(*head), rest))
+}
+
+/// Length-prefixed bytes.
+fn chunk(bytes: &[u8]) -> Result<(&[u8], &[u8]), Malformed> {
+    let (n, rest) = len(bytes)?;
+    if rest.len() < n {
+        return Err(Malformed);
+    }
+    Ok(rest.split_at(n))
+}
+
+fn text(bytes: &[u8]) -> Result<(&str, &[u8]), Malformed> {
+    let (b, rest) = chunk(bytes)?;
+    Ok((std::str::from_utf8(b).map_err(|_| Malformed)?, rest))
+}
+
+/// Skips a stored key (partition, then path); returns what follows.
+fn skip_key(bytes: &[u8]) -> Result<&[u8], Malformed> {
+    let (&flag, mut rest) = bytes.split_first().ok_or(Malformed)?;
+    if flag == 1 {
+        for _ in 0..3 {
+            rest = text(rest)?.1;
+        }
+    } else if flag != 0 {
+        return Err(Malformed);
+    }
+    let (n, mut rest) = len(rest)?;
+    for _ in 0..n {
+        rest = text(rest)?.1;
+        let (&kind, after) = rest.split_first().ok_or(Malformed)?;
+        rest = match kind {
+            0 => after,
+            1 => u64(after)?.1,
+            2 => text(after)?.1,
+            _ => return Err(Malformed),
+        };
+    }
+    Ok(rest)
+}
+
+/// The stored value at the start of `bytes`, and what follows it. Strings are checked to be
+/// UTF-8; nested arrays and entities are checked through (`depth` deep so far).
+pub(crate) fn view(bytes: &[u8], depth: usize) -> Result<(ValueView<'_>, &[u8]), Malformed> {
+    if depth > MAX_DEPTH {
+        return Err(Malformed);
+    }
+    let (&tag, rest) = bytes.split_first().ok_or(Malformed)?;
+    Ok(match tag {
+        NULL => (ValueView::Null, rest),
+        BOOLEAN => {
+            let (&b, rest) = rest.split_first().ok_or(Malformed)?;
+            (ValueView::Boolean(b != 0), rest)
+        }
+        INTEGER => {
+            let (n, rest) = u64(rest)?;
+            (ValueView::Integer(n.cast_signed()), rest)
+        }
+        DOUBLE => {
+            let (n, rest) = u64(rest)?;
+            (ValueView::Double(f64::from_bits(n)), rest)
+        }
+        TIMESTAMP => {
+            let (n, rest) = u64(rest)?;
+            (
+                ValueView::Timestamp(Timestamp::from_micros(n.cast_signed())),
+                rest,
+            )
+        }
+        STRING => {
+            let (s, rest) = text(rest)?;
+            (ValueView::String(s), rest)
+        }
+        BLOB => {
+            let (b, rest) = chunk(rest)?;
+            (ValueView::Blob(b), rest)
+        }
+        GEO => {
+            let (lat, rest) = u64(rest)?;
+            let (lng, rest) = u64(rest)?;
+            let point =
+                GeoPoint::new(f64::from_bits(lat), f64::from_bits(lng)).map_err(|_| Malformed)?;
+            (ValueView::GeoPoint(point), rest)
+        }
+        KEY => {
+            let after = skip_key(rest)?;
+            let key = &rest[..rest.len() - after.len()];
+            (ValueView::Key(KeyView::Encoded(key)), after)
+        }
+        ARRAY => {
+            let (n, elements) = len(rest)?;
+            let mut after = elements;
+            for _ in 0..n {
+                after = view(after, depth + 1)?.1;
+            }
+            let bytes = &elements[..elements.len() - after.len()];
+            (
+                ValueView::Array(ArrayView::Encoded { bytes, len: n }),
+                after,
+            )
+        }
+        ENTITY => {
+            let after = skip_properties(rest, depth + 1)?;
+            let bytes = &rest[..rest.len() - after.len()];
+            (ValueView::Entity(MapView::Encoded(bytes)), after)
+        }
+        _ => return Err(Malformed),
+    })
+}
+
+/// Skips the stored value at the start of `bytes`, checking its structure (not yet the
+/// UTF-8 of its strings, which reading them checks); returns what follows it.
+fn skip(bytes: &[u8], depth: usize) -> Result<&[u8], Malformed> {
+    if depth > MAX_DEPTH {
+        return Err(Malformed);
+    }
+    let (&tag, rest) = bytes.split_first().ok_or(Malformed)?;
+    let fixed = |n: usize| rest.get(n..).ok_or(Malformed);
+    match tag {
+        NULL => Ok(rest),
+        BOOLEAN => fixed(1),
+        INTEGER | DOUBLE | TIMESTAMP => fixed(8),
+        GEO => fixed(16),
+        STRING | BLOB => Ok(chunk(rest)?.1),
+        KEY => skip_key(rest),
+        ARRAY => {
+            let (n, mut rest) = len(rest)?;
+            for _ in 0..n {
+                rest = skip(rest, depth + 1)?;
+            }
+            Ok(rest)
+        }
+        ENTITY => {
+            let (n, mut rest) = len(rest)?;
+            for _ in 0..n {
+                rest = text(rest)?.1;
+                let (_, after) = rest.split_first().ok_or(Malformed)?;
+                rest = skip(after, depth + 1)?;
+            }
+            Ok(rest)
+        }
+        _ => Err(Malformed),
+    }
+}
+
+/// Checks a stored property map at the start of `bytes`; returns what follows it.
+fn skip_properties(bytes: &[u8], depth: usize) -> Result<&[u8], Malformed> {
+    let (n, mut rest) = len(bytes)?;
+    for _ in 0..n {
+        rest = text(rest)?.1;
+        let (_, after) = rest.split_first().ok_or(Malformed)?;
+        rest = view(after, depth)?.1;
+    }
+    Ok(rest)
+}
+
+/// Where one property lies in stored bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Slot {
+    pub(crate) name: (u32, u32),
+    pub(crate) value: (u32, u32),
+    pub(crate) excluded: bool,
+}
+
+/// The properties of a stored map, checked: where each lies.
+pub(crate) fn slots(bytes: &[u8]) -> Result<Vec<Slot>, Malformed> {
+    let (n, mut rest) = len(bytes)?;
+    if n > rest.len() {
+        return Err(Malformed);
+    }
+    let at = |rest: &[u8]| u32::try_from(bytes.len() - rest.len()).map_err(|_| Malformed);
+    let mut slots = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (name, after) = text(rest)?;
+        let name_end = at(after)?;
+        let name_start = name_end - u32::try_from(name.len()).map_err(|_| Malformed)?;
+        let (&excluded, after) = after.split_first().ok_or(Malformed)?;
+        let value_start = at(after)?;
+        rest = skip(after, 0)?;
+        slots.push(Slot {
+            name: (name_start, name_end),
+            value: (value_start, at(rest)?),
+            excluded: excluded != 0,
+        });
+    }
+    if !rest.is_empty() {
+        return Err(Malformed);
+    }
+    Ok(slots)
+}
+
+/// The properties of stored map bytes, in order.
+struct Properties<'a> {
+    rest: &'a [u8],
+    left: usize,
+}
+
+impl<'a> Properties<'a> {
+    fn new(bytes: &'a [u8]) -> Properties<'a> {
+        match len(bytes) {
+            Ok((left, rest)) => Properties { rest, left },
+            Err(_) => Properties { rest: &[], left: 0 },
+        }
+    }
+}
+
+impl<'a> Iterator for Properties<'a> {
+    type Item = (&'a str, bool, ValueView<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let (name, rest) = text(self.rest).ok()?;
+        let (&excluded, rest) = rest.split_first()?;
+        let (value, rest) = view(rest, 0).ok()?;
+        self.rest = rest;
+        Some((name, excluded != 0, value))
+    }
+}
+
+/// Writes values in the stored form. Used by the derive's generated code through
+/// [`PropertyType::write_stored`](crate::PropertyType::write_stored); not a public API.
+pub struct StoredWriter<'a> {
+    pub(crate) w: &'a mut Writer,
+}
+
+impl StoredWriter<'_> {
+    /// A null.
+    pub fn null(&mut self) {
+        self.w.u8(NULL);
+    }
+
+    /// A boolean.
+    pub fn boolean(&mut self, b: bool) {
+        self.w.u8(BOOLEAN);
+        self.w.u8(u8::from(b));
+    }
+
+    /// An integer.
+    pub fn integer(&mut self, i: i64) {
+        self.w.u8(INTEGER);
+        self.w.u64(i.cast_unsigned());
+    }
+
+    /// A double.
+    pub fn double(&mut self, d: f64) {
+        self.w.u8(DOUBLE);
+        self.w.u64(d.to_bits());
+    }
+
+    /// A timestamp.
+    pub fn timestamp(&mut self, t: Timestamp) {
+        self.w.u8(TIMESTAMP);
+        self.w.u64(t.as_micros().cast_unsigned());
+    }
+
+    /// A string.
+    pub fn string(&mut self, s: &str) {
+        self.w.u8(STRING);
+        self.w.bytes(s.as_bytes());
+    }
+
+    /// Bytes.
+    pub fn blob(&mut self, b: &[u8]) {
+        self.w.u8(BLOB);
+        self.w.bytes(b);
+    }
+
+    /// A key.
+    pub fn key(&mut self, key: &RawKey) {
+        self.w.u8(KEY);
+        self.w.key(key);
+    }
+
+    /// An array of `len` values, which the next `len` writes are.
+    pub fn array(&mut self, len: usize) {
+        self.w.u8(ARRAY);
+        self.w.len(len);
+    }
+
+    /// Any value.
+    pub fn value(&mut self, value: &Value) {
+        self.w.value(value);
+    }
+}
+
+/// A value in the stored form, read by the derive's generated code through
+/// [`PropertyType::read_stored`](crate::PropertyType::read_stored); not a public API.
+#[derive(Debug, Clone, Copy)]
+pub struct StoredValue<'a>(pub(crate) ValueView<'a>);
+
+impl<'a> StoredValue<'a> {
+    /// The value, decoded.
+    pub fn to_value(self) -> Value {
+        self.0.to_value()
+    }
+
+    /// The string, if it is one.
+    pub fn as_str(self) -> Option<&'a str> {
+        match self.0 {
+            ValueView::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The bytes, if it is a byte string.
+    pub fn as_blob(self) -> Option<&'a [u8]> {
+        match self.0 {
+            ValueView::Blob(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// Whether it is null.
+    pub fn is_null(self) -> bool {
+        matches!(self.0, ValueView::Null)
+    }
+
+    /// The elements, if it is an array.
+    pub fn elements(self) -> Option<impl Iterator<Item = StoredValue<'a>>> {
+        match self.0 {
+            ValueView::Array(a) => Some(a.iter().map(StoredValue)),
+            _ => None,
+        }
+    }
+
+    /// How many elements, if it is an array.
+    pub fn array_len(self) -> Option<usize> {
+        match self.0 {
+            ValueView::Array(a) => Some(a.len()),
+            _ => None,
+        }
+    }
+}
