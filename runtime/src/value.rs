@@ -615,13 +615,15 @@ impl<T: PropertyType> PropertyType for Vec<T> {
         self.iter().for_each(|v| v.write_stored(w));
     }
     fn read_stored(value: StoredValue<'_>) -> Result<Self, DecodeError> {
-        match value.elements() {
-            Some(elements) => elements
-                .enumerate()
-                .map(|(i, v)| T::read_stored(v).map_err(|e| e.within(&format!("[{i}]"))))
-                .collect(),
-            None => Self::from_value(value.to_value()),
+        let (Some(elements), Some(len)) = (value.elements(), value.array_len()) else {
+            return Self::from_value(value.to_value());
+        };
+        // Sized up front: collecting through `Result` would grow the vector step by step.
+        let mut out = Vec::with_capacity(len.min(4096));
+        for (i, v) in elements.enumerate() {
+            out.push(T::read_stored(v).map_err(|e| e.within(&format!("[{i}]")))?);
         }
+        Ok(out)
     }
     fn from_missing() -> Result<Self, DecodeError> {
         // The service drops empty arrays from some clients' writes: missing reads as empty.

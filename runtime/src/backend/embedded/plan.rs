@@ -356,8 +356,10 @@ pub(crate) fn run(
         (None, Some(start)) => start.clone(),
         (None, None) => prepared.encode_cursor(tag, &[]),
     };
-    let mut partition = Vec::with_capacity(32);
-    keycode::partition(&mut partition, &query.partition);
+    // The entities-table key of each result: the partition, then the result's path.
+    let mut at = Vec::with_capacity(128);
+    keycode::partition(&mut at, &query.partition);
+    let partition = at.len();
     let mut results = Vec::with_capacity(found.len());
     for found in found {
         let path = Reader::new(&found.path).path().map_err(|_| corrupt())?;
@@ -365,7 +367,8 @@ pub(crate) fn run(
         let properties = match &query.shape {
             ResultShape::KeysOnly => PropertyMap::new(),
             ResultShape::Full => {
-                let at = [partition.as_slice(), &found.path].concat();
+                at.truncate(partition);
+                at.extend_from_slice(&found.path);
                 load(store, &at)?.ok_or_else(corrupt)?
             }
             ResultShape::Projection(names) => names

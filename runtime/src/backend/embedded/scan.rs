@@ -392,7 +392,9 @@ impl<'q> Prepared<'q> {
 
     /// A cursor of this query: `tag` says which plan made `position`.
     pub(crate) fn encode_cursor(&self, tag: u8, position: &[u8]) -> Vec<u8> {
-        let mut w = Writer::default();
+        let mut w = Writer {
+            bytes: Vec::with_capacity(position.len() + 18),
+        };
         w.u8(CURSOR_MAGIC);
         w.u64(self.fingerprint);
         w.u8(tag);
