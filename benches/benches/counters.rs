@@ -106,7 +106,7 @@ impl Counter for Plain {
                 let mut page = tx.get(&key).await?.expect("exists");
                 page.views += 1;
                 tx.put(&page);
-                Ok(())
+                Ok::<_, Error>(())
             })
             .await;
     }

@@ -66,7 +66,7 @@ pub use property::{
 pub use query::{Cursor, KeysOnlyQuery, Page, ProjectionQuery, Query};
 pub use scale::MAX_MUTATIONS;
 pub use scale::sharded_index::{ShardIndexable, ShardedQuery};
-pub use txn::{RetryPolicy, Tx};
+pub use txn::{ReadTx, RetryPolicy, Tx};
 pub use value::{
     Blob, DecodeError, GeoPoint, Growth, Increasing, Indexable, Projectable, Property, PropertyMap,
     PropertyType, Steady, Timestamp, Value,
@@ -76,8 +76,10 @@ pub use value::{
 pub mod prelude {
     pub use crate::{
         Blob, Cursor, Db, Entity, Error, GeoPoint, Key, KeyId, KeyName, Page, Projection,
-        PropertyType, PropertyValue, RawKey, Timestamp, Tx,
+        PropertyType, PropertyValue, RawKey, ReadTx, Timestamp, Tx,
     };
+    /// What `stream()` users need: `next`, `try_next`, `try_collect`, …
+    pub use futures_util::{StreamExt as _, TryStreamExt as _};
 }
 
 /// What the derive's generated code reaches the runtime through. Not a public API.

@@ -11,10 +11,9 @@ use base64::Engine as _;
 use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
-use crate::backend::{
-    PropertyFilter, PropertyOrder, QueryBatch, QuerySpec, ResultShape, TransactionId,
-};
+use crate::backend::{PropertyFilter, PropertyOrder, QueryBatch, QuerySpec, ResultShape};
 use crate::entity::Projection;
+use crate::txn::TxRef;
 use crate::{Db, Entity, Error, Filter, Key, Order};
 
 /// An opaque position in a query's results (R-Q3).
@@ -115,7 +114,7 @@ where
 pub struct Query<E> {
     pub(crate) db: Db,
     pub(crate) spec: QuerySpec,
-    transaction: Option<TransactionId>,
+    transaction: Option<TxRef>,
     /// A mistake found while building (a key of another partition), returned by `fetch`.
     error: Option<Error>,
     entity: PhantomData<fn() -> E>,
@@ -140,7 +139,7 @@ impl<E> fmt::Debug for Query<E> {
 }
 
 impl<E: Entity> Query<E> {
-    pub(crate) fn new(db: Db, transaction: Option<TransactionId>) -> Query<E> {
+    pub(crate) fn new(db: Db, transaction: Option<TxRef>) -> Query<E> {
         let spec = QuerySpec {
             partition: db.partition().clone(),
             kind: E::KIND.to_owned(),
@@ -240,10 +239,16 @@ impl<E: Entity> Query<E> {
             return Err(error.clone());
         }
         self.db.backend().declare(E::SCHEMA).await?;
-        self.db
+        let transaction = self.transaction.as_ref();
+        let batch = self
+            .db
             .backend()
-            .run_query(&self.spec, self.transaction.as_ref())
-            .await
+            .run_query(&self.spec, transaction.map(TxRef::id))
+            .await;
+        match transaction {
+            Some(tx) => tx.note(batch),
+            None => batch,
+        }
     }
 
     /// Entities from query rows, their counters filled with one lookup (R-S1).
@@ -251,8 +256,14 @@ impl<E: Entity> Query<E> {
         &self,
         mut rows: Vec<(crate::RawKey, crate::PropertyMap)>,
     ) -> Result<Vec<E>, Error> {
-        crate::scale::with_counters(&self.db, E::SCHEMA, &mut rows, self.transaction.as_ref())
-            .await?;
+        let transaction = self.transaction.as_ref();
+        let filled =
+            crate::scale::with_counters(&self.db, E::SCHEMA, &mut rows, transaction.map(TxRef::id))
+                .await;
+        match transaction {
+            Some(tx) => tx.note(filled),
+            None => filled,
+        }?;
         rows.into_iter()
             .map(|(key, properties)| E::from_entity(&key, properties))
             .collect()

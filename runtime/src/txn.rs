@@ -1,7 +1,8 @@
-//! Transactions: `db.transaction(async |tx| { … })`, rolled back on failure and retried on
-//! contention with jittered exponential backoff (R-A2).
+//! Transactions: `db.transaction(async |tx| { … })` and `db.read_only_transaction(…)`,
+//! rolled back on failure and retried on contention with jittered exponential backoff (R-A2).
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -75,68 +76,232 @@ impl Db {
     ///         let mut counter = tx.get(&key).await?.expect("created above");
     ///         counter.count += 1;
     ///         tx.put(&counter);
-    ///         Ok(counter.count)
+    ///         Ok::<_, Error>(counter.count)
     ///     })
     ///     .await?;
     /// assert_eq!(count, 1);
     /// # Ok::<(), Error>(())
     /// # }).unwrap();
     /// ```
-    pub async fn transaction<T, F, Fut>(&self, mut body: F) -> Result<T, Error>
+    ///
+    /// The body may return its own error type, any `Er: From<Error>`: the crate's errors
+    /// reach it through `?`, contention met inside the body is still retried (whatever the
+    /// body made of the error), and the body's other errors come back unchanged:
+    ///
+    /// ```
+    /// # use datastore_entity::prelude::*;
+    /// # #[derive(Entity, Clone)]
+    /// # struct Account { #[key] name: KeyName, balance: i64 }
+    /// #[derive(Debug)]
+    /// enum TransferError {
+    ///     Insufficient { balance: i64 },
+    ///     Store(Error),
+    /// }
+    ///
+    /// impl From<Error> for TransferError {
+    ///     fn from(e: Error) -> Self {
+    ///         TransferError::Store(e)
+    ///     }
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let db = Db::in_memory();
+    /// let key = db.put(&Account { name: KeyName::new("ann")?, balance: 5 }).await?;
+    /// let refused = db
+    ///     .transaction(async |tx| {
+    ///         let mut account = tx.get(&key).await?.expect("created above");
+    ///         if account.balance < 10 {
+    ///             return Err(TransferError::Insufficient { balance: account.balance });
+    ///         }
+    ///         account.balance -= 10;
+    ///         tx.put(&account);
+    ///         Ok(())
+    ///     })
+    ///     .await;
+    /// assert!(matches!(refused, Err(TransferError::Insufficient { balance: 5 })));
+    /// # Ok::<(), Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn transaction<T, Er, F, Fut>(&self, mut body: F) -> Result<T, Er>
     where
         F: FnMut(Tx) -> Fut,
-        Fut: Future<Output = Result<T, Error>>,
+        Fut: Future<Output = Result<T, Er>>,
+        Er: From<Error>,
+    {
+        self.retrying(false, &mut body).await
+    }
+
+    /// Runs `body` in a read-only transaction: every read sees one consistent snapshot (the
+    /// reads are checked together at the end; if something they saw changed meanwhile, `body`
+    /// runs again, as [`Db::transaction`] retries contention). The handle has no writes.
+    ///
+    /// ```
+    /// # use datastore_entity::prelude::*;
+    /// # #[derive(Entity, Clone)]
+    /// # struct Account { #[key] name: KeyName, balance: i64 }
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let db = Db::in_memory();
+    /// let ann = db.put(&Account { name: KeyName::new("ann")?, balance: 5 }).await?;
+    /// let bob = db.put(&Account { name: KeyName::new("bob")?, balance: 7 }).await?;
+    /// // The two balances, as of one moment: no transfer can fall between the two reads.
+    /// let total = db
+    ///     .read_only_transaction(async |tx| {
+    ///         let accounts = tx.get_many(&[ann.clone(), bob.clone()]).await?;
+    ///         Ok::<_, Error>(accounts.iter().flatten().map(|a| a.balance).sum::<i64>())
+    ///     })
+    ///     .await?;
+    /// assert_eq!(total, 12);
+    /// # Ok::<(), Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn read_only_transaction<T, Er, F, Fut>(&self, mut body: F) -> Result<T, Er>
+    where
+        F: FnMut(ReadTx) -> Fut,
+        Fut: Future<Output = Result<T, Er>>,
+        Er: From<Error>,
+    {
+        self.retrying(true, &mut |tx| body(ReadTx { tx })).await
+    }
+
+    /// Attempts `body` until it commits, fails for good, or the retry policy runs out.
+    async fn retrying<T, Er, F, Fut>(&self, read_only: bool, body: &mut F) -> Result<T, Er>
+    where
+        F: FnMut(Tx) -> Fut,
+        Fut: Future<Output = Result<T, Er>>,
+        Er: From<Error>,
     {
         let attempts = self.retry.max_attempts.max(1);
         let mut attempt = 0;
         let mut previous = None;
         loop {
             attempt += 1;
-            let error = match self.attempt(&mut body, &mut previous).await {
+            let failed = match self.attempt(read_only, body, &mut previous).await {
                 Ok(value) => return Ok(value),
-                Err(error) => error,
+                Err(failed) => failed,
             };
-            if !error.is_retryable() || attempt >= attempts {
+            let retryable = match &failed {
+                Failed::Ours(error) => error.is_retryable(),
+                Failed::Body { contended, .. } => *contended,
+            };
+            let error = match failed {
+                Failed::Ours(error) if retryable && attempt < attempts => {
+                    tracing::debug!(attempt, %error, "transaction will be retried");
+                    None
+                }
+                Failed::Body { .. } if retryable && attempt < attempts => {
+                    tracing::debug!(attempt, "contention inside the transaction; retrying");
+                    None
+                }
+                Failed::Ours(error) => Some(Er::from(error)),
+                Failed::Body { error, .. } => Some(error),
+            };
+            if let Some(error) = error {
                 return Err(error);
             }
-            let pause = self.retry.backoff(attempt);
-            tracing::debug!(attempt, ?pause, %error, "transaction will be retried");
-            tokio::time::sleep(pause).await;
+            tokio::time::sleep(self.retry.backoff(attempt)).await;
         }
     }
 
     /// One attempt; `previous` is the handle of the attempt it retries, and becomes its own.
-    async fn attempt<T, F, Fut>(
+    async fn attempt<T, Er, F, Fut>(
         &self,
+        read_only: bool,
         body: &mut F,
         previous: &mut Option<TransactionId>,
-    ) -> Result<T, Error>
+    ) -> Result<T, Failed<Er>>
     where
         F: FnMut(Tx) -> Fut,
-        Fut: Future<Output = Result<T, Error>>,
+        Fut: Future<Output = Result<T, Er>>,
     {
-        let mode = TransactionMode::ReadWrite {
-            previous: previous.take(),
+        let mode = match read_only {
+            true => TransactionMode::ReadOnly,
+            false => TransactionMode::ReadWrite {
+                previous: previous.take(),
+            },
         };
         let id = self
             .backend()
             .begin_transaction(self.partition(), &mode)
-            .await?;
+            .await
+            .map_err(Failed::Ours)?;
         *previous = Some(id.clone());
         let tx = Tx {
             inner: Arc::new(TxInner {
                 db: self.clone(),
-                id,
+                handle: TxRef {
+                    id,
+                    contended: Arc::new(AtomicBool::new(false)),
+                },
+                read_only,
                 state: Mutex::new(TxState::default()),
             }),
         };
         match body(tx.clone()).await {
-            Ok(value) => tx.commit().await.map(|()| value),
+            Ok(value) => tx.commit().await.map(|()| value).map_err(Failed::Ours),
             Err(error) => {
                 tx.rollback().await;
-                Err(error)
+                Err(Failed::Body {
+                    error,
+                    contended: tx.inner.handle.contended.load(Ordering::Relaxed),
+                })
             }
         }
+    }
+}
+
+/// Why an attempt failed.
+enum Failed<Er> {
+    /// The crate's own call (begin, commit) failed: retried when the error is retryable.
+    Ours(Error),
+    /// The body returned an error; `contended` when a call inside it met contention.
+    Body { error: Er, contended: bool },
+}
+
+/// A transaction as the calls made inside it see it: its handle, and whether one of them met
+/// contention (the attempt is then retried, whatever the body made of the error).
+#[derive(Clone, Debug)]
+pub(crate) struct TxRef {
+    id: TransactionId,
+    contended: Arc<AtomicBool>,
+}
+
+impl TxRef {
+    pub(crate) fn id(&self) -> &TransactionId {
+        &self.id
+    }
+
+    /// Passes `result` through, noting contention.
+    pub(crate) fn note<T>(&self, result: Result<T, Error>) -> Result<T, Error> {
+        if let Err(error) = &result
+            && error.is_retryable()
+        {
+            self.contended.store(true, Ordering::Relaxed);
+        }
+        result
+    }
+}
+
+/// The handle of a read-only transaction ([`Db::read_only_transaction`]): reads only, all
+/// from one consistent snapshot. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct ReadTx {
+    tx: Tx,
+}
+
+impl ReadTx {
+    /// Reads one entity inside the transaction.
+    pub async fn get<E: Entity>(&self, key: &Key<E>) -> Result<Option<E>, Error> {
+        self.tx.get(key).await
+    }
+
+    /// Reads many entities in one lookup inside the transaction.
+    pub async fn get_many<E: Entity>(&self, keys: &[Key<E>]) -> Result<Vec<Option<E>>, Error> {
+        self.tx.get_many(keys).await
+    }
+
+    /// A query inside the transaction (use `.ancestor(…)` for a strongly consistent one).
+    pub fn query<E: Entity>(&self) -> Query<E> {
+        self.tx.query()
     }
 }
 
@@ -149,7 +314,8 @@ pub struct Tx {
 
 struct TxInner {
     db: Db,
-    id: TransactionId,
+    handle: TxRef,
+    read_only: bool,
     state: Mutex<TxState>,
 }
 
@@ -163,7 +329,9 @@ struct TxState {
 
 impl std::fmt::Debug for Tx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tx").field("id", &self.inner.id).finish()
+        f.debug_struct("Tx")
+            .field("id", &self.inner.handle.id)
+            .finish()
     }
 }
 
@@ -192,7 +360,8 @@ impl Tx {
     /// Reads many entities in one lookup inside the transaction.
     pub async fn get_many<E: Entity>(&self, keys: &[Key<E>]) -> Result<Vec<Option<E>>, Error> {
         self.check_open()?;
-        crate::scale::load(&self.inner.db, keys, Some(&self.inner.id)).await
+        let handle = &self.inner.handle;
+        handle.note(crate::scale::load(&self.inner.db, keys, Some(handle.id())).await)
     }
 
     /// Reads entities by their keys in the backend's partition, inside the transaction.
@@ -201,16 +370,19 @@ impl Tx {
         keys: &[RawKey],
     ) -> Result<Vec<Option<PropertyMap>>, Error> {
         self.check_open()?;
-        self.inner
-            .db
-            .backend()
-            .lookup(keys, Some(&self.inner.id))
-            .await
+        let handle = &self.inner.handle;
+        handle.note(
+            self.inner
+                .db
+                .backend()
+                .lookup(keys, Some(handle.id()))
+                .await,
+        )
     }
 
     /// A query inside the transaction (use `.ancestor(…)` for a strongly consistent one).
     pub fn query<E: Entity>(&self) -> Query<E> {
-        Query::new(self.inner.db.clone(), Some(self.inner.id.clone()))
+        Query::new(self.inner.db.clone(), Some(self.inner.handle.clone()))
     }
 
     /// Buffers a write of `entity` (create or replace), committed with the transaction.
@@ -247,6 +419,11 @@ impl Tx {
             }
             (std::mem::take(&mut state.writes), state.error.take())
         };
+        if self.inner.read_only {
+            self.state().ended = true;
+            let backend = self.inner.db.backend();
+            return backend.end_read_only(self.inner.handle.id()).await;
+        }
         let prepared = match error {
             Some(error) => Err(error),
             None => crate::scale::prepare(&self.inner.db, writes).await,
@@ -263,7 +440,7 @@ impl Tx {
         self.inner
             .db
             .backend()
-            .commit(mutations, Some(&self.inner.id))
+            .commit(mutations, Some(self.inner.handle.id()))
             .await
             .map(drop)
     }
@@ -277,7 +454,13 @@ impl Tx {
             }
             state.ended = true;
         }
-        if let Err(error) = self.inner.db.backend().rollback(&self.inner.id).await {
+        if let Err(error) = self
+            .inner
+            .db
+            .backend()
+            .rollback(self.inner.handle.id())
+            .await
+        {
             tracing::warn!(%error, "transaction rollback failed; the service will expire it");
         }
     }

@@ -178,9 +178,10 @@ pub enum Call {
     Ids,
 }
 
-/// Wraps the embedded engine: counts calls, records the keys of lookups and commits, and
-/// fails the next `fail_commits` commits with `Error::Unavailable` (a transient outage)
-/// before passing commits through.
+/// Wraps the embedded engine: counts calls, records the keys of lookups and commits, fails
+/// the next `fail_commits` commits with `Error::Unavailable` (a transient outage) before
+/// passing commits through, and the next `fail_lookups` lookups with `Error::Aborted` (the
+/// contention a pessimistic service reports on a read).
 #[derive(Default)]
 pub struct Instrumented {
     inner: Embedded,
@@ -189,6 +190,8 @@ pub struct Instrumented {
     commits: std::sync::Mutex<Vec<Vec<RawKey>>>,
     /// Commits still to fail.
     pub fail_commits: AtomicUsize,
+    /// Lookups still to fail.
+    pub fail_lookups: AtomicUsize,
 }
 
 impl Instrumented {
@@ -239,6 +242,11 @@ impl Backend for Instrumented {
             .lock()
             .expect("not poisoned")
             .push(keys.to_vec());
+        if take_one(&self.fail_lookups) {
+            return Box::pin(std::future::ready(Err(Error::Aborted {
+                reason: "injected contention".into(),
+            })));
+        }
         self.inner.lookup(keys, transaction)
     }
 
@@ -252,11 +260,7 @@ impl Backend for Instrumented {
             .lock()
             .expect("not poisoned")
             .push(mutations.iter().map(|m| m.key().clone()).collect());
-        let failing = self
-            .fail_commits
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if failing {
+        if take_one(&self.fail_commits) {
             let rollback = transaction.map(|t| self.inner.rollback(t));
             return Box::pin(async move {
                 if let Some(rollback) = rollback {
@@ -293,6 +297,14 @@ impl Backend for Instrumented {
         self.inner.rollback(transaction)
     }
 
+    fn end_read_only<'a>(
+        &'a self,
+        transaction: &'a TransactionId,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        self.record(Call::Commit);
+        self.inner.end_read_only(transaction)
+    }
+
     fn allocate_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
         self.record(Call::Ids);
         self.inner.allocate_ids(keys)
@@ -309,6 +321,13 @@ impl Backend for Instrumented {
     ) -> BoxFuture<'a, Result<(), Error>> {
         self.inner.declare(schema)
     }
+}
+
+/// Takes one from `counter` if it is not zero: whether a failure is still to inject.
+fn take_one(counter: &AtomicUsize) -> bool {
+    counter
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
 }
 
 /// Wraps the embedded engine and adds a fixed round trip to every call, as a network would:
@@ -389,6 +408,13 @@ impl Backend for Latency {
 
     fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>> {
         after_round_trip!(self, self.inner.rollback(transaction))
+    }
+
+    fn end_read_only<'a>(
+        &'a self,
+        transaction: &'a TransactionId,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        after_round_trip!(self, self.inner.end_read_only(transaction))
     }
 
     fn allocate_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {

@@ -131,7 +131,7 @@ async fn scenario_work_through_the_emulator_host() {
             let mut a = tx.get(&account_key("ann")).await?.unwrap();
             a.balance += 3;
             tx.put(&a);
-            Ok(a.balance)
+            Ok::<_, Error>(a.balance)
         })
         .await
         .unwrap();

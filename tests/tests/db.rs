@@ -327,7 +327,7 @@ fn db_handles_and_their_futures_can_cross_threads() {
     send_sync(&db);
     send(db.get(&account_key("ann")));
     send(db.query::<Account>().fetch());
-    send(db.transaction(|_tx| async { Ok(()) }));
+    send(db.transaction(|_tx| async { Ok::<_, Error>(()) }));
 }
 
 #[tokio::test]

@@ -10,7 +10,6 @@ use std::time::Duration;
 use datastore_entity::prelude::*;
 use datastore_entity::{Cursor, Error};
 use datastore_entity_tests::{Account, Ledger, Note, account};
-use futures_util::TryStreamExt as _;
 
 /// A scratch directory, removed when dropped.
 struct Scratch(PathBuf);
@@ -286,7 +285,7 @@ fn transactions_stay_serializable_with_many_concurrent_tasks() {
                                         notes: 0,
                                     });
                                 if a.balance < amount {
-                                    return Ok(false);
+                                    return Ok::<_, Error>(false);
                                 }
                                 a.balance -= amount;
                                 b.balance += amount;

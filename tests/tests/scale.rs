@@ -11,7 +11,6 @@ use datastore_entity_tests::{
     Account, Article, Call, Event, Instrumented, Latency, Priority, SiteConfig, Status, account,
     account_key,
 };
-use futures_util::TryStreamExt as _;
 
 fn article(slug: &str) -> Article {
     Article {

@@ -11,7 +11,6 @@ use datastore_entity_tests::{
     Account, Article, ArticleCard, Call, Instrumented, Post, PostCard, Priority, SiteConfig,
     Status, TagRow, account, account_key,
 };
-use futures_util::TryStreamExt as _;
 
 fn post(account: &Key<Account>, title: &str, author: &str, tags: &[&str]) -> Post {
     Post {

@@ -28,7 +28,7 @@ async fn contended_increments_all_land() {
                         tokio::task::yield_now().await;
                         a.balance += 1;
                         tx.put(&a);
-                        Ok(())
+                        Ok::<_, Error>(())
                     })
                     .await
                     .unwrap();
@@ -129,7 +129,7 @@ async fn transient_failures_are_retried_with_backoff_and_bounded() {
             let mut a = tx.get(&account_key("ann")).await?.unwrap();
             a.balance += 1;
             tx.put(&a);
-            Ok(a.balance)
+            Ok::<_, Error>(a.balance)
         })
         .await
         .unwrap();
@@ -163,7 +163,11 @@ async fn transient_failures_are_retried_with_backoff_and_bounded() {
         ..policy
     });
     let started = tokio::time::Instant::now();
-    assert!(once.transaction(|_tx| async { Ok(()) }).await.is_err());
+    assert!(
+        once.transaction(|_tx| async { Ok::<_, Error>(()) })
+            .await
+            .is_err()
+    );
     assert_eq!(started.elapsed(), Duration::ZERO);
 }
 
@@ -197,7 +201,7 @@ async fn the_async_closure_form_works_inside_spawned_tasks() {
                 let mut a = tx.get(&account_key("ann")).await?.unwrap();
                 a.balance = 42;
                 tx.put(&a);
-                Ok(a.balance)
+                Ok::<_, Error>(a.balance)
             })
             .await
         }
@@ -229,7 +233,10 @@ async fn a_duplicate_write_in_a_transaction_fails_before_commit() {
 #[tokio::test]
 async fn a_tx_handle_kept_after_its_transaction_is_closed() {
     let db = Db::in_memory();
-    let kept = db.transaction(|tx| async move { Ok(tx) }).await.unwrap();
+    let kept = db
+        .transaction(|tx| async move { Ok::<_, Error>(tx) })
+        .await
+        .unwrap();
     assert!(matches!(
         kept.get(&account_key("ann")).await,
         Err(Error::TransactionClosed)
@@ -255,7 +262,7 @@ async fn a_blind_write_does_not_conflict_like_in_the_emulator() {
             let mut mine = account("ann");
             mine.balance = 7;
             tx.put(&mine);
-            Ok(())
+            Ok::<_, Error>(())
         }
     })
     .await
@@ -264,4 +271,86 @@ async fn a_blind_write_does_not_conflict_like_in_the_emulator() {
         db.get(&account_key("ann")).await.unwrap().unwrap().balance,
         7
     );
+}
+
+/// An application's error type, with the store's errors inside.
+#[derive(Debug)]
+enum AppError {
+    Store(Error),
+}
+
+impl From<Error> for AppError {
+    fn from(e: Error) -> Self {
+        AppError::Store(e)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn contention_met_inside_a_body_with_its_own_error_type_is_retried() {
+    // R-A2: the body turned the read's `Aborted` into its own error with `?`; the attempt is
+    // retried all the same, because the crate saw the contention.
+    let (backend, db) = Instrumented::db();
+    db.put(&account("ann")).await.unwrap();
+    backend.fail_lookups.store(1, Ordering::SeqCst);
+    let balance = db
+        .transaction(async |tx| {
+            let mut a = tx.get(&account_key("ann")).await?.expect("exists");
+            a.balance += 1;
+            tx.put(&a);
+            Ok::<_, AppError>(a.balance)
+        })
+        .await
+        .unwrap();
+    assert_eq!(balance, 1);
+    assert_eq!(backend.count(Call::Begin), 2, "one retry");
+    assert_eq!(
+        backend.count(Call::Rollback),
+        1,
+        "the failed attempt rolled back"
+    );
+    // Once the policy runs out, the body's error comes back, holding the store's.
+    backend.fail_lookups.store(usize::MAX, Ordering::SeqCst);
+    let failed = db
+        .clone()
+        .with_retry(RetryPolicy {
+            max_attempts: 3,
+            ..RetryPolicy::default()
+        })
+        .transaction(async |tx| {
+            tx.get(&account_key("ann")).await?;
+            Ok::<_, AppError>(())
+        })
+        .await;
+    assert!(
+        matches!(failed, Err(AppError::Store(Error::Aborted { .. }))),
+        "{failed:?}"
+    );
+    assert_eq!(backend.count(Call::Begin), 2 + 3);
+    backend.fail_lookups.store(0, Ordering::SeqCst);
+    assert_eq!(
+        db.get(&account_key("ann")).await.unwrap().unwrap().balance,
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_read_only_transaction_cannot_write_even_through_the_backend() {
+    // `ReadTx` has no writes; the engine refuses a read-only transaction's mutations too,
+    // as the service does, and writes nothing.
+    use datastore_entity::backend::{Backend as _, Mutation, TransactionMode};
+    let (backend, db) = Instrumented::db();
+    let engine = backend.engine();
+    let id = engine
+        .begin_transaction(db.partition(), &TransactionMode::ReadOnly)
+        .await
+        .unwrap();
+    let key = db.bind(&account_key("ro")).unwrap().into_raw();
+    let refused = engine
+        .commit(
+            vec![Mutation::Upsert(key, datastore_entity::PropertyMap::new())],
+            Some(&id),
+        )
+        .await;
+    assert!(matches!(refused, Err(Error::Service { .. })), "{refused:?}");
+    assert_eq!(db.get(&account_key("ro")).await.unwrap(), None);
 }

@@ -32,6 +32,8 @@ pub enum TransactionMode {
         /// The handle of the attempt this one retries.
         previous: Option<TransactionId>,
     },
+    /// Reads only, from one consistent snapshot; a commit with mutations is refused.
+    ReadOnly,
 }
 
 /// One write of a commit.
@@ -167,6 +169,17 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Abandons a transaction.
     fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>>;
+
+    /// Ends a read-only transaction whose body succeeded. The service reads a read-only
+    /// transaction from one snapshot and refuses to commit it: a rollback ends it (the
+    /// default). An engine that checks reads at the end instead (optimistic) reports
+    /// [`Error::Aborted`] when something they saw changed meanwhile, and the body runs again.
+    fn end_read_only<'a>(
+        &'a self,
+        transaction: &'a TransactionId,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        self.rollback(transaction)
+    }
 
     /// Completes incomplete keys with scattered, never-used ids (R-K1).
     fn allocate_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<Vec<RawKey>, Error>>;

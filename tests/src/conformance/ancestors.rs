@@ -141,10 +141,12 @@ pub async fn ancestor_query_in_a_transaction(t: Ctx) {
                 let mut account = tx.get(&ann).await?.expect("ann exists");
                 account.balance = posts.len() as i64;
                 tx.put(&account);
-                Ok(titles(&posts)
-                    .into_iter()
-                    .map(str::to_owned)
-                    .collect::<Vec<_>>())
+                Ok::<_, Error>(
+                    titles(&posts)
+                        .into_iter()
+                        .map(str::to_owned)
+                        .collect::<Vec<_>>(),
+                )
             }
         })
         .await

@@ -2,7 +2,6 @@
 
 use datastore_entity::Error;
 use datastore_entity::prelude::*;
-use futures_util::TryStreamExt as _;
 
 use super::{Row, ids, row};
 use crate::harness::Ctx;

@@ -3,7 +3,6 @@
 
 use datastore_entity::prelude::*;
 use datastore_entity::{Error, Query};
-use futures_util::TryStreamExt as _;
 
 use super::{Row, ids, row};
 use crate::harness::{Backend, Ctx};

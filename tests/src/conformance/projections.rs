@@ -2,7 +2,6 @@
 
 use datastore_entity::prelude::*;
 use datastore_entity::{Error, Indexed, PropertyMap, PropertyPath};
-use futures_util::TryStreamExt as _;
 
 use crate::harness::{Backend, Ctx};
 use crate::{Account, Address, Post, PostCard, TagRow, account};

@@ -2,7 +2,6 @@
 //! sharded indexes (R-S3).
 
 use datastore_entity::prelude::*;
-use futures_util::TryStreamExt as _;
 
 use crate::harness::Ctx;
 use crate::{Article, Event, Priority, SiteConfig, Status};

@@ -29,6 +29,8 @@ macro_rules! transactions_tests {
             tx_a_query_without_an_ancestor,
             tx_a_key_of_another_namespace_is_wrong_partition,
             tx_a_second_rollback,
+            tx_the_closures_own_error_type_comes_back_unchanged,
+            tx_read_only_reads_one_snapshot,
         );
     };
 }
@@ -48,7 +50,7 @@ pub async fn tx_reads_writes_and_returns_its_value(t: Ctx) {
                 a.balance += 5;
                 tx.put(&a);
                 tx.put(&account("tx-rw-bob"));
-                Ok((a.balance, a.email))
+                Ok::<_, Error>((a.balance, a.email))
             }
         })
         .await
@@ -79,7 +81,7 @@ pub async fn tx_concurrent_increments_all_land(t: Ctx) {
                             tokio::task::yield_now().await;
                             a.balance += 1;
                             tx.put(&a);
-                            Ok(())
+                            Ok::<_, Error>(())
                         }
                     })
                     .await
@@ -159,7 +161,7 @@ pub async fn tx_reads_do_not_see_the_transactions_own_writes(t: Ctx) {
                 let again = tx.get(&key).await?.expect("exists");
                 let new = tx.get(&account_key("tx-own-new")).await?;
                 let posts = tx.query::<Post>().ancestor(&parent).fetch().await?.items;
-                Ok((again.balance, new.is_some(), posts.len()))
+                Ok::<_, Error>((again.balance, new.is_some(), posts.len()))
             }
         })
         .await
@@ -425,4 +427,113 @@ pub async fn tx_a_second_rollback(t: Ctx) {
     // Either way the transaction is over: a commit with it writes nothing.
     let commit = backend.commit(Vec::new(), Some(&id)).await;
     assert!(commit.is_err(), "{:?}: {commit:?}", t.backend);
+}
+
+/// An application's error: its own refusals, and the store's errors through `?`.
+#[derive(Debug, PartialEq)]
+enum TransferError {
+    Insufficient { balance: i64 },
+    Store(Error),
+}
+
+impl From<Error> for TransferError {
+    fn from(e: Error) -> Self {
+        TransferError::Store(e)
+    }
+}
+
+pub async fn tx_the_closures_own_error_type_comes_back_unchanged(t: Ctx) {
+    let mut ann = account("tx-own-ann");
+    ann.balance = 5;
+    let key = t.db.put(&ann).await.unwrap();
+    let attempts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let withdraw = |amount: i64| {
+        let (key, attempts) = (key.clone(), attempts.clone());
+        t.db.transaction(move |tx| {
+            let (key, attempts) = (key.clone(), attempts.clone());
+            async move {
+                attempts.fetch_add(1, Ordering::SeqCst);
+                let mut a = tx.get(&key).await?.expect("exists");
+                if a.balance < amount {
+                    tx.put(&account("tx-own-never"));
+                    return Err(TransferError::Insufficient { balance: a.balance });
+                }
+                a.balance -= amount;
+                tx.put(&a);
+                Ok(a.balance)
+            }
+        })
+    };
+    // Its own refusal: returned as it was, not retried, nothing written.
+    assert_eq!(
+        withdraw(10).await,
+        Err(TransferError::Insufficient { balance: 5 })
+    );
+    assert_eq!(attempts.load(Ordering::SeqCst), 1, "not retried");
+    assert_eq!(t.db.get(&account_key("tx-own-never")).await.unwrap(), None);
+    assert_eq!(t.db.get(&key).await.unwrap().unwrap().balance, 5);
+    // Success, through the same closure type.
+    assert_eq!(withdraw(3).await, Ok(2));
+    // The store's errors reach it through `From`.
+    let foreign = t.db.bind(&key).unwrap();
+    let other =
+        t.db.namespace(&format!("{}.own", t.db.partition().namespace))
+            .unwrap();
+    let refused = other
+        .transaction(async |tx| {
+            tx.get(&foreign).await?;
+            Ok::<_, TransferError>(())
+        })
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(TransferError::Store(Error::WrongPartition { .. }))
+        ),
+        "{refused:?}"
+    );
+}
+
+pub async fn tx_read_only_reads_one_snapshot(t: Ctx) {
+    let (mut ann, mut bob) = (account("tx-ro-ann"), account("tx-ro-bob"));
+    (ann.balance, bob.balance) = (5, 7);
+    let keys = t.db.put_many(&[ann, bob]).await.unwrap();
+    let attempts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let total =
+        t.db.read_only_transaction(|tx| {
+            let (db, keys, attempts) = (t.db.clone(), keys.clone(), attempts.clone());
+            async move {
+                let ann = tx.get(&keys[0]).await?.expect("exists");
+                if attempts.fetch_add(1, Ordering::SeqCst) == 0 {
+                    // A transfer of 3 from ann to bob lands between the two reads.
+                    let (mut a, mut b) = (ann.clone(), db.get(&keys[1]).await?.expect("exists"));
+                    (a.balance, b.balance) = (a.balance - 3, b.balance + 3);
+                    tokio::time::timeout(PATIENCE, db.put_many(&[a, b]))
+                        .await
+                        .expect("a read-only transaction holds no lock")?;
+                }
+                let bob = tx.get(&keys[1]).await?.expect("exists");
+                Ok::<_, Error>(ann.balance + bob.balance)
+            }
+        })
+        .await
+        .unwrap();
+    // Both balances as of one moment: before the transfer (a snapshot taken at the start)
+    // or after it (the attempt that straddled the transfer ran again).
+    assert_eq!(total, 12, "{:?}", t.backend);
+    // Firestore reads from a snapshot: one attempt. The legacy emulator and the engine are
+    // optimistic: the attempt that straddled the transfer failed and ran again.
+    let expected_attempts = match t.backend {
+        Backend::Firestore => 1,
+        Backend::Embedded | Backend::File | Backend::Datastore => 2,
+    };
+    assert_eq!(attempts.load(Ordering::SeqCst), expected_attempts);
+    let balances: Vec<i64> =
+        t.db.get_many(&keys)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|a| a.expect("exists").balance)
+            .collect();
+    assert_eq!(balances, [2, 10]);
 }

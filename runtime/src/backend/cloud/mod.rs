@@ -521,17 +521,22 @@ impl Backend for Cloud {
         mode: &'a TransactionMode,
     ) -> BoxFuture<'a, Result<TransactionId, Error>> {
         Box::pin(async move {
-            let TransactionMode::ReadWrite { previous } = mode;
-            let options = pb::TransactionOptions {
-                mode: Some(pb::transaction_options::Mode::ReadWrite(
-                    pb::transaction_options::ReadWrite {
+            let mode = match mode {
+                TransactionMode::ReadWrite { previous } => {
+                    pb::transaction_options::Mode::ReadWrite(pb::transaction_options::ReadWrite {
                         previous_transaction: previous
                             .as_ref()
                             .map(|p| p.0.clone())
                             .unwrap_or_default(),
-                    },
-                )),
+                    })
+                }
+                TransactionMode::ReadOnly => {
+                    pb::transaction_options::Mode::ReadOnly(pb::transaction_options::ReadOnly {
+                        read_time: None,
+                    })
+                }
             };
+            let options = pb::TransactionOptions { mode: Some(mode) };
             let response = call!(
                 self,
                 begin_transaction,

@@ -115,6 +115,8 @@ struct Transaction {
     /// The queries it ran, with the keys they returned: at commit each must return the same
     /// keys again, or an entity was written into (or out of) a range it scanned (a phantom).
     queries: Vec<(QuerySpec, Vec<RawKey>)>,
+    /// Begun read-only: its commit may not write.
+    read_only: bool,
 }
 
 impl Embedded {
@@ -194,7 +196,7 @@ impl Backend for Embedded {
     fn begin_transaction<'a>(
         &'a self,
         _partition: &'a PartitionId,
-        _mode: &'a TransactionMode,
+        mode: &'a TransactionMode,
     ) -> BoxFuture<'a, Result<TransactionId, Error>> {
         let mut state = self.state();
         state.next_transaction += 1;
@@ -204,6 +206,7 @@ impl Backend for Embedded {
             Transaction {
                 reads: HashMap::new(),
                 queries: Vec::new(),
+                read_only: matches!(mode, TransactionMode::ReadOnly),
             },
         );
         ready(Ok(TransactionId(id.to_le_bytes().to_vec())))
@@ -215,6 +218,14 @@ impl Backend for Embedded {
         let mut state = self.state();
         let result = transaction_number(transaction).map(|id| state.end_transaction(id).map(drop));
         ready(result.map(drop))
+    }
+
+    fn end_read_only<'a>(
+        &'a self,
+        transaction: &'a TransactionId,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        // Its reads are checked as a commit checks them: `Aborted` if one changed since.
+        ready(self.state().commit(Vec::new(), Some(transaction)).map(drop))
     }
 
     fn allocate_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
@@ -554,6 +565,10 @@ impl State {
             None => None,
         };
         let checked = match &ended {
+            Some(t) if t.read_only && !mutations.is_empty() => Err(Error::Service {
+                code: "INVALID_ARGUMENT".to_owned(),
+                message: "a read-only transaction cannot write".to_owned(),
+            }),
             Some(t) => self.check_conflicts(t),
             None => Ok(()),
         }
