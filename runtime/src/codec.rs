@@ -184,6 +184,12 @@ impl<'a> Reader<'a> {
         Ok(n)
     }
 
+    /// A length-prefixed byte string, as [`Writer::bytes`] wrote it.
+    pub(crate) fn bytes(&mut self) -> Result<&'a [u8]> {
+        let n = self.len()?;
+        self.take(n)
+    }
+
     fn string(&mut self) -> Result<String> {
         let n = self.len()?;
         let bytes = self.take(n)?;

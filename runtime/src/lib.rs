@@ -31,6 +31,7 @@ mod codec;
 mod db;
 pub mod entity;
 mod error;
+mod filter;
 mod index_config;
 pub mod key;
 mod limits;
@@ -55,15 +56,17 @@ pub use entity::{
     ReplicaSchema, Schema, ShardedIndexSchema,
 };
 pub use error::Error;
+pub use filter::{MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_NOT_IN_VALUES};
 pub use futures_core::Stream;
 pub use index_config::{MAX_INDEX_ENTRIES, firestore_indexes_json, index_yaml};
 pub use key::{IdOrName, Key, KeyId, PartitionId, PathElement, RawKey};
 pub use limits::{MAX_ENTITY_BYTES, MAX_INDEXED_BYTES};
 pub use name::KeyName;
 pub use property::{
-    Direction, Excluded, Filter, IndexMarker, Indexed, Operator, Order, PropertyPath, Queryable,
+    AtMost10, AtMost30, Count, Direction, Excluded, Filter, InValues, IndexMarker, Indexed,
+    NotInValues, Operator, Order, PropertyPath, Queryable,
 };
-pub use query::{Cursor, KeysOnlyQuery, Page, ProjectionQuery, Query};
+pub use query::{Cursor, KeysOnlyQuery, Numeric, Page, ProjectionQuery, Query};
 pub use scale::MAX_MUTATIONS;
 pub use scale::sharded_index::{ShardIndexable, ShardedQuery};
 pub use txn::{ReadTx, RetryPolicy, Tx};

@@ -4,6 +4,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 
+use crate::backend::{FilterNode, PropertyFilter};
 use crate::value::{PropertyType, Value};
 
 /// Marker: the property is indexed, so it can be filtered, ordered and projected on.
@@ -91,13 +92,12 @@ impl<E, T: PropertyType, I: IndexMarker> PropertyPath<E, T, I> {
 }
 
 impl<E, T: PropertyType, I> PropertyPath<E, T, I> {
-    fn filter(&self, op: Operator, operand: T::Operand) -> Filter<E> {
-        Filter {
-            property: self.name.clone(),
+    fn filter(&self, op: Operator, value: Value) -> Filter<E> {
+        Filter::leaf(PropertyFilter {
+            property: self.name.clone().into_owned(),
             op,
-            value: operand.to_value(),
-            entity: PhantomData,
-        }
+            value,
+        })
     }
 
     /// `property = value`; on an array property, matches when any element equals `value`.
@@ -105,7 +105,7 @@ impl<E, T: PropertyType, I> PropertyPath<E, T, I> {
     where
         I: Queryable,
     {
-        self.filter(Operator::Equal, value.into())
+        self.filter(Operator::Equal, value.into().to_value())
     }
 
     /// `property = null`: the entities where the property holds null (an `Option` field
@@ -114,12 +114,7 @@ impl<E, T: PropertyType, I> PropertyPath<E, T, I> {
     where
         I: Queryable,
     {
-        Filter {
-            property: self.name.clone(),
-            op: Operator::Equal,
-            value: Value::Null,
-            entity: PhantomData,
-        }
+        self.filter(Operator::Equal, Value::Null)
     }
 
     /// `property < value`.
@@ -127,7 +122,7 @@ impl<E, T: PropertyType, I> PropertyPath<E, T, I> {
     where
         I: Queryable,
     {
-        self.filter(Operator::LessThan, value.into())
+        self.filter(Operator::LessThan, value.into().to_value())
     }
 
     /// `property <= value`.
@@ -135,7 +130,7 @@ impl<E, T: PropertyType, I> PropertyPath<E, T, I> {
     where
         I: Queryable,
     {
-        self.filter(Operator::LessThanOrEqual, value.into())
+        self.filter(Operator::LessThanOrEqual, value.into().to_value())
     }
 
     /// `property > value`.
@@ -143,7 +138,7 @@ impl<E, T: PropertyType, I> PropertyPath<E, T, I> {
     where
         I: Queryable,
     {
-        self.filter(Operator::GreaterThan, value.into())
+        self.filter(Operator::GreaterThan, value.into().to_value())
     }
 
     /// `property >= value`.
@@ -151,7 +146,37 @@ impl<E, T: PropertyType, I> PropertyPath<E, T, I> {
     where
         I: Queryable,
     {
-        self.filter(Operator::GreaterThanOrEqual, value.into())
+        self.filter(Operator::GreaterThanOrEqual, value.into().to_value())
+    }
+
+    /// `property != value`: the entities holding some value other than `value` (an array
+    /// matches when any element differs; an entity without the property does not match).
+    /// A not-equal filter orders by its property, as a range filter does, and a query takes
+    /// one `ne` or `not_in` at most.
+    pub fn ne(&self, value: impl Into<T::Operand>) -> Filter<E>
+    where
+        I: Queryable,
+    {
+        self.filter(Operator::NotEqual, value.into().to_value())
+    }
+
+    /// `property IN (values)`: equal to one of them (at most 30; an array literal of more, or
+    /// of none, does not compile). Results are in key order unless ordered.
+    pub fn is_in<L: InValues<T::Operand>>(&self, values: L) -> Filter<E>
+    where
+        I: Queryable,
+    {
+        self.filter(Operator::In, Value::Array(values.into_values()))
+    }
+
+    /// `property NOT IN (values)`: holding some value that is none of them (at most 10; an
+    /// array literal of more, or of none, does not compile). Orders by its property, as a
+    /// range filter does; cannot be combined with `is_in`, `or` or another `ne`/`not_in`.
+    pub fn not_in<L: NotInValues<T::Operand>>(&self, values: L) -> Filter<E>
+    where
+        I: Queryable,
+    {
+        self.filter(Operator::NotIn, Value::Array(values.into_values()))
     }
 
     /// Ascending order on this property.
@@ -207,12 +232,44 @@ pub enum Operator {
     GreaterThan,
     /// `>=`
     GreaterThanOrEqual,
+    /// `!=`
+    NotEqual,
+    /// `IN`: the operand is an array of the accepted values.
+    In,
+    /// `NOT IN`: the operand is an array of the refused values.
+    NotIn,
 }
 
 impl Operator {
-    /// Whether this is an inequality (range) operator.
+    /// Whether this is an inequality: a range, `!=` or `NOT IN`. The service reads an
+    /// inequality as ranges of its property's index, so its property is ordered.
     pub fn is_inequality(self) -> bool {
-        self != Operator::Equal
+        !matches!(self, Operator::Equal | Operator::In)
+    }
+
+    /// Whether this is `<`, `<=`, `>` or `>=`.
+    pub fn is_range(self) -> bool {
+        matches!(
+            self,
+            Operator::LessThan
+                | Operator::LessThanOrEqual
+                | Operator::GreaterThan
+                | Operator::GreaterThanOrEqual
+        )
+    }
+
+    /// How the operator is written in queries (GQL).
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Operator::Equal => "=",
+            Operator::LessThan => "<",
+            Operator::LessThanOrEqual => "<=",
+            Operator::GreaterThan => ">",
+            Operator::GreaterThanOrEqual => ">=",
+            Operator::NotEqual => "!=",
+            Operator::In => "IN",
+            Operator::NotIn => "NOT IN",
+        }
     }
 }
 
@@ -225,15 +282,70 @@ pub enum Direction {
     Descending,
 }
 
-/// A property filter on entities of type `E`, built from a property descriptor.
+/// A filter on entities of type `E`: a property filter built from a descriptor
+/// (`Post::AUTHOR.eq("ann")`), or filters combined with [`and`](Filter::and) and
+/// [`or`](Filter::or), nested as deep as needed.
 pub struct Filter<E> {
-    /// The property's stored name.
-    pub property: Cow<'static, str>,
-    /// The comparison.
-    pub op: Operator,
-    /// The operand.
-    pub value: Value,
+    node: FilterNode,
     entity: PhantomData<fn() -> E>,
+}
+
+impl<E> Filter<E> {
+    pub(crate) fn leaf(filter: PropertyFilter) -> Filter<E> {
+        Filter {
+            node: FilterNode::Property(filter),
+            entity: PhantomData,
+        }
+    }
+
+    /// Both `self` and `other` hold.
+    pub fn and(self, other: Filter<E>) -> Filter<E> {
+        self.combine(other, true)
+    }
+
+    /// `self` or `other` holds (or both). An entity matching both is returned once. The
+    /// service answers an `or` as one query per branch of its disjunctive normal form (at
+    /// most 30, `is_in` values counted), merged in the query's order.
+    pub fn or(self, other: Filter<E>) -> Filter<E> {
+        self.combine(other, false)
+    }
+
+    fn combine(self, other: Filter<E>, and: bool) -> Filter<E> {
+        let mut terms = Vec::with_capacity(2);
+        for node in [self.node, other.node] {
+            match (node, and) {
+                (FilterNode::And(inner), true) | (FilterNode::Or(inner), false) => {
+                    terms.extend(inner)
+                }
+                (node, _) => terms.push(node),
+            }
+        }
+        Filter {
+            node: match and {
+                true => FilterNode::And(terms),
+                false => FilterNode::Or(terms),
+            },
+            entity: PhantomData,
+        }
+    }
+
+    /// The untyped filter, as the backends receive it.
+    pub fn node(&self) -> &FilterNode {
+        &self.node
+    }
+
+    pub(crate) fn into_node(self) -> FilterNode {
+        self.node
+    }
+}
+
+impl<E> Clone for Filter<E> {
+    fn clone(&self) -> Self {
+        Filter {
+            node: self.node.clone(),
+            entity: PhantomData,
+        }
+    }
 }
 
 /// An order on entities of type `E`, built from a property descriptor.
@@ -247,16 +359,83 @@ pub struct Order<E> {
 
 impl<E> fmt::Debug for Filter<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "Filter({} {:?} {:?})",
-            self.property, self.op, self.value
-        )
+        write!(f, "Filter({})", self.node)
     }
 }
 
 impl<E> fmt::Debug for Order<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Order({} {:?})", self.property, self.direction)
+    }
+}
+
+/// The values of an [`is_in`](PropertyPath::is_in) filter: an array literal of 1 to 30 values
+/// (checked when compiling), or a `Vec` (checked when the query runs).
+#[diagnostic::on_unimplemented(
+    message = "`is_in` takes 1 to 30 values of the property's type; `{Self}` is not such a list",
+    label = "not 1 to 30 values of the property's type",
+    note = "the service refuses an IN filter with more than 30 values, or none: split the values \
+            over several queries, or filter on a property that groups them"
+)]
+pub trait InValues<T> {
+    /// The values, in their stored form.
+    fn into_values(self) -> Vec<Value>;
+}
+
+/// The values of a [`not_in`](PropertyPath::not_in) filter: an array literal of 1 to 10 values
+/// (checked when compiling), or a `Vec` (checked when the query runs).
+#[diagnostic::on_unimplemented(
+    message = "`not_in` takes 1 to 10 values of the property's type; `{Self}` is not such a list",
+    label = "not 1 to 10 values of the property's type",
+    note = "the service refuses a NOT_IN filter with more than 10 values, or none"
+)]
+pub trait NotInValues<T> {
+    /// The values, in their stored form.
+    fn into_values(self) -> Vec<Value>;
+}
+
+/// An array length, for the bounds on [`InValues`] and [`NotInValues`].
+pub struct Count<const N: usize>;
+
+/// Implemented by [`Count<N>`] for `1 <= N <= 30`.
+pub trait AtMost30 {}
+/// Implemented by [`Count<N>`] for `1 <= N <= 10`.
+pub trait AtMost10 {}
+
+macro_rules! counts {
+    ($bound:ident: $($n:literal)*) => {$(impl $bound for Count<$n> {})*};
+}
+counts!(AtMost10: 1 2 3 4 5 6 7 8 9 10);
+counts!(AtMost30: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30);
+
+#[diagnostic::do_not_recommend]
+impl<T: PropertyType, U: Into<T>, const N: usize> InValues<T> for [U; N]
+where
+    Count<N>: AtMost30,
+{
+    fn into_values(self) -> Vec<Value> {
+        self.into_iter().map(|v| v.into().to_value()).collect()
+    }
+}
+
+impl<T: PropertyType, U: Into<T>> InValues<T> for Vec<U> {
+    fn into_values(self) -> Vec<Value> {
+        self.into_iter().map(|v| v.into().to_value()).collect()
+    }
+}
+
+#[diagnostic::do_not_recommend]
+impl<T: PropertyType, U: Into<T>, const N: usize> NotInValues<T> for [U; N]
+where
+    Count<N>: AtMost10,
+{
+    fn into_values(self) -> Vec<Value> {
+        self.into_iter().map(|v| v.into().to_value()).collect()
+    }
+}
+
+impl<T: PropertyType, U: Into<T>> NotInValues<T> for Vec<U> {
+    fn into_values(self) -> Vec<Value> {
+        self.into_iter().map(|v| v.into().to_value()).collect()
     }
 }

@@ -11,10 +11,12 @@ use base64::Engine as _;
 use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
-use crate::backend::{PropertyFilter, PropertyOrder, QueryBatch, QuerySpec, ResultShape};
+use crate::backend::{Aggregation, PropertyOrder, QueryBatch, QuerySpec, ResultShape};
 use crate::entity::Projection;
+use crate::property::Queryable;
 use crate::txn::TxRef;
-use crate::{Db, Entity, Error, Filter, Key, Order};
+use crate::value::{PropertyType, Value};
+use crate::{Db, Entity, Error, Filter, Key, Order, PropertyPath};
 
 /// An opaque position in a query's results (R-Q3).
 ///
@@ -167,24 +169,10 @@ impl<E: Entity> Query<E> {
 
     /// Adds a filter; all filters must hold.
     pub fn filter(mut self, filter: Filter<E>) -> Self {
-        let mut value = filter.value;
-        if matches!(value, crate::Value::Entity(_)) {
-            // The service refuses it ("An entity value is not allowed"): say why first.
-            self.error.get_or_insert(Error::InvalidQuery {
-                kind: E::KIND.to_owned(),
-                reason: format!(
-                    "the filter on `{}` compares a whole embedded entity, which is not indexed \
-                     as a value; filter on its properties instead (`.dot(...)`, R-P2)",
-                    filter.property
-                ),
-            });
-        }
-        self.db.outgoing_value(&mut value);
-        self.spec.filters.push(PropertyFilter {
-            property: filter.property.into_owned(),
-            op: filter.op,
-            value,
-        });
+        let mut node = filter.into_node();
+        let db = &self.db;
+        node.leaves_mut(&mut |leaf| db.outgoing_value(&mut leaf.value));
+        self.spec.filters.push(node);
         self
     }
 
@@ -233,11 +221,21 @@ impl<E: Entity> Query<E> {
         }
     }
 
-    /// One batch from the backend.
-    pub(crate) async fn run(&self) -> Result<QueryBatch, Error> {
+    /// The mistake found while building, or a rule of the service the filters break: refused
+    /// before anything is sent.
+    fn checked(&self) -> Result<(), Error> {
         if let Some(error) = &self.error {
             return Err(error.clone());
         }
+        crate::filter::check(&self.spec.filters).map_err(|reason| Error::InvalidQuery {
+            kind: E::KIND.to_owned(),
+            reason,
+        })
+    }
+
+    /// One batch from the backend.
+    pub(crate) async fn run(&self) -> Result<QueryBatch, Error> {
+        self.checked()?;
         self.db.backend().declare(E::SCHEMA).await?;
         let transaction = self.transaction.as_ref();
         let batch = self
@@ -267,6 +265,81 @@ impl<E: Entity> Query<E> {
         rows.into_iter()
             .map(|(key, properties)| E::from_entity(&key, properties))
             .collect()
+    }
+
+    /// Runs an aggregation over the query's rows (its `limit`, if any, caps them).
+    async fn aggregate(&self, aggregation: Aggregation) -> Result<Value, Error> {
+        self.checked()?;
+        self.db.backend().declare(E::SCHEMA).await?;
+        let transaction = self.transaction.as_ref();
+        let value = self
+            .db
+            .backend()
+            .run_aggregation(&self.spec, &aggregation, transaction.map(TxRef::id))
+            .await;
+        match transaction {
+            Some(tx) => tx.note(value),
+            None => value,
+        }
+    }
+
+    /// How many results the query has (a COUNT aggregation: the service counts index entries,
+    /// no entity is read). Like the query, an entity with several matching values of an ordered
+    /// array property counts once per value.
+    pub async fn count(self) -> Result<u64, Error> {
+        let value = self.aggregate(Aggregation::Count { up_to: None }).await?;
+        count_of(value)
+    }
+
+    /// Like [`count`](Query::count), but stops counting at `up_to`: a cheap "are there at
+    /// least n" (the service reads at most `up_to` index entries).
+    pub async fn count_up_to(self, up_to: u64) -> Result<u64, Error> {
+        let value = self
+            .aggregate(Aggregation::Count { up_to: Some(up_to) })
+            .await?;
+        count_of(value)
+    }
+
+    /// The sum of a numeric property over the query's results (a SUM aggregation): an `i64`
+    /// for an integer property, an `f64` for a double one. Every element of an array counts;
+    /// entities without the property count nothing; an empty result sums to zero.
+    pub async fn sum<T, I>(
+        self,
+        property: PropertyPath<E, T, I>,
+    ) -> Result<<T::Operand as Numeric>::Sum, Error>
+    where
+        T: PropertyType,
+        T::Operand: Numeric,
+        I: Queryable,
+    {
+        let name = property.name().to_owned();
+        let value = self.aggregate(Aggregation::Sum(name.clone())).await?;
+        <T::Operand as Numeric>::sum(value).map_err(|found| Error::InvalidValue {
+            kind: E::KIND.to_owned(),
+            property: name,
+            reason: format!("its sum is not a number of the property's type ({found})"),
+        })
+    }
+
+    /// The mean of a numeric property over the query's results (an AVG aggregation); `None`
+    /// when no result holds the property.
+    pub async fn avg<T, I>(self, property: PropertyPath<E, T, I>) -> Result<Option<f64>, Error>
+    where
+        T: PropertyType,
+        T::Operand: Numeric,
+        I: Queryable,
+    {
+        let name = property.name().to_owned();
+        match self.aggregate(Aggregation::Avg(name.clone())).await? {
+            Value::Null => Ok(None),
+            Value::Double(d) => Ok(Some(d)),
+            Value::Integer(i) => Ok(Some(i as f64)),
+            other => Err(Error::InvalidValue {
+                kind: E::KIND.to_owned(),
+                property: name,
+                reason: format!("its average came back as {other:?}"),
+            }),
+        }
     }
 
     /// Runs the query and returns one page.
@@ -300,6 +373,69 @@ impl<E: Entity> Query<E> {
             None => self,
         }
     }
+}
+
+fn count_of(value: Value) -> Result<u64, Error> {
+    match value {
+        Value::Integer(n) if n >= 0 => Ok(n as u64),
+        other => Err(Error::Service {
+            code: "INTERNAL".to_owned(),
+            message: format!("a count came back as {other:?}"),
+        }),
+    }
+}
+
+/// A numeric property type, which [`Query::sum`] and [`Query::avg`] take: integers sum to an
+/// `i64`, doubles to an `f64`.
+pub trait Numeric {
+    /// What the sum is.
+    type Sum;
+    /// The sum from the aggregation's value; the value found when it is not one.
+    fn sum(value: Value) -> Result<Self::Sum, String>;
+}
+
+macro_rules! numeric {
+    ($sum:ty: $($t:ty),*) => {$(
+        impl Numeric for $t {
+            type Sum = $sum;
+            fn sum(value: Value) -> Result<$sum, String> {
+                numeric_sum::<$sum>(value)
+            }
+        }
+    )*};
+}
+numeric!(i64: i8, i16, i32, i64, u8, u16, u32);
+numeric!(f64: f32, f64);
+
+trait FromSum: Sized {
+    fn from_sum(value: &Value) -> Option<Self>;
+}
+
+impl FromSum for i64 {
+    fn from_sum(value: &Value) -> Option<i64> {
+        match value {
+            Value::Integer(i) => Some(*i),
+            _ => None,
+        }
+    }
+}
+
+impl FromSum for f64 {
+    fn from_sum(value: &Value) -> Option<f64> {
+        match value {
+            Value::Integer(i) => Some(*i as f64),
+            Value::Double(d) => Some(*d),
+            _ => None,
+        }
+    }
+}
+
+fn numeric_sum<S: FromSum>(value: Value) -> Result<S, String> {
+    S::from_sum(&value).ok_or_else(|| match value {
+        // The service sums integers into a double when the sum leaves the range of an i64.
+        Value::Double(d) => format!("{d}: the integer sum overflowed a 64-bit integer"),
+        other => format!("{other:?}"),
+    })
 }
 
 fn next_cursor(batch: &QueryBatch) -> Option<Cursor> {

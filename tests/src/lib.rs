@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use datastore_entity::backend::embedded::Embedded;
 use datastore_entity::backend::{
-    Backend, BoxFuture, Mutation, QueryBatch, QuerySpec, TransactionId, TransactionMode,
+    Aggregation, Backend, BoxFuture, Mutation, QueryBatch, QuerySpec, TransactionId,
+    TransactionMode,
 };
 use datastore_entity::prelude::*;
-use datastore_entity::{PartitionId, PropertyMap};
+use datastore_entity::{PartitionId, PropertyMap, Value};
 
 pub mod conformance;
 pub mod harness;
@@ -170,6 +171,8 @@ pub enum Call {
     Commit,
     /// `run_query`
     RunQuery,
+    /// `run_aggregation`
+    RunAggregation,
     /// `begin_transaction`
     Begin,
     /// `rollback`
@@ -281,6 +284,16 @@ impl Backend for Instrumented {
     ) -> BoxFuture<'a, Result<QueryBatch, Error>> {
         self.record(Call::RunQuery);
         self.inner.run_query(query, transaction)
+    }
+
+    fn run_aggregation<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        aggregation: &'a Aggregation,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<Value, Error>> {
+        self.record(Call::RunAggregation);
+        self.inner.run_aggregation(query, aggregation, transaction)
     }
 
     fn begin_transaction<'a>(
@@ -395,6 +408,18 @@ impl Backend for Latency {
         transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<QueryBatch, Error>> {
         after_round_trip!(self, self.inner.run_query(query, transaction))
+    }
+
+    fn run_aggregation<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        aggregation: &'a Aggregation,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<Value, Error>> {
+        after_round_trip!(
+            self,
+            self.inner.run_aggregation(query, aggregation, transaction)
+        )
     }
 
     fn begin_transaction<'a>(

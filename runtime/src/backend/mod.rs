@@ -4,6 +4,7 @@
 //! Everything typed (`Db`, queries, transactions) is built once above this trait, so the
 //! embedded engine and the cloud client share all of it.
 
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -70,6 +71,65 @@ pub struct PropertyFilter {
     pub value: Value,
 }
 
+/// A query's filter: property filters combined with AND and OR, nested.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FilterNode {
+    /// One property filter.
+    Property(PropertyFilter),
+    /// Every filter holds.
+    And(Vec<FilterNode>),
+    /// At least one filter holds.
+    Or(Vec<FilterNode>),
+}
+
+impl FilterNode {
+    /// Every property filter of the tree, depth first.
+    pub fn leaves(&self) -> Box<dyn Iterator<Item = &PropertyFilter> + '_> {
+        match self {
+            FilterNode::Property(f) => Box::new(std::iter::once(f)),
+            FilterNode::And(nodes) | FilterNode::Or(nodes) => {
+                Box::new(nodes.iter().flat_map(FilterNode::leaves))
+            }
+        }
+    }
+
+    /// Every property filter of the tree, mutably.
+    pub(crate) fn leaves_mut(&mut self, visit: &mut dyn FnMut(&mut PropertyFilter)) {
+        match self {
+            FilterNode::Property(f) => visit(f),
+            FilterNode::And(nodes) | FilterNode::Or(nodes) => {
+                nodes.iter_mut().for_each(|n| n.leaves_mut(visit))
+            }
+        }
+    }
+}
+
+impl From<PropertyFilter> for FilterNode {
+    fn from(filter: PropertyFilter) -> FilterNode {
+        FilterNode::Property(filter)
+    }
+}
+
+impl fmt::Display for FilterNode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (nodes, op) = match self {
+            FilterNode::Property(p) => {
+                return write!(f, "{} {} {:?}", p.property, p.op.symbol(), p.value);
+            }
+            FilterNode::And(nodes) => (nodes, " AND "),
+            FilterNode::Or(nodes) => (nodes, " OR "),
+        };
+        f.write_str("(")?;
+        for (i, node) in nodes.iter().enumerate() {
+            if i > 0 {
+                f.write_str(op)?;
+            }
+            write!(f, "{node}")?;
+        }
+        f.write_str(")")
+    }
+}
+
 /// A sort order of a query.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PropertyOrder {
@@ -100,8 +160,8 @@ pub struct QuerySpec {
     pub kind: String,
     /// Only entities under this key (strongly consistent, R-E1).
     pub ancestor: Option<RawKey>,
-    /// Filters, combined with AND.
-    pub filters: Vec<PropertyFilter>,
+    /// Filters, combined with AND (each may combine others with AND and OR).
+    pub filters: Vec<FilterNode>,
     /// Sort orders, most significant first.
     pub orders: Vec<PropertyOrder>,
     /// What each result holds.
@@ -112,6 +172,21 @@ pub struct QuerySpec {
     pub start_cursor: Option<Vec<u8>>,
     /// Stop at this position.
     pub end_cursor: Option<Vec<u8>>,
+}
+
+/// What an aggregation query computes over the rows of its query.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Aggregation {
+    /// How many rows, counting at most `up_to` when given.
+    Count {
+        /// Stop counting here.
+        up_to: Option<u64>,
+    },
+    /// The sum of a property's numeric values: an integer, or a double when any value is a
+    /// double (or an integer sum overflows); non-numeric values are ignored.
+    Sum(String),
+    /// The mean of a property's numeric values, null when there are none.
+    Avg(String),
 }
 
 /// One query result.
@@ -159,6 +234,15 @@ pub trait Backend: Send + Sync + 'static {
         query: &'a QuerySpec,
         transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<QueryBatch, Error>>;
+
+    /// Runs an aggregation over a query's rows: an integer (count, sum of integers), a double
+    /// (sum with doubles, average) or null (average of nothing).
+    fn run_aggregation<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        aggregation: &'a Aggregation,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<Value, Error>>;
 
     /// Starts a transaction.
     fn begin_transaction<'a>(

@@ -15,7 +15,7 @@ use std::marker::PhantomData;
 
 use futures_core::Stream;
 
-use crate::backend::{PropertyFilter, QueryBatch, QueryResult};
+use crate::backend::{FilterNode, PropertyFilter, QueryBatch, QueryResult};
 use crate::codec::{Reader, Writer, fnv1a};
 use crate::entity::ShardedIndexSchema;
 use crate::property::{Direction, Operator};
@@ -224,9 +224,7 @@ impl<E: Entity, T: ShardIndexable> ShardedQuery<E, T> {
             w.key(ancestor);
         }
         for f in &spec.filters {
-            w.bytes.extend_from_slice(f.property.as_bytes());
-            w.u8(f.op as u8);
-            w.value(&f.value);
+            crate::filter::fingerprint(&mut w, f);
         }
         fnv1a(&w.bytes)
     }
@@ -271,10 +269,12 @@ impl<E: Entity, T: ShardIndexable> ShardedQuery<E, T> {
         let width = width(self.index.shards);
         let prefix = format!("{shard:0width$}:");
         let companion = self.index.companion;
-        let filter = |op, text: String| PropertyFilter {
-            property: companion.to_owned(),
-            op,
-            value: Value::String(text),
+        let filter = |op, text: String| {
+            FilterNode::Property(PropertyFilter {
+                property: companion.to_owned(),
+                op,
+                value: Value::String(text),
+            })
         };
         let mut query = self.query.clone().limit(limit);
         let spec = &mut query.spec;

@@ -4,7 +4,7 @@ use gcloud_sdk::google::datastore::v1 as pb;
 use gcloud_sdk::google::r#type::LatLng;
 use gcloud_sdk::prost_types;
 
-use crate::backend::{PropertyFilter, PropertyOrder, QuerySpec, ResultShape};
+use crate::backend::{Aggregation, FilterNode, PropertyOrder, QuerySpec, ResultShape};
 use crate::key::{IdOrName, PartitionId, PathElement};
 use crate::property::{Direction, Operator};
 use crate::value::{Blob, GeoPoint, Property, PropertyMap, Timestamp, Value};
@@ -209,6 +209,18 @@ impl Partitions {
     /// A query as the service takes it. There is no offset (R-Q3).
     pub(super) fn query(&self, spec: &QuerySpec, limit: Option<usize>) -> pb::Query {
         let mut filters: Vec<pb::Filter> = spec.filters.iter().map(|f| self.filter(f)).collect();
+        // An AND inside the top-level AND is the same AND.
+        let filters_inner = std::mem::take(&mut filters);
+        for filter in filters_inner {
+            match filter.filter_type {
+                Some(pb::filter::FilterType::CompositeFilter(c))
+                    if c.op == pb::composite_filter::Operator::And as i32 =>
+                {
+                    filters.extend(c.filters)
+                }
+                other => filters.push(pb::Filter { filter_type: other }),
+            }
+        }
         if let Some(ancestor) = &spec.ancestor {
             filters.push(property_filter(
                 "__key__",
@@ -247,18 +259,69 @@ impl Partitions {
         }
     }
 
-    fn filter(&self, filter: &PropertyFilter) -> pb::Filter {
+    fn filter(&self, node: &FilterNode) -> pb::Filter {
         use pb::property_filter::Operator as Op;
-        let op = match filter.op {
-            Operator::Equal => Op::Equal,
-            Operator::LessThan => Op::LessThan,
-            Operator::LessThanOrEqual => Op::LessThanOrEqual,
-            Operator::GreaterThan => Op::GreaterThan,
-            Operator::GreaterThanOrEqual => Op::GreaterThanOrEqual,
+        let (op, nodes) = match node {
+            FilterNode::Property(filter) => {
+                let op = match filter.op {
+                    Operator::Equal => Op::Equal,
+                    Operator::LessThan => Op::LessThan,
+                    Operator::LessThanOrEqual => Op::LessThanOrEqual,
+                    Operator::GreaterThan => Op::GreaterThan,
+                    Operator::GreaterThanOrEqual => Op::GreaterThanOrEqual,
+                    Operator::NotEqual => Op::NotEqual,
+                    Operator::In => Op::In,
+                    Operator::NotIn => Op::NotIn,
+                };
+                return property_filter(&filter.property, op, self.value(&filter.value, false));
+            }
+            FilterNode::And(nodes) => (pb::composite_filter::Operator::And, nodes),
+            FilterNode::Or(nodes) => (pb::composite_filter::Operator::Or, nodes),
         };
-        property_filter(&filter.property, op, self.value(&filter.value, false))
+        pb::Filter {
+            filter_type: Some(pb::filter::FilterType::CompositeFilter(
+                pb::CompositeFilter {
+                    op: op as i32,
+                    filters: nodes.iter().map(|n| self.filter(n)).collect(),
+                },
+            )),
+        }
+    }
+
+    /// An aggregation query as the service takes it.
+    pub(super) fn aggregation(
+        &self,
+        spec: &QuerySpec,
+        aggregation: &Aggregation,
+    ) -> pb::AggregationQuery {
+        use pb::aggregation_query::aggregation::{Avg, Count, Operator as Op, Sum};
+        let reference = |name: &String| Some(pb::PropertyReference { name: name.clone() });
+        let operator = match aggregation {
+            Aggregation::Count { up_to } => Op::Count(Count {
+                up_to: up_to.map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+            }),
+            Aggregation::Sum(p) => Op::Sum(Sum {
+                property: reference(p),
+            }),
+            Aggregation::Avg(p) => Op::Avg(Avg {
+                property: reference(p),
+            }),
+        };
+        let mut query = self.query(spec, spec.limit);
+        query.start_cursor.clear();
+        query.end_cursor.clear();
+        pb::AggregationQuery {
+            aggregations: vec![pb::aggregation_query::Aggregation {
+                alias: AGGREGATE.to_owned(),
+                operator: Some(operator),
+            }],
+            query_type: Some(pb::aggregation_query::QueryType::NestedQuery(query)),
+        }
     }
 }
+
+/// The alias of an aggregation's result.
+pub(super) const AGGREGATE: &str = "result";
 
 fn timestamp(t: Timestamp) -> prost_types::Timestamp {
     let micros = t.as_micros();

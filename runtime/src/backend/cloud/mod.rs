@@ -21,10 +21,10 @@ use gcloud_sdk::{GoogleApi, GoogleAuthMiddleware};
 
 use self::convert::Partitions;
 use super::{
-    Backend, BoxFuture, Mutation, QueryBatch, QueryResult, QuerySpec, TransactionId,
+    Aggregation, Backend, BoxFuture, Mutation, QueryBatch, QueryResult, QuerySpec, TransactionId,
     TransactionMode,
 };
-use crate::value::PropertyMap;
+use crate::value::{PropertyMap, Value};
 use crate::{Db, Error, PartitionId, RawKey};
 
 /// The most keys the service looks up in one call.
@@ -513,6 +513,44 @@ impl Backend for Cloud {
         transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<QueryBatch, Error>> {
         Box::pin(self.query(query, transaction))
+    }
+
+    fn run_aggregation<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        aggregation: &'a Aggregation,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<Value, Error>> {
+        Box::pin(async move {
+            let response = call!(
+                self,
+                run_aggregation_query,
+                pb::RunAggregationQueryRequest {
+                    project_id: self.partitions.project_id.clone(),
+                    database_id: self.partitions.database_id.clone(),
+                    partition_id: Some(self.partitions.partition(&query.partition)),
+                    read_options: Self::read_options(transaction),
+                    query_type: Some(
+                        pb::run_aggregation_query_request::QueryType::AggregationQuery(
+                            self.partitions.aggregation(query, aggregation),
+                        )
+                    ),
+                    ..pb::RunAggregationQueryRequest::default()
+                }
+            )
+            .map_err(|e| query_error(&query.kind, false, e))?;
+            let value = response
+                .batch
+                .and_then(|b| b.aggregation_results.into_iter().next())
+                .and_then(|mut r| r.aggregate_properties.remove(convert::AGGREGATE));
+            match value {
+                Some(value) => Ok(self.partitions.property(value)?.value),
+                None => Err(Error::Service {
+                    code: "INTERNAL".to_owned(),
+                    message: "the aggregation query returned no result".to_owned(),
+                }),
+            }
+        })
     }
 
     fn begin_transaction<'a>(

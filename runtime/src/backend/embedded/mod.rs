@@ -36,10 +36,15 @@ use std::sync::{Mutex, MutexGuard};
 use self::index::{Composite, ENTITIES, META};
 use self::scan::Prepared;
 use self::store::{Batch, Memory, Redb, Store};
-use super::{Backend, BoxFuture, Mutation, QueryBatch, QuerySpec, TransactionId, TransactionMode};
+use super::{
+    Aggregation, Backend, BoxFuture, Mutation, QueryBatch, QuerySpec, ResultShape, TransactionId,
+    TransactionMode,
+};
 use crate::entity::Schema;
 use crate::key::IdOrName;
+use crate::property::Operator;
 use crate::value::PropertyMap;
+use crate::value::Value;
 use crate::{Error, KeyId, PartitionId, RawKey};
 
 pub use crate::limits::MAX_INDEXED_BYTES;
@@ -193,6 +198,15 @@ impl Backend for Embedded {
         ready(self.state().run_query(query, transaction))
     }
 
+    fn run_aggregation<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        aggregation: &'a Aggregation,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<Value, Error>> {
+        ready(self.state().aggregate(query, aggregation, transaction))
+    }
+
     fn begin_transaction<'a>(
         &'a self,
         _partition: &'a PartitionId,
@@ -238,6 +252,58 @@ impl Backend for Embedded {
 
     fn declare<'a>(&'a self, schema: &'static Schema) -> BoxFuture<'a, Result<(), Error>> {
         ready(self.state().declare(schema))
+    }
+}
+
+/// A running sum of numeric values, as the service sums them: integers exactly while they
+/// fit in an `i64`, in a double once a double is added or the integer sum overflows.
+#[derive(Default)]
+struct Sum {
+    integer: Option<i64>,
+    double: Option<f64>,
+    count: u64,
+}
+
+impl Sum {
+    fn add(&mut self, value: &Value) {
+        let as_double = match *value {
+            Value::Integer(i) => {
+                self.count += 1;
+                match (self.double, self.integer.unwrap_or(0).checked_add(i)) {
+                    (None, Some(total)) => {
+                        self.integer = Some(total);
+                        return;
+                    }
+                    _ => i as f64,
+                }
+            }
+            Value::Double(d) => {
+                self.count += 1;
+                d
+            }
+            _ => return,
+        };
+        let carried = self.integer.take().map_or(0.0, |i| i as f64);
+        self.double = Some(self.double.unwrap_or(0.0) + carried + as_double);
+    }
+
+    fn total(&self) -> Value {
+        match self.double {
+            Some(d) => Value::Double(d),
+            None => Value::Integer(self.integer.unwrap_or(0)),
+        }
+    }
+
+    fn mean(&self) -> Value {
+        let total = match self.total() {
+            Value::Integer(i) => i as f64,
+            Value::Double(d) => d,
+            _ => 0.0,
+        };
+        match self.count {
+            0 => Value::Null,
+            n => Value::Double(total / n as f64),
+        }
     }
 }
 
@@ -747,10 +813,72 @@ impl State {
         Ok(batch)
     }
 
+    /// An aggregation over the rows of `query`, read from the indexes: a count reads keys
+    /// only, a sum or an average the property's index values (a projection), so no entity is
+    /// loaded unless the property is also filtered by equality.
+    fn aggregate(
+        &mut self,
+        query: &QuerySpec,
+        aggregation: &Aggregation,
+        transaction: Option<&TransactionId>,
+    ) -> Result<Value, Error> {
+        let mut rows = query.clone();
+        rows.start_cursor = None;
+        rows.end_cursor = None;
+        let property = match aggregation {
+            Aggregation::Count { up_to } => {
+                rows.shape = ResultShape::KeysOnly;
+                if let Some(up_to) = up_to {
+                    let up_to = usize::try_from(*up_to).unwrap_or(usize::MAX);
+                    rows.limit = Some(rows.limit.map_or(up_to, |l| l.min(up_to)));
+                }
+                let batch = self.run_query(&rows, transaction)?;
+                return Ok(Value::Integer(batch.results.len() as i64));
+            }
+            Aggregation::Sum(p) | Aggregation::Avg(p) => p,
+        };
+        let fixed = query
+            .filters
+            .iter()
+            .flat_map(|f| f.leaves())
+            .any(|f| &f.property == property && matches!(f.op, Operator::Equal | Operator::In));
+        rows.shape = match fixed {
+            true => ResultShape::Full,
+            false => ResultShape::Projection(vec![property.clone()]),
+        };
+        let batch = self.run_query(&rows, transaction)?;
+        let mut sum = Sum::default();
+        for row in &batch.results {
+            scan::visit_indexed(&row.properties, property, &mut |v| sum.add(v));
+        }
+        Ok(match aggregation {
+            Aggregation::Avg(_) => sum.mean(),
+            _ => sum.total(),
+        })
+    }
+
     /// The answer to a query, recording nothing.
     fn evaluate(&self, query: &QuerySpec) -> Result<QueryBatch, Error> {
         let prepared = Prepared::new(query)?;
-        let access = plan::choose(&prepared, self.composites(&query.kind), self.strict)?;
-        plan::run(&*self.store, &prepared, &access)
+        let composites = self.composites(&query.kind);
+        if prepared.branch_count() == 1 {
+            let access = plan::choose(&prepared, composites, self.strict)?;
+            return plan::run(&*self.store, &prepared, &access);
+        }
+        let plans = (0..prepared.branch_count())
+            .map(|i| {
+                let branch = prepared.branch(i);
+                let access = plan::choose(&branch, composites, self.strict)?;
+                Ok((branch, access))
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        match plans
+            .iter()
+            .any(|(_, access)| *access == plan::Access::Scan)
+        {
+            // A branch no index serves: every entity of the kind is evaluated, once.
+            true => plan::run(&*self.store, &prepared, &plan::Access::Scan),
+            false => plan::merged(&*self.store, &prepared, &plans),
+        }
     }
 }

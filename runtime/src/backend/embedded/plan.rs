@@ -5,6 +5,8 @@
 //! its filters skip), from the cursor on: a page costs what it holds, not what the kind holds.
 
 use std::borrow::Cow;
+use std::cmp::Ordering;
+use std::collections::VecDeque;
 use std::ops::Bound;
 
 use super::index::{self, Composite, ENTITIES, KINDS, PROPERTIES};
@@ -12,8 +14,9 @@ use super::keycode::{self, Reader};
 use super::scan::{Prepared, SCAN, matches};
 use super::store::Store;
 use crate::backend::{PropertyFilter, PropertyOrder, QueryBatch, QueryResult, ResultShape};
+use crate::codec::{Reader as CodecReader, Writer};
 use crate::property::{Direction, Operator};
-use crate::value::{Property, PropertyMap, Value};
+use crate::value::{Property, PropertyMap, Value, compare_values};
 use crate::{Error, RawKey};
 
 /// How a query reads the tables.
@@ -52,11 +55,10 @@ impl Access {
 }
 
 /// The distinct properties of the query's equality filters, in the order they first appear.
-fn equality_properties<'q>(prepared: &Prepared<'q>) -> Vec<&'q str> {
+fn equality_properties<'p>(prepared: &'p Prepared<'_>) -> Vec<&'p str> {
     let mut names: Vec<&str> = Vec::new();
     for f in prepared
-        .query
-        .filters
+        .filters()
         .iter()
         .filter(|f| f.op == Operator::Equal)
     {
@@ -84,27 +86,32 @@ pub(crate) fn choose(
     let orders = &prepared.orders;
     // Without orders there are no range filters and no projection (both imply orders).
     if orders.is_empty() {
-        return Ok(match query.filters.is_empty() {
+        return Ok(match prepared.filters().is_empty() {
             true => Access::Kind,
             false => Access::Zigzag,
         });
     }
     let projected = projected(prepared);
+    let equalities = equality_properties(prepared);
+    // An equality filter on an ordered property selects the entity; its rows are then one
+    // per value of the property (every element of an array), which no index range holds:
+    // the kind is evaluated entity by entity.
+    if orders
+        .iter()
+        .any(|o| equalities.contains(&o.property.as_str()))
+    {
+        return Ok(Access::Scan);
+    }
     if let ([order], None) = (orders.as_slice(), &query.ancestor) {
         let p = &order.property;
-        if query.filters.iter().all(|f| &f.property == p) && projected.iter().all(|q| q == p) {
+        if prepared.filters().iter().all(|f| &f.property == p) && projected.iter().all(|q| q == p) {
             return Ok(Access::Property {
                 name: p.clone(),
                 reverse: order.direction == Direction::Descending,
             });
         }
     }
-    let equalities = equality_properties(prepared);
-    // Orders on a property fixed by an equality filter order nothing.
-    let sort: Vec<&PropertyOrder> = orders
-        .iter()
-        .filter(|o| !equalities.contains(&o.property.as_str()))
-        .collect();
+    let sort: Vec<&PropertyOrder> = orders.iter().collect();
     if sort.is_empty() && projected.is_empty() && prepared.key_direction == Direction::Ascending {
         return Ok(Access::Zigzag);
     }
@@ -264,7 +271,8 @@ fn narrow(bounds: &mut Bounds, head: &[u8], inverted: bool, filters: &[&Property
             Operator::GreaterThanOrEqual => bounds.raise(Bound::Included(at)),
             Operator::LessThan => bounds.lower_to(Bound::Excluded(at)),
             Operator::LessThanOrEqual => bounds.lower_to(after_prefix(&at)),
-            Operator::Equal => {}
+            // Branches hold `=` and ranges only.
+            Operator::Equal | Operator::NotEqual | Operator::In | Operator::NotIn => {}
         }
     }
 }
@@ -291,16 +299,28 @@ struct Entries<'q> {
 }
 
 /// One result a plan found: its position (the cursor's), its key path (encoded, ascending),
-/// and its projected values.
+/// its values of the query's orders, and its projected values.
 struct Found {
     position: Vec<u8>,
     path: Vec<u8>,
+    sort: Vec<Value>,
     projected: Vec<Value>,
 }
 
 pub(crate) fn corrupt() -> Error {
     Error::Storage {
         reason: "an index entry is malformed (the store is corrupt)".to_owned(),
+    }
+}
+
+/// The tag of a merged plan's cursors (an OR, IN, `!=` or NOT IN: several branches).
+const MERGED: u8 = 5;
+
+fn other_plan() -> Error {
+    Error::InvalidCursor {
+        reason: "it was made by another plan of this query (a composite index was declared \
+                 since); start the query again"
+            .to_owned(),
     }
 }
 
@@ -315,11 +335,7 @@ pub(crate) fn run(
         let Some(bytes) = bytes else { return Ok(None) };
         let (tag, position) = prepared.decode_cursor(bytes)?;
         if tag != access.tag() {
-            return Err(Error::InvalidCursor {
-                reason: "it was made by another plan of this query (a composite index was \
-                         declared since); start the query again"
-                    .to_owned(),
-            });
+            return Err(other_plan());
         }
         Ok(Some(position.to_vec()))
     };
@@ -331,37 +347,66 @@ pub(crate) fn run(
     let limit = query.limit.unwrap_or(usize::MAX);
     let start = start.filter(|p| !p.is_empty());
     let end = end.filter(|p| !p.is_empty());
-    let (found, more_results) = match access {
-        Access::Zigzag => zigzag(store, prepared, start, end, limit)?,
-        _ => {
-            let mut entries = entries(prepared, access);
-            if let Some(start) = start {
-                match entries.reverse {
-                    false => entries.bounds.raise(Bound::Excluded(start)),
-                    true => entries.bounds.lower_to(Bound::Excluded(start)),
-                }
-            }
-            if let Some(end) = end {
-                match entries.reverse {
-                    false => entries.bounds.lower_to(Bound::Included(end)),
-                    true => entries.bounds.raise(Bound::Included(end)),
-                }
-            }
-            read(store, &entries, limit)?
-        }
-    };
+    let (found, more_results) = find(store, prepared, access, start, end, limit)?;
     let tag = access.tag();
     let end_cursor = match (found.last(), &query.start_cursor) {
         (Some(last), _) => prepared.encode_cursor(tag, &last.position),
         (None, Some(start)) => start.clone(),
         (None, None) => prepared.encode_cursor(tag, &[]),
     };
+    let found = found.into_iter().map(|found| {
+        let cursor = prepared.encode_cursor(tag, &found.position);
+        (found, cursor)
+    });
+    Ok(QueryBatch {
+        results: results(store, prepared, found)?,
+        end_cursor,
+        more_results,
+    })
+}
+
+/// Up to `limit` entries of one plan after `start` and up to `end` (positions of that plan),
+/// and whether more follow.
+fn find(
+    store: &dyn Store,
+    prepared: &Prepared<'_>,
+    access: &Access,
+    start: Option<Vec<u8>>,
+    end: Option<Vec<u8>>,
+    limit: usize,
+) -> Result<(Vec<Found>, bool), Error> {
+    if *access == Access::Zigzag {
+        return zigzag(store, prepared, start, end, limit);
+    }
+    let mut entries = entries(prepared, access);
+    if let Some(start) = start {
+        match entries.reverse {
+            false => entries.bounds.raise(Bound::Excluded(start)),
+            true => entries.bounds.lower_to(Bound::Excluded(start)),
+        }
+    }
+    if let Some(end) = end {
+        match entries.reverse {
+            false => entries.bounds.lower_to(Bound::Included(end)),
+            true => entries.bounds.raise(Bound::Included(end)),
+        }
+    }
+    read(store, &entries, limit)
+}
+
+/// The query results of found entries, each with its cursor.
+fn results(
+    store: &dyn Store,
+    prepared: &Prepared<'_>,
+    found: impl Iterator<Item = (Found, Vec<u8>)>,
+) -> Result<Vec<QueryResult>, Error> {
+    let query = prepared.query;
     // The entities-table key of each result: the partition, then the result's path.
     let mut at = Vec::with_capacity(128);
     keycode::partition(&mut at, &query.partition);
     let partition = at.len();
-    let mut results = Vec::with_capacity(found.len());
-    for found in found {
+    let mut results = Vec::with_capacity(found.size_hint().0);
+    for (found, cursor) in found {
         let path = Reader::new(&found.path).path().map_err(|_| corrupt())?;
         let key = RawKey::new(Some(query.partition.clone()), path).map_err(|_| corrupt())?;
         let properties = match &query.shape {
@@ -378,13 +423,148 @@ pub(crate) fn run(
                 .collect(),
         };
         results.push(QueryResult {
-            cursor: prepared.encode_cursor(tag, &found.position),
+            cursor,
             key,
             properties,
         });
     }
+    Ok(results)
+}
+
+/// Where each branch of a merged plan stands: after this position of its own plan (`None`:
+/// before its first entry).
+type Positions = Vec<Option<Vec<u8>>>;
+
+fn encode_positions(
+    prepared: &Prepared<'_>,
+    plans: &[(Prepared<'_>, Access)],
+    positions: &Positions,
+) -> Vec<u8> {
+    let mut w = Writer::default();
+    for ((_, access), position) in plans.iter().zip(positions) {
+        w.u8(access.tag());
+        match position {
+            None => w.u8(0),
+            Some(p) => {
+                w.u8(1);
+                w.bytes(p);
+            }
+        }
+    }
+    prepared.encode_cursor(MERGED, &w.bytes)
+}
+
+fn decode_positions(
+    prepared: &Prepared<'_>,
+    plans: &[(Prepared<'_>, Access)],
+    bytes: &[u8],
+) -> Result<Positions, Error> {
+    let (tag, body) = prepared.decode_cursor(bytes)?;
+    if tag != MERGED {
+        return Err(other_plan());
+    }
+    let corrupt = |_| Error::InvalidCursor {
+        reason: "it is corrupt".to_owned(),
+    };
+    let mut r = CodecReader::new(body);
+    let mut positions = Vec::with_capacity(plans.len());
+    for (_, access) in plans {
+        if r.u8().map_err(corrupt)? != access.tag() {
+            return Err(other_plan());
+        }
+        positions.push(match r.u8().map_err(corrupt)? {
+            0 => None,
+            _ => Some(r.bytes().map_err(corrupt)?.to_vec()),
+        });
+    }
+    if !r.is_empty() {
+        return Err(other_plan());
+    }
+    Ok(positions)
+}
+
+/// The order of found entries: their order values in the orders' directions, then their keys
+/// in the last order's direction.
+fn compare_found(prepared: &Prepared<'_>, a: &Found, b: &Found) -> Ordering {
+    for ((x, y), order) in a.sort.iter().zip(&b.sort).zip(&prepared.orders) {
+        let o = compare_values(x, y);
+        let o = match order.direction {
+            Direction::Ascending => o,
+            Direction::Descending => o.reverse(),
+        };
+        if o.is_ne() {
+            return o;
+        }
+    }
+    let o = a.path.cmp(&b.path);
+    match prepared.key_direction {
+        Direction::Ascending => o,
+        Direction::Descending => o.reverse(),
+    }
+}
+
+/// A query of several branches (an OR, an IN, a `!=`, a NOT IN), each answered by its own
+/// index plan in the query's order: the branches' entries are merged (a k-way merge), an entry
+/// several branches hold returned once. Each branch reads at most one page (plus one) from
+/// where the cursor left it, so a page costs what it holds, times the branches.
+pub(crate) fn merged(
+    store: &dyn Store,
+    prepared: &Prepared<'_>,
+    plans: &[(Prepared<'_>, Access)],
+) -> Result<QueryBatch, Error> {
+    let query = prepared.query;
+    let decode = |bytes: &Option<Vec<u8>>| {
+        bytes
+            .as_ref()
+            .map(|b| decode_positions(prepared, plans, b))
+            .transpose()
+    };
+    let (start, end) = (decode(&query.start_cursor)?, decode(&query.end_cursor)?);
+    let limit = query.limit.unwrap_or(usize::MAX);
+    let mut positions = start.unwrap_or_else(|| vec![None; plans.len()]);
+    let mut heads = Vec::with_capacity(plans.len());
+    for (i, (branch, access)) in plans.iter().enumerate() {
+        let end = match &end {
+            None => None,
+            // The branch had not started where the end cursor was made: none of it comes before.
+            Some(end) if end[i].is_none() => {
+                heads.push(VecDeque::new());
+                continue;
+            }
+            Some(end) => end[i].clone(),
+        };
+        let start = positions[i].clone();
+        let (found, _) = find(store, branch, access, start, end, limit.saturating_add(1))?;
+        heads.push(VecDeque::from(found));
+    }
+    let mut taken = Vec::new();
+    while taken.len() < limit {
+        let next = (0..heads.len())
+            .filter(|&i| !heads[i].is_empty())
+            .min_by(|&a, &b| compare_found(prepared, &heads[a][0], &heads[b][0]));
+        let Some(next) = next else { break };
+        let Some(found) = heads[next].pop_front() else {
+            break;
+        };
+        positions[next] = Some(found.position.clone());
+        for (i, head) in heads.iter_mut().enumerate() {
+            while let Some(same) = head.front() {
+                if compare_found(prepared, same, &found) != Ordering::Equal {
+                    break;
+                }
+                positions[i] = head.pop_front().map(|f| f.position);
+            }
+        }
+        taken.push((found, encode_positions(prepared, plans, &positions)));
+    }
+    let more_results = heads.iter().any(|h| !h.is_empty());
+    let end_cursor = match (taken.last(), &query.start_cursor) {
+        (Some((_, cursor)), _) => cursor.clone(),
+        (None, Some(start)) => start.clone(),
+        (None, None) => encode_positions(prepared, plans, &positions),
+    };
     Ok(QueryBatch {
-        results,
+        results: results(store, prepared, taken.into_iter())?,
         end_cursor,
         more_results,
     })
@@ -431,10 +611,14 @@ fn candidates(
 }
 
 /// The entries an index plan reads.
-fn entries<'q>(prepared: &Prepared<'q>, access: &'q Access) -> Entries<'q> {
+fn entries<'q>(prepared: &'q Prepared<'_>, access: &'q Access) -> Entries<'q> {
     let query = prepared.query;
-    let filters_on = |p: &str| -> Vec<&'q PropertyFilter> {
-        query.filters.iter().filter(|f| f.property == p).collect()
+    let filters_on = |p: &str| -> Vec<&PropertyFilter> {
+        prepared
+            .filters()
+            .iter()
+            .filter(|f| f.property == p)
+            .collect()
     };
     let mut head = index::kind_prefix(&query.partition, &query.kind);
     let mut entries = Entries {
@@ -593,6 +777,7 @@ fn read(
                         .iter()
                         .map(|&i| values[i].clone())
                         .collect(),
+                    sort: values,
                 }))
             };
             match accept() {
@@ -635,8 +820,8 @@ fn zigzag(
         .as_ref()
         .map(index::path_prefix)
         .unwrap_or_default();
-    let streams: Vec<(Vec<u8>, Bound<Vec<u8>>)> = query
-        .filters
+    let streams: Vec<(Vec<u8>, Bound<Vec<u8>>)> = prepared
+        .filters()
         .iter()
         .map(|f| {
             let mut base = head.clone();
@@ -691,6 +876,7 @@ fn zigzag(
         found.push(Found {
             position: target.clone(),
             path: target.clone(),
+            sort: Vec::new(),
             projected: Vec::new(),
         });
         target.push(0);

@@ -4,6 +4,7 @@
 //! first (validation, implied orders, fingerprint) for the index plans too.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use super::check_ancestors;
 use super::keycode::index_value;
@@ -61,12 +62,25 @@ pub(crate) fn matches(value: &Value, op: Operator, operand: &Value) -> bool {
         Operator::LessThanOrEqual => ordering != Ordering::Greater,
         Operator::GreaterThan => ordering == Ordering::Greater,
         Operator::GreaterThanOrEqual => ordering != Ordering::Less,
+        Operator::NotEqual => ordering != Ordering::Equal,
+        Operator::In | Operator::NotIn => {
+            let listed = match operand {
+                Value::Array(values) => values.iter().any(|v| compare_values(value, v).is_eq()),
+                other => compare_values(value, other).is_eq(),
+            };
+            listed == (op == Operator::In)
+        }
     }
 }
 
 /// A query, checked (validated, its orders completed) and ready to run.
+#[derive(Clone)]
 pub(crate) struct Prepared<'q> {
     pub(crate) query: &'q QuerySpec,
+    /// The branches of the filter's disjunctive normal form: `=` and range filters only.
+    branches: Arc<[Vec<PropertyFilter>]>,
+    /// The branch this plan answers; `None`: all of them (a scan of an OR query).
+    selected: Option<usize>,
     /// The orders applied: the given ones, then the range property if not among them.
     pub(crate) orders: Vec<PropertyOrder>,
     /// How many of `orders` the query gave (the others are implied).
@@ -128,8 +142,9 @@ impl<'q> Prepared<'q> {
                 return Err(invalid("the ancestor key is in another namespace".into()));
             }
         }
-        let names = query
-            .filters
+        crate::filter::check(&query.filters).map_err(&invalid)?;
+        let leaves: Vec<&PropertyFilter> = query.filters.iter().flat_map(|f| f.leaves()).collect();
+        let names = leaves
             .iter()
             .map(|f| &f.property)
             .chain(query.orders.iter().map(|o| &o.property));
@@ -142,47 +157,25 @@ impl<'q> Prepared<'q> {
                 validate(NameRole::Property, segment)?;
             }
         }
-        if let Some(f) = query
-            .filters
-            .iter()
-            .find(|f| matches!(f.value, Value::Array(_) | Value::Entity(_)))
-        {
-            return Err(invalid(format!(
-                "the filter on `{}` compares with an array or an embedded entity; filter on one \
-                 element (it matches an array holding it) or on an embedded property \
-                 (`outer.inner`)",
-                f.property
-            )));
-        }
-        let mut inequalities: Vec<&str> = query
-            .filters
+        // Firestore in Datastore mode orders the inequality properties not ordered explicitly
+        // after the explicit orders, by name, in the direction of the last one. (The legacy
+        // emulator took one inequality property only, and refused a first order on another.)
+        let mut inequalities: Vec<&str> = leaves
             .iter()
             .filter(|f| f.op.is_inequality())
             .map(|f| f.property.as_str())
             .collect();
+        inequalities.sort();
         inequalities.dedup();
         let mut orders = query.orders.clone();
         let explicit_orders = orders.len();
-        match inequalities.as_slice() {
-            [] => {}
-            // As in Firestore in Datastore mode: a range property that is not ordered
-            // explicitly is ordered after the explicit orders, in the direction of the last
-            // one. (The legacy emulator refused a first order on another property.)
-            [property] => {
-                if !orders.iter().any(|o| o.property == *property) {
-                    let direction = orders.last().map_or(Direction::Ascending, |o| o.direction);
-                    orders.push(PropertyOrder {
-                        property: (*property).to_owned(),
-                        direction,
-                    });
-                }
-            }
-            several => {
-                return Err(invalid(format!(
-                    "range filters on several properties ({}); a query may have range \
-                     filters on one property only: filter the others in code",
-                    several.join(", ")
-                )));
+        let direction = orders.last().map_or(Direction::Ascending, |o| o.direction);
+        for property in inequalities {
+            if !orders.iter().any(|o| o.property == property) {
+                orders.push(PropertyOrder {
+                    property: property.to_owned(),
+                    direction,
+                });
             }
         }
         // A projection reads an index holding every projected property: after the orders,
@@ -204,10 +197,9 @@ impl<'q> Prepared<'q> {
             return Err(invalid("a projection needs at least one property".into()));
         }
         if let Some(p) = projected.iter().find(|p| {
-            query
-                .filters
+            leaves
                 .iter()
-                .any(|f| f.op == Operator::Equal && &f.property == *p)
+                .any(|f| matches!(f.op, Operator::Equal | Operator::In) && &f.property == *p)
         }) {
             return Err(invalid(format!(
                 "`{p}` is both projected and filtered by equality; its value is already known, \
@@ -222,9 +214,7 @@ impl<'q> Prepared<'q> {
             w.key(a);
         }
         for f in &query.filters {
-            w.bytes.extend_from_slice(f.property.as_bytes());
-            w.u8(f.op as u8);
-            w.value(&f.value);
+            crate::filter::fingerprint(&mut w, f);
         }
         for o in &orders {
             w.bytes.extend_from_slice(o.property.as_bytes());
@@ -246,8 +236,12 @@ impl<'q> Prepared<'q> {
         };
         let order_slots = orders.iter().map(|o| slot(&o.property)).collect();
         let projected_slots = projected.iter().map(&mut slot).collect();
+        let branches = crate::filter::branches(&query.filters);
+        let selected = (branches.len() == 1).then_some(0);
         Ok(Prepared {
             query,
+            branches: branches.into(),
+            selected,
             key_direction: orders.last().map_or(Direction::Ascending, |o| o.direction),
             orders,
             explicit_orders,
@@ -258,19 +252,38 @@ impl<'q> Prepared<'q> {
         })
     }
 
-    fn filters_on<'a>(&'a self, property: &'a str) -> impl Iterator<Item = &'a PropertyFilter> {
-        self.query
-            .filters
-            .iter()
-            .filter(move |f| f.property == property)
+    /// How many branches the filter has.
+    pub(crate) fn branch_count(&self) -> usize {
+        self.branches.len()
     }
 
-    /// The distinct indexed values of `property` that pass every filter on it.
-    fn candidates<'s>(&self, properties: &'s PropertyMap, property: &str) -> Vec<&'s Value> {
+    /// This query, answering branch `i` of its filter only.
+    pub(crate) fn branch(&self, i: usize) -> Prepared<'q> {
+        Prepared {
+            selected: Some(i),
+            ..self.clone()
+        }
+    }
+
+    /// The filters of the selected branch (ANDed): `=` and ranges.
+    pub(crate) fn filters(&self) -> &[PropertyFilter] {
+        &self.branches[self.selected.unwrap_or(0)]
+    }
+
+    /// The distinct indexed values of `property` that pass every range filter of `filters` on
+    /// it. (An equality filter selects the entity, not the values: an entity whose array holds
+    /// the value has an index entry for each of its values, as in Firestore in Datastore mode.)
+    fn candidates<'s>(
+        &self,
+        filters: &[PropertyFilter],
+        properties: &'s PropertyMap,
+        property: &str,
+    ) -> Vec<&'s Value> {
         let mut values = Vec::new();
         visit_indexed(properties, property, &mut |v| {
-            if self
-                .filters_on(property)
+            if filters
+                .iter()
+                .filter(|f| f.property == property && f.op.is_range())
                 .all(|f| matches(v, f.op, &f.value))
             {
                 values.push(v);
@@ -281,21 +294,49 @@ impl<'q> Prepared<'q> {
         values
     }
 
-    /// The rows of one entity, none if it does not match.
+    /// The rows of one entity, none if it does not match: the rows of each branch it
+    /// matches, each row once.
     fn rows<'s>(&self, key: &'s RawKey, properties: &'s PropertyMap, rows: &mut Vec<Row<'s>>) {
+        let first = rows.len();
+        let branches = match self.selected {
+            Some(i) => &self.branches[i..=i],
+            None => &self.branches[..],
+        };
+        let mut found = Vec::new();
+        for filters in branches {
+            self.branch_rows(filters, key, properties, &mut found);
+            for row in found.drain(..) {
+                let seen = rows[first..]
+                    .iter()
+                    .any(|r| self.compare_rows(r, &row) == Ordering::Equal);
+                if !seen {
+                    rows.push(row);
+                }
+            }
+        }
+    }
+
+    /// The rows of one entity for one branch (filters ANDed), none if it does not match.
+    fn branch_rows<'s>(
+        &self,
+        filters: &[PropertyFilter],
+        key: &'s RawKey,
+        properties: &'s PropertyMap,
+        rows: &mut Vec<Row<'s>>,
+    ) {
         // Every filter must hold for some indexed value. Equality filters on an array may be
-        // met by different elements; range filters on one property by one element.
-        for filter in &self.query.filters {
+        // met by different elements; the range filters on one property by one element, which
+        // also meets each equality filter on that property (Firestore in Datastore mode reads
+        // them from one range of the property's index).
+        for filter in filters {
             let mut found = false;
             visit_indexed(properties, &filter.property, &mut |v| {
                 found = found
-                    || if filter.op == Operator::Equal {
-                        matches(v, filter.op, &filter.value)
-                    } else {
-                        self.filters_on(&filter.property)
-                            .filter(|f| f.op.is_inequality())
-                            .all(|f| matches(v, f.op, &f.value))
-                    };
+                    || ((filter.op != Operator::Equal || matches(v, filter.op, &filter.value))
+                        && filters
+                            .iter()
+                            .filter(|f| f.property == filter.property && f.op.is_range())
+                            .all(|f| matches(v, f.op, &f.value)));
             });
             if !found {
                 return;
@@ -305,7 +346,7 @@ impl<'q> Prepared<'q> {
         // without one of them has no index entry there, so no row).
         let mut combinations: Vec<Vec<&'s Value>> = vec![Vec::new()];
         for property in &self.scanned {
-            let values = self.candidates(properties, property);
+            let values = self.candidates(filters, properties, property);
             if values.is_empty() {
                 return;
             }

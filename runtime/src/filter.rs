@@ -1,0 +1,307 @@
+//! The service's rules for a query's filter tree, checked before anything is sent, and the
+//! tree's disjunctive normal form: the branches the service (and the embedded engine) answer
+//! one by one and merge.
+//!
+//! The rules are Firestore in Datastore mode's, as its emulator enforces them (the conformance
+//! suite checks each there): IN takes 1 to 30 values and NOT_IN 1 to 10; a query holds one
+//! NOT_EQUAL or NOT_IN at most; NOT_IN does not mix with IN or OR; the normal form has at most
+//! 30 branches (IN values counted); AND and OR take at least one filter.
+
+use std::cmp::Ordering;
+
+use crate::backend::{FilterNode, PropertyFilter};
+use crate::codec::Writer;
+use crate::property::Operator;
+use crate::value::{Value, compare_values};
+
+/// The most values an IN filter takes.
+pub const MAX_IN_VALUES: usize = 30;
+/// The most values a NOT_IN filter takes.
+pub const MAX_NOT_IN_VALUES: usize = 10;
+/// The most branches a filter's disjunctive normal form may have.
+pub const MAX_DISJUNCTIONS: usize = 30;
+
+/// Writes `node` into a query's fingerprint (what a cursor is checked against).
+pub(crate) fn fingerprint(w: &mut Writer, node: &FilterNode) {
+    match node {
+        FilterNode::Property(f) => {
+            w.u8(0);
+            w.bytes(f.property.as_bytes());
+            w.u8(f.op as u8);
+            w.value(&f.value);
+        }
+        FilterNode::And(nodes) | FilterNode::Or(nodes) => {
+            w.u8(if matches!(node, FilterNode::And(_)) {
+                1
+            } else {
+                2
+            });
+            w.len(nodes.len());
+            nodes.iter().for_each(|n| fingerprint(w, n));
+        }
+    }
+}
+
+/// Checks `filters` (ANDed) against the service's rules; the reason of a refusal.
+pub(crate) fn check(filters: &[FilterNode]) -> Result<(), String> {
+    let mut not_equal: Option<&PropertyFilter> = None;
+    let mut has_in_or_or = false;
+    let mut not_in = None;
+    for filter in filters {
+        check_node(filter, &mut has_in_or_or)?;
+        for leaf in filter.leaves() {
+            check_operand(leaf)?;
+            match leaf.op {
+                Operator::NotEqual | Operator::NotIn => {
+                    if let Some(first) = not_equal {
+                        return Err(format!(
+                            "it holds two not-equal filters (`{} {} ..`, `{} {} ..`); the \
+                             service takes one `ne` or `not_in` per query: filter the other \
+                             in code",
+                            first.property,
+                            first.op.symbol(),
+                            leaf.property,
+                            leaf.op.symbol()
+                        ));
+                    }
+                    not_equal = Some(leaf);
+                    if leaf.op == Operator::NotIn {
+                        not_in = Some(leaf);
+                    }
+                }
+                Operator::In => has_in_or_or = true,
+                _ => {}
+            }
+        }
+    }
+    if let (Some(not_in), true) = (not_in, has_in_or_or) {
+        return Err(format!(
+            "`{} NOT IN ..` is combined with `is_in` or `or`, which the service refuses: \
+             run one query per branch instead",
+            not_in.property
+        ));
+    }
+    let branches = disjunctions(filters);
+    if branches > MAX_DISJUNCTIONS {
+        return Err(format!(
+            "its filter has {branches} branches once put in disjunctive normal form (each \
+             `is_in` value counts as one), more than the service's limit of {MAX_DISJUNCTIONS}"
+        ));
+    }
+    Ok(())
+}
+
+fn check_node(node: &FilterNode, has_or: &mut bool) -> Result<(), String> {
+    let (nodes, name) = match node {
+        FilterNode::Property(_) => return Ok(()),
+        FilterNode::And(nodes) => (nodes, "an AND"),
+        FilterNode::Or(nodes) => {
+            *has_or = true;
+            (nodes, "an OR")
+        }
+    };
+    if nodes.is_empty() {
+        return Err(format!("{name} filter combines no filters"));
+    }
+    nodes.iter().try_for_each(|n| check_node(n, has_or))
+}
+
+fn check_operand(leaf: &PropertyFilter) -> Result<(), String> {
+    let (max, name) = match leaf.op {
+        Operator::In => (MAX_IN_VALUES, "`is_in`"),
+        Operator::NotIn => (MAX_NOT_IN_VALUES, "`not_in`"),
+        _ => {
+            return match &leaf.value {
+                Value::Array(_) | Value::Entity(_) => Err(format!(
+                    "the filter on `{}` compares with an array or an embedded entity; filter \
+                     on one element (it matches an array holding it), with `is_in` on several, \
+                     or on an embedded property (`.dot(...)`, R-P2)",
+                    leaf.property
+                )),
+                _ => Ok(()),
+            };
+        }
+    };
+    let Value::Array(values) = &leaf.value else {
+        return Err(format!(
+            "the {name} filter on `{}` has no list of values",
+            leaf.property
+        ));
+    };
+    if values.is_empty() || values.len() > max {
+        return Err(format!(
+            "the {name} filter on `{}` has {} values; the service takes 1 to {max}",
+            leaf.property,
+            values.len()
+        ));
+    }
+    if values
+        .iter()
+        .any(|v| matches!(v, Value::Array(_) | Value::Entity(_)))
+    {
+        return Err(format!(
+            "the {name} filter on `{}` lists an array or an embedded entity, which are not \
+             indexed as values",
+            leaf.property
+        ));
+    }
+    Ok(())
+}
+
+/// How many branches the service counts in the normal form of `filters` (ANDed): each IN
+/// value is one; a NOT_EQUAL or NOT_IN is one.
+fn disjunctions(filters: &[FilterNode]) -> usize {
+    fn count(node: &FilterNode) -> usize {
+        match node {
+            FilterNode::Property(f) if f.op == Operator::In => match &f.value {
+                Value::Array(values) => values.len().max(1),
+                _ => 1,
+            },
+            FilterNode::Property(_) => 1,
+            FilterNode::And(nodes) => nodes
+                .iter()
+                .map(count)
+                .fold(1usize, |a, b| a.saturating_mul(b)),
+            FilterNode::Or(nodes) => nodes.iter().map(count).fold(0usize, usize::saturating_add),
+        }
+    }
+    filters
+        .iter()
+        .map(count)
+        .fold(1usize, |a, b| a.saturating_mul(b))
+}
+
+/// The disjunctive normal form of `filters` (ANDed), with only `=` and range filters: an IN
+/// is one branch per value, a `!=` the two ranges around its value, a NOT_IN the ranges
+/// between its values. An entity row matches the tree when it matches a branch. Call after
+/// [`check`], which bounds the number of branches.
+pub(crate) fn branches(filters: &[FilterNode]) -> Vec<Vec<PropertyFilter>> {
+    let mut result = vec![Vec::new()];
+    for filter in filters {
+        result = product(result, expand(filter));
+    }
+    result
+}
+
+fn product(
+    left: Vec<Vec<PropertyFilter>>,
+    right: Vec<Vec<PropertyFilter>>,
+) -> Vec<Vec<PropertyFilter>> {
+    let mut out = Vec::with_capacity(left.len() * right.len());
+    for a in &left {
+        for b in &right {
+            out.push(a.iter().chain(b).cloned().collect());
+        }
+    }
+    out
+}
+
+fn expand(node: &FilterNode) -> Vec<Vec<PropertyFilter>> {
+    match node {
+        FilterNode::Property(f) => leaf(f),
+        FilterNode::And(nodes) => nodes
+            .iter()
+            .fold(vec![Vec::new()], |acc, n| product(acc, expand(n))),
+        FilterNode::Or(nodes) => nodes.iter().flat_map(expand).collect(),
+    }
+}
+
+fn leaf(f: &PropertyFilter) -> Vec<Vec<PropertyFilter>> {
+    let at = |op, value: &Value| PropertyFilter {
+        property: f.property.clone(),
+        op,
+        value: value.clone(),
+    };
+    let listed = || -> Vec<Value> {
+        let mut values = match &f.value {
+            Value::Array(values) => values.clone(),
+            other => vec![other.clone()],
+        };
+        values.sort_by(compare_values);
+        values.dedup_by(|a, b| compare_values(a, b) == Ordering::Equal);
+        values
+    };
+    match f.op {
+        Operator::In => listed()
+            .iter()
+            .map(|v| vec![at(Operator::Equal, v)])
+            .collect(),
+        Operator::NotEqual | Operator::NotIn => {
+            let values = listed();
+            let mut out = Vec::with_capacity(values.len() + 1);
+            out.push(vec![at(Operator::LessThan, &values[0])]);
+            for pair in values.windows(2) {
+                out.push(vec![
+                    at(Operator::GreaterThan, &pair[0]),
+                    at(Operator::LessThan, &pair[1]),
+                ]);
+            }
+            out.push(vec![at(Operator::GreaterThan, &values[values.len() - 1])]);
+            out
+        }
+        _ => vec![vec![f.clone()]],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(property: &str, op: Operator, value: Value) -> FilterNode {
+        FilterNode::Property(PropertyFilter {
+            property: property.to_owned(),
+            op,
+            value,
+        })
+    }
+
+    fn ints(values: impl IntoIterator<Item = i64>) -> Value {
+        Value::Array(values.into_iter().map(Value::Integer).collect())
+    }
+
+    #[test]
+    fn in_values_are_branches_and_count_toward_the_limit() {
+        let six = |p| f(p, Operator::In, ints(0..6));
+        let five = f("b", Operator::In, ints(0..5));
+        assert_eq!(branches(&[six("a"), five.clone()]).len(), 30);
+        assert!(check(&[six("a"), five]).is_ok());
+        let refused = check(&[six("a"), six("b")]).unwrap_err();
+        assert!(refused.contains("36 branches"), "{refused}");
+    }
+
+    #[test]
+    fn not_in_is_the_ranges_between_its_values() {
+        let b = branches(&[f("a", Operator::NotIn, ints([3, 1, 3]))]);
+        let ops: Vec<Vec<(Operator, Value)>> = b
+            .iter()
+            .map(|c| c.iter().map(|f| (f.op, f.value.clone())).collect())
+            .collect();
+        use Operator::*;
+        use Value::Integer as I;
+        assert_eq!(
+            ops,
+            [
+                vec![(LessThan, I(1))],
+                vec![(GreaterThan, I(1)), (LessThan, I(3))],
+                vec![(GreaterThan, I(3))],
+            ]
+        );
+    }
+
+    #[test]
+    fn the_combination_rules() {
+        let ne = f("a", Operator::NotEqual, Value::Integer(1));
+        let not_in = f("b", Operator::NotIn, ints([1]));
+        let is_in = f("c", Operator::In, ints([1]));
+        let eq = f("d", Operator::Equal, Value::Integer(1));
+        assert!(check(&[ne.clone(), not_in.clone()]).is_err());
+        assert!(check(&[not_in.clone(), is_in.clone()]).is_err());
+        assert!(check(&[FilterNode::Or(vec![not_in.clone(), eq.clone()])]).is_err());
+        assert!(check(&[FilterNode::Or(vec![ne.clone(), is_in.clone()])]).is_ok());
+        assert!(check(&[FilterNode::Or(Vec::new())]).is_err());
+        assert!(check(&[f("a", Operator::In, ints(0..31))]).is_err());
+        assert!(check(&[f("a", Operator::NotIn, ints(0..11))]).is_err());
+        assert!(check(&[f("a", Operator::In, ints([]))]).is_err());
+        assert!(check(&[f("a", Operator::Equal, ints([1]))]).is_err());
+    }
+}
