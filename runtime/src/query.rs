@@ -11,7 +11,7 @@ use base64::Engine as _;
 use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
-use crate::backend::{Aggregation, PropertyOrder, QueryBatch, QuerySpec, ResultShape};
+use crate::backend::{Aggregation, BoxFuture, PropertyOrder, QueryBatch, QuerySpec, ResultShape};
 use crate::entity::Projection;
 use crate::property::Queryable;
 use crate::txn::TxRef;
@@ -303,43 +303,50 @@ impl<E: Entity> Query<E> {
     /// The sum of a numeric property over the query's results (a SUM aggregation): an `i64`
     /// for an integer property, an `f64` for a double one. Every element of an array counts;
     /// entities without the property count nothing; an empty result sums to zero.
-    pub async fn sum<T, I>(
+    pub fn sum<T, I>(
         self,
         property: PropertyPath<E, T, I>,
-    ) -> Result<<T::Operand as Numeric>::Sum, Error>
+    ) -> BoxFuture<'static, Result<<T::Operand as Numeric>::Sum, Error>>
     where
         T: PropertyType,
         T::Operand: Numeric,
         I: Queryable,
     {
         let name = property.name().to_owned();
-        let value = self.aggregate(Aggregation::Sum(name.clone())).await?;
-        <T::Operand as Numeric>::sum(value).map_err(|found| Error::InvalidValue {
-            kind: E::KIND.to_owned(),
-            property: name,
-            reason: format!("its sum is not a number of the property's type ({found})"),
+        Box::pin(async move {
+            let value = self.aggregate(Aggregation::Sum(name.clone())).await?;
+            <T::Operand as Numeric>::sum(value).map_err(|found| Error::InvalidValue {
+                kind: E::KIND.to_owned(),
+                property: name,
+                reason: format!("its sum is not a number of the property's type ({found})"),
+            })
         })
     }
 
     /// The mean of a numeric property over the query's results (an AVG aggregation); `None`
     /// when no result holds the property.
-    pub async fn avg<T, I>(self, property: PropertyPath<E, T, I>) -> Result<Option<f64>, Error>
+    pub fn avg<T, I>(
+        self,
+        property: PropertyPath<E, T, I>,
+    ) -> BoxFuture<'static, Result<Option<f64>, Error>>
     where
         T: PropertyType,
         T::Operand: Numeric,
         I: Queryable,
     {
         let name = property.name().to_owned();
-        match self.aggregate(Aggregation::Avg(name.clone())).await? {
-            Value::Null => Ok(None),
-            Value::Double(d) => Ok(Some(d)),
-            Value::Integer(i) => Ok(Some(i as f64)),
-            other => Err(Error::InvalidValue {
-                kind: E::KIND.to_owned(),
-                property: name,
-                reason: format!("its average came back as {other:?}"),
-            }),
-        }
+        Box::pin(async move {
+            match self.aggregate(Aggregation::Avg(name.clone())).await? {
+                Value::Null => Ok(None),
+                Value::Double(d) => Ok(Some(d)),
+                Value::Integer(i) => Ok(Some(i as f64)),
+                other => Err(Error::InvalidValue {
+                    kind: E::KIND.to_owned(),
+                    property: name,
+                    reason: format!("its average came back as {other:?}"),
+                }),
+            }
+        })
     }
 
     /// Runs the query and returns one page.
@@ -387,6 +394,12 @@ fn count_of(value: Value) -> Result<u64, Error> {
 
 /// A numeric property type, which [`Query::sum`] and [`Query::avg`] take: integers sum to an
 /// `i64`, doubles to an `f64`.
+#[diagnostic::on_unimplemented(
+    message = "`sum` and `avg` take a numeric property; this one holds `{Self}`",
+    label = "not a property of integers or doubles",
+    note = "the service sums integers and doubles only (other values are skipped); count \
+            the results with `count()` instead"
+)]
 pub trait Numeric {
     /// What the sum is.
     type Sum;

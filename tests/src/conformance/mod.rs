@@ -16,6 +16,7 @@ mod filters;
 mod ids;
 mod indexes;
 mod namespaces;
+mod operators;
 mod ordering;
 mod projections;
 mod scale;
@@ -31,6 +32,7 @@ pub use filters::*;
 pub use ids::*;
 pub use indexes::*;
 pub use namespaces::*;
+pub use operators::*;
 pub use ordering::*;
 pub use projections::*;
 pub use scale::*;
@@ -52,6 +54,7 @@ macro_rules! all_conformance_tests {
         $crate::ancestors_tests!($backend);
         $crate::projections_tests!($backend);
         $crate::cursors_tests!($backend);
+        $crate::operators_tests!($backend);
         $crate::namespaces_tests!($backend);
         $crate::ids_tests!($backend);
         $crate::indexes_tests!($backend);
@@ -69,6 +72,7 @@ pub fn index_yaml() -> String {
         Row::SCHEMA,
         Indexed::SCHEMA,
         projections::Stamp::SCHEMA,
+        operators::Item::SCHEMA,
     ])
 }
 

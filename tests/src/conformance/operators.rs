@@ -1,0 +1,396 @@
+//! Today's query surface (issue #9): `!=`, IN, NOT IN, OR nested with AND, range filters on
+//! several properties, and COUNT / SUM / AVG — on arrays, nulls and mixed types, with cursors.
+//!
+//! Every expectation is exact, and the same on the embedded engine and the Firestore emulator
+//! in Datastore mode (today's production service), so the two are compared value by value.
+//! The legacy Datastore emulator predates these operators: each test checks that it refuses
+//! them with a clear error, and runs what it does support (AND of `=` and one range property,
+//! COUNT).
+
+use datastore_entity::prelude::*;
+use datastore_entity::{Error, Filter, Query, Value};
+
+use crate::harness::{Backend, Ctx};
+
+#[macro_export]
+macro_rules! operators_tests {
+    ($backend:expr) => {
+        $crate::conformance!($backend;
+            op_not_equal_orders_by_its_property,
+            op_in_is_one_equality_per_value_in_key_order,
+            op_in_with_an_order,
+            op_not_in_is_the_ranges_between_its_values,
+            op_or_of_equalities_returns_each_entity_once,
+            op_or_with_a_range_orders_by_the_range_property,
+            op_and_nested_in_or,
+            op_range_filters_on_several_properties,
+            op_arrays_under_not_equal_in_and_not_in,
+            op_nulls_and_mixed_types_under_not_equal_and_in,
+            op_cursors_page_through_or_and_in,
+            op_count_and_count_up_to,
+            op_sum_and_avg,
+            op_sum_and_avg_over_arrays_and_of_nothing,
+        );
+    };
+}
+
+/// An entity of every kind of value the operators meet.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(
+    kind = "Item",
+    index(color, size),
+    index(color, -size),
+    index(size, weight),
+    index(color, nums)
+)]
+pub struct Item {
+    #[key]
+    pub id: KeyId,
+    pub color: String,
+    pub size: i64,
+    pub weight: f64,
+    pub nums: Vec<i64>,
+    pub any: Value,
+}
+
+fn item(id: i64, color: &str, size: i64, weight: f64, nums: &[i64], any: Value) -> Item {
+    Item {
+        id: KeyId::new(id).unwrap(),
+        color: color.to_owned(),
+        size,
+        weight,
+        nums: nums.to_vec(),
+        any,
+    }
+}
+
+async fn items(t: &Ctx) {
+    t.db.put_many(&[
+        item(1, "red", 1, 5.0, &[1, 5], Value::Integer(1)),
+        item(2, "blue", 2, 1.5, &[2], Value::Null),
+        item(3, "red", 3, 2.5, &[], Value::String("x".into())),
+        item(4, "green", 4, 4.0, &[5, 7], Value::Boolean(true)),
+        item(5, "blue", 5, 0.5, &[1], Value::Double(1.0)),
+        item(6, "red", 6, 3.0, &[3, 9], Value::Integer(7)),
+    ])
+    .await
+    .unwrap();
+}
+
+/// The ids of a query's results (one per row: an entity may come once per matching value).
+async fn ids(query: Query<Item>) -> Result<Vec<i64>, Error> {
+    Ok(query
+        .fetch()
+        .await?
+        .items
+        .iter()
+        .map(|i| i.id.get())
+        .collect())
+}
+
+async fn matching(t: &Ctx, filter: Filter<Item>) -> Result<Vec<i64>, Error> {
+    ids(t.db.query::<Item>().filter(filter)).await
+}
+
+/// On the legacy emulator, which predates the operator: the query is refused with a clear
+/// error (and `true` is returned, ending the test).
+fn legacy_refuses<T: std::fmt::Debug>(t: &Ctx, result: &Result<T, Error>) -> bool {
+    if t.backend != Backend::Datastore {
+        return false;
+    }
+    assert!(
+        matches!(
+            result,
+            Err(Error::InvalidQuery { .. } | Error::Service { .. })
+        ),
+        "the legacy emulator answered {result:?}"
+    );
+    true
+}
+
+pub async fn op_not_equal_orders_by_its_property(t: Ctx) {
+    items(&t).await;
+    let ne = matching(&t, Item::SIZE.ne(3)).await;
+    if legacy_refuses(&t, &ne) {
+        return;
+    }
+    assert_eq!(ne.unwrap(), [1, 2, 4, 5, 6]);
+    // Ordered by the property: blue, blue, green.
+    assert_eq!(
+        matching(&t, Item::COLOR.ne("red")).await.unwrap(),
+        [2, 5, 4]
+    );
+    // An explicit order first, the not-equal property after it (in its direction).
+    let ordered = ids(t
+        .db
+        .query::<Item>()
+        .filter(Item::SIZE.ne(3))
+        .order(Item::SIZE.desc()))
+    .await
+    .unwrap();
+    assert_eq!(ordered, [6, 5, 4, 2, 1]);
+}
+
+pub async fn op_in_is_one_equality_per_value_in_key_order(t: Ctx) {
+    items(&t).await;
+    let found = matching(&t, Item::COLOR.is_in(["red", "green"])).await;
+    if legacy_refuses(&t, &found) {
+        return;
+    }
+    assert_eq!(found.unwrap(), [1, 3, 4, 6]);
+    // A value listed twice, or matching nothing, changes nothing.
+    assert_eq!(
+        matching(&t, Item::COLOR.is_in(["green", "green", "pink"]))
+            .await
+            .unwrap(),
+        [4]
+    );
+    // A list built at run time.
+    let wanted: Vec<String> = vec!["blue".into()];
+    assert_eq!(
+        matching(&t, Item::COLOR.is_in(wanted)).await.unwrap(),
+        [2, 5]
+    );
+}
+
+pub async fn op_in_with_an_order(t: Ctx) {
+    items(&t).await;
+    let found = ids(t
+        .db
+        .query::<Item>()
+        .filter(Item::COLOR.is_in(["red", "green"]))
+        .order(Item::SIZE.desc()))
+    .await;
+    if legacy_refuses(&t, &found) {
+        return;
+    }
+    assert_eq!(found.unwrap(), [6, 4, 3, 1]);
+}
+
+pub async fn op_not_in_is_the_ranges_between_its_values(t: Ctx) {
+    items(&t).await;
+    let found = matching(&t, Item::SIZE.not_in([1, 3, 5])).await;
+    if legacy_refuses(&t, &found) {
+        return;
+    }
+    assert_eq!(found.unwrap(), [2, 4, 6]);
+    assert_eq!(
+        matching(&t, Item::COLOR.not_in(["red"])).await.unwrap(),
+        [2, 5, 4]
+    );
+}
+
+pub async fn op_or_of_equalities_returns_each_entity_once(t: Ctx) {
+    items(&t).await;
+    let found = matching(&t, Item::COLOR.eq("green").or(Item::SIZE.eq(1))).await;
+    if legacy_refuses(&t, &found) {
+        return;
+    }
+    assert_eq!(found.unwrap(), [1, 4]);
+    // Entity 1 matches both branches: once.
+    let both = matching(&t, Item::COLOR.eq("red").or(Item::SIZE.le(1))).await;
+    assert_eq!(both.unwrap(), [1, 3, 6]);
+    // `Filter::or` reads the same.
+    let same = matching(&t, Filter::or(Item::COLOR.eq("green"), Item::SIZE.eq(1))).await;
+    assert_eq!(same.unwrap(), [1, 4]);
+}
+
+pub async fn op_or_with_a_range_orders_by_the_range_property(t: Ctx) {
+    items(&t).await;
+    let found = matching(&t, Item::COLOR.eq("blue").or(Item::SIZE.gt(4))).await;
+    if legacy_refuses(&t, &found) {
+        return;
+    }
+    assert_eq!(found.unwrap(), [2, 5, 6]);
+}
+
+pub async fn op_and_nested_in_or(t: Ctx) {
+    items(&t).await;
+    let red_and_big = Item::COLOR.eq("red").and(Item::SIZE.gt(2));
+    let found = matching(&t, red_and_big.or(Item::COLOR.eq("blue"))).await;
+    if legacy_refuses(&t, &found) {
+        return;
+    }
+    assert_eq!(found.unwrap(), [2, 3, 5, 6]);
+    // An OR inside an AND, beside another filter.
+    let found = ids(t
+        .db
+        .query::<Item>()
+        .filter(Item::COLOR.eq("red").or(Item::COLOR.eq("green")))
+        .filter(Item::SIZE.lt(5)))
+    .await
+    .unwrap();
+    assert_eq!(found, [1, 3, 4]);
+}
+
+pub async fn op_range_filters_on_several_properties(t: Ctx) {
+    items(&t).await;
+    let found = ids(t
+        .db
+        .query::<Item>()
+        .filter(Item::SIZE.gt(1))
+        .filter(Item::WEIGHT.lt(4.0)))
+    .await;
+    if legacy_refuses(&t, &found) {
+        return;
+    }
+    // Ordered by the range properties, by name: size, then weight.
+    assert_eq!(found.unwrap(), [2, 3, 5, 6]);
+}
+
+pub async fn op_arrays_under_not_equal_in_and_not_in(t: Ctx) {
+    items(&t).await;
+    // One row per element that differs, ordered by it; the empty array has none.
+    let ne = matching(&t, Item::NUMS.ne(5)).await;
+    if legacy_refuses(&t, &ne) {
+        return;
+    }
+    assert_eq!(ne.unwrap(), [1, 5, 2, 6, 4, 6]);
+    // Unordered, IN returns each entity once.
+    assert_eq!(
+        matching(&t, Item::NUMS.is_in([1, 5])).await.unwrap(),
+        [1, 4, 5]
+    );
+    // Ordered by the array, an entity comes once per element (not only the listed ones).
+    let ordered = ids(t
+        .db
+        .query::<Item>()
+        .filter(Item::NUMS.is_in([1, 5]))
+        .order(Item::NUMS.asc()))
+    .await
+    .unwrap();
+    assert_eq!(ordered, [1, 5, 1, 4, 4]);
+    assert_eq!(
+        matching(&t, Item::NUMS.not_in([1, 5])).await.unwrap(),
+        [2, 6, 4, 6]
+    );
+}
+
+pub async fn op_nulls_and_mixed_types_under_not_equal_and_in(t: Ctx) {
+    items(&t).await;
+    // Everything but null, in the order of values across types.
+    let ne = matching(&t, Item::ANY.ne(Value::Null)).await;
+    if legacy_refuses(&t, &ne) {
+        return;
+    }
+    assert_eq!(ne.unwrap(), [1, 6, 4, 3, 5]);
+    // Null is a value IN can list; an integer does not match the equal double.
+    let found = matching(
+        &t,
+        Item::ANY.is_in([Value::Null, Value::Integer(7), Value::Integer(1)]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(found, [1, 2, 6]);
+    // NOT IN keeps null: it is a value other than the listed ones.
+    let found = matching(&t, Item::ANY.not_in([Value::Integer(1), Value::Integer(7)]))
+        .await
+        .unwrap();
+    assert_eq!(found, [2, 4, 3, 5]);
+}
+
+pub async fn op_cursors_page_through_or_and_in(t: Ctx) {
+    items(&t).await;
+    let queries: [(Filter<Item>, Vec<i64>); 3] = [
+        (Item::COLOR.eq("blue").or(Item::SIZE.gt(4)), vec![2, 5, 6]),
+        (Item::NUMS.is_in([1, 5, 9]), vec![1, 4, 5, 6]),
+        (Item::NUMS.ne(5), vec![1, 5, 2, 6, 4, 6]),
+    ];
+    for (filter, all) in queries {
+        let mut pages = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page =
+                t.db.query::<Item>()
+                    .filter(filter.clone())
+                    .limit(2)
+                    .start_after(cursor)
+                    .fetch()
+                    .await;
+            if legacy_refuses(&t, &page) {
+                return;
+            }
+            let page = page.unwrap();
+            pages.push(page.items.iter().map(|i| i.id.get()).collect::<Vec<_>>());
+            // A cursor goes through text and back, as in a "next" link.
+            match page.next {
+                Some(next) => cursor = Some(next.to_string().parse().unwrap()),
+                None => break,
+            }
+        }
+        assert_eq!(pages.concat(), all, "{filter:?}");
+        assert!(pages.iter().all(|p| p.len() <= 2));
+        // The stream reads the same, page by page.
+        let streamed: Vec<i64> =
+            t.db.query::<Item>()
+                .filter(filter)
+                .stream()
+                .map_ok(|i| i.id.get())
+                .try_collect()
+                .await
+                .unwrap();
+        assert_eq!(streamed, all);
+    }
+}
+
+pub async fn op_count_and_count_up_to(t: Ctx) {
+    items(&t).await;
+    let all = t.db.query::<Item>().count().await;
+    if t.backend == Backend::Datastore && all.is_err() {
+        assert!(legacy_refuses(&t, &all));
+        return;
+    }
+    assert_eq!(all.unwrap(), 6);
+    let red = t.db.query::<Item>().filter(Item::COLOR.eq("red"));
+    assert_eq!(red.clone().count().await.unwrap(), 3);
+    assert_eq!(red.clone().count_up_to(2).await.unwrap(), 2);
+    assert_eq!(red.count_up_to(10).await.unwrap(), 3);
+    assert_eq!(t.db.query::<Item>().limit(4).count().await.unwrap(), 4);
+    if t.backend == Backend::Datastore {
+        return;
+    }
+    // A count counts rows: once per matching element of an ordered array.
+    let rows = t.db.query::<Item>().filter(Item::NUMS.ne(5));
+    assert_eq!(rows.count().await.unwrap(), 6);
+    let either =
+        t.db.query::<Item>()
+            .filter(Item::COLOR.eq("green").or(Item::SIZE.eq(1)));
+    assert_eq!(either.count().await.unwrap(), 2);
+}
+
+pub async fn op_sum_and_avg(t: Ctx) {
+    items(&t).await;
+    let sum = t.db.query::<Item>().sum(Item::SIZE).await;
+    if t.backend == Backend::Datastore && sum.is_err() {
+        assert!(legacy_refuses(&t, &sum));
+        return;
+    }
+    let sum: i64 = sum.unwrap();
+    assert_eq!(sum, 21);
+    let weight: f64 = t.db.query::<Item>().sum(Item::WEIGHT).await.unwrap();
+    assert_eq!(weight, 16.5);
+    let avg = t.db.query::<Item>().avg(Item::WEIGHT).await.unwrap();
+    assert_eq!(avg, Some(2.75));
+    let red = t.db.query::<Item>().filter(Item::COLOR.eq("red"));
+    assert_eq!(red.clone().sum(Item::SIZE).await.unwrap(), 10);
+    assert_eq!(red.avg(Item::SIZE).await.unwrap(), Some(10.0 / 3.0));
+}
+
+pub async fn op_sum_and_avg_over_arrays_and_of_nothing(t: Ctx) {
+    items(&t).await;
+    let sum = t.db.query::<Item>().sum(Item::NUMS).await;
+    if t.backend == Backend::Datastore && sum.is_err() {
+        assert!(legacy_refuses(&t, &sum));
+        return;
+    }
+    // Every element counts.
+    assert_eq!(sum.unwrap(), 33);
+    assert_eq!(
+        t.db.query::<Item>().avg(Item::NUMS).await.unwrap(),
+        Some(33.0 / 8.0)
+    );
+    let none = t.db.query::<Item>().filter(Item::COLOR.eq("pink"));
+    assert_eq!(none.clone().sum(Item::SIZE).await.unwrap(), 0);
+    assert_eq!(none.clone().avg(Item::SIZE).await.unwrap(), None);
+    assert_eq!(none.count().await.unwrap(), 0);
+}
