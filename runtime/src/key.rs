@@ -393,6 +393,9 @@ impl fmt::Debug for RawKey {
     }
 }
 
+/// The name of the key as a property, in filters and orders (`__key__`).
+pub const KEY_PROPERTY: &str = "__key__";
+
 /// The key of an entity of type `E`: its kind is always `E::KIND`.
 ///
 /// Built with the derive's key builders (`Account::key(name)`, `Post::key(&parent, id)`)
@@ -403,6 +406,13 @@ pub struct Key<E> {
 }
 
 impl<E: Entity> Key<E> {
+    /// The key itself as a property (`__key__`), for filters and orders on keys:
+    /// `Key::PROPERTY.gt(key)` (the keys after `key`, its descendants included),
+    /// `Key::PROPERTY.is_in([a, b])`, `Key::PROPERTY.desc()` (the last key first).
+    /// Keys compare by their path, element by element: a parent before its children.
+    pub const PROPERTY: crate::PropertyPath<E, Key<E>, crate::Indexed> =
+        crate::PropertyPath::new(KEY_PROPERTY);
+
     /// Wraps a raw key, checking that it is of kind `E::KIND`.
     pub fn from_raw(raw: RawKey) -> Result<Key<E>, Error> {
         if raw.kind() != E::KIND {

@@ -15,6 +15,7 @@ use super::scan::{Prepared, SCAN, matches};
 use super::store::Store;
 use crate::backend::{PropertyFilter, PropertyOrder, QueryBatch, QueryResult, ResultShape};
 use crate::codec::{Reader as CodecReader, Writer};
+use crate::key::KEY_PROPERTY;
 use crate::property::{Direction, Operator};
 use crate::value::{Property, PropertyMap, Value, compare_values};
 use crate::{Error, RawKey};
@@ -84,6 +85,22 @@ pub(crate) fn choose(
 ) -> Result<Access, Error> {
     let query = prepared.query;
     let orders = &prepared.orders;
+    // Filters on the key alone read the kinds table between the keys they name, in the key
+    // order asked; beside other filters or orders, the kind is evaluated entity by entity.
+    let on_key = prepared
+        .filters()
+        .iter()
+        .any(|f| f.property == KEY_PROPERTY);
+    if on_key || (orders.is_empty() && prepared.key_direction == Direction::Descending) {
+        let only_keys = prepared
+            .filters()
+            .iter()
+            .all(|f| f.property == KEY_PROPERTY && matches!(f.value, Value::Key(_)));
+        return Ok(match orders.is_empty() && only_keys {
+            true => Access::Kind,
+            false => Access::Scan,
+        });
+    }
     // Without orders there are no range filters and no projection (both imply orders).
     if orders.is_empty() {
         return Ok(match prepared.filters().is_empty() {
@@ -635,11 +652,30 @@ fn entries<'q>(prepared: &'q Prepared<'_>, access: &'q Access) -> Entries<'q> {
     };
     match access {
         Access::Kind => {
-            let mut prefix = head;
+            entries.reverse = prepared.key_direction == Direction::Descending;
+            let mut prefix = head.clone();
             if let Some(ancestor) = &query.ancestor {
                 prefix.extend_from_slice(&index::path_prefix(ancestor));
             }
             entries.bounds = Bounds::prefix(prefix);
+            for f in prepared.filters() {
+                // `choose` picks this plan for key operands only.
+                let Value::Key(key) = &f.value else { continue };
+                let mut at = head.clone();
+                keycode::path(&mut at, key.path());
+                match f.op {
+                    Operator::GreaterThan => entries.bounds.raise(Bound::Excluded(at)),
+                    Operator::GreaterThanOrEqual => entries.bounds.raise(Bound::Included(at)),
+                    Operator::LessThan => entries.bounds.lower_to(Bound::Excluded(at)),
+                    Operator::LessThanOrEqual => entries.bounds.lower_to(Bound::Included(at)),
+                    Operator::Equal => {
+                        entries.bounds.raise(Bound::Included(at.clone()));
+                        entries.bounds.lower_to(Bound::Included(at));
+                    }
+                    // Branches hold `=` and ranges only.
+                    Operator::NotEqual | Operator::In | Operator::NotIn => {}
+                }
+            }
         }
         Access::Property { name, reverse } => {
             entries.table = Cow::Borrowed(PROPERTIES);

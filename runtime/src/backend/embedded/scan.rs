@@ -12,6 +12,7 @@ use crate::backend::{
     PropertyFilter, PropertyOrder, QueryBatch, QueryResult, QuerySpec, ResultShape,
 };
 use crate::codec::{Reader, Writer, fnv1a};
+use crate::key::KEY_PROPERTY;
 use crate::name::{NameRole, validate};
 use crate::property::{Direction, Operator};
 use crate::value::{Property, PropertyMap, Value, compare_values};
@@ -152,7 +153,7 @@ impl<'q> Prepared<'q> {
             ResultShape::Projection(names) => names,
             _ => &[],
         };
-        for name in names.chain(projected) {
+        for name in names.chain(projected).filter(|n| *n != KEY_PROPERTY) {
             for segment in name.split('.') {
                 validate(NameRole::Property, segment)?;
             }
@@ -162,12 +163,24 @@ impl<'q> Prepared<'q> {
         // emulator took one inequality property only, and refused a first order on another.)
         let mut inequalities: Vec<&str> = leaves
             .iter()
-            .filter(|f| f.op.is_inequality())
+            .filter(|f| f.op.is_inequality() && f.property != KEY_PROPERTY)
             .map(|f| f.property.as_str())
             .collect();
         inequalities.sort();
         inequalities.dedup();
         let mut orders = query.orders.clone();
+        // An order on the key is the order of ties, which comes last: nothing can follow it.
+        let mut key_order = None;
+        if let Some(at) = orders.iter().position(|o| o.property == KEY_PROPERTY) {
+            if at + 1 != orders.len() {
+                return Err(invalid(format!(
+                    "`{}` is ordered after the key, which orders every result already: \
+                     order by the key last",
+                    orders[at + 1].property
+                )));
+            }
+            key_order = orders.pop().map(|o| o.direction);
+        }
         let explicit_orders = orders.len();
         let direction = orders.last().map_or(Direction::Ascending, |o| o.direction);
         for property in inequalities {
@@ -220,6 +233,7 @@ impl<'q> Prepared<'q> {
             w.bytes.extend_from_slice(o.property.as_bytes());
             w.u8(o.direction as u8);
         }
+        w.u8(key_order.map_or(0, |d| d as u8 + 1));
         // Full and keys-only queries walk the same rows, so they share cursors; a projection
         // walks one row per combination of projected array elements, so it does not.
         w.u8(u8::from(matches!(query.shape, ResultShape::Projection(_))));
@@ -242,7 +256,9 @@ impl<'q> Prepared<'q> {
             query,
             branches: branches.into(),
             selected,
-            key_direction: orders.last().map_or(Direction::Ascending, |o| o.direction),
+            key_direction: key_order
+                .or(orders.last().map(|o| o.direction))
+                .unwrap_or(Direction::Ascending),
             orders,
             explicit_orders,
             scanned,
@@ -329,6 +345,12 @@ impl<'q> Prepared<'q> {
         // also meets each equality filter on that property (Firestore in Datastore mode reads
         // them from one range of the property's index).
         for filter in filters {
+            if filter.property == KEY_PROPERTY {
+                if !matches(&Value::Key(key.clone()), filter.op, &filter.value) {
+                    return;
+                }
+                continue;
+            }
             let mut found = false;
             visit_indexed(properties, &filter.property, &mut |v| {
                 found = found
