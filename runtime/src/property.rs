@@ -394,6 +394,11 @@ pub trait NotInValues<T> {
     fn into_values(self) -> Vec<Value>;
 }
 
+/// Listed values in their stored form.
+fn stored<T: PropertyType, U: Into<T>>(values: impl IntoIterator<Item = U>) -> Vec<Value> {
+    values.into_iter().map(|v| v.into().to_value()).collect()
+}
+
 /// An array length, for the bounds on [`InValues`] and [`NotInValues`].
 pub struct Count<const N: usize>;
 
@@ -414,13 +419,13 @@ where
     Count<N>: AtMost30,
 {
     fn into_values(self) -> Vec<Value> {
-        self.into_iter().map(|v| v.into().to_value()).collect()
+        stored(self)
     }
 }
 
 impl<T: PropertyType, U: Into<T>> InValues<T> for Vec<U> {
     fn into_values(self) -> Vec<Value> {
-        self.into_iter().map(|v| v.into().to_value()).collect()
+        stored(self)
     }
 }
 
@@ -430,12 +435,12 @@ where
     Count<N>: AtMost10,
 {
     fn into_values(self) -> Vec<Value> {
-        self.into_iter().map(|v| v.into().to_value()).collect()
+        stored(self)
     }
 }
 
 impl<T: PropertyType, U: Into<T>> NotInValues<T> for Vec<U> {
     fn into_values(self) -> Vec<Value> {
-        self.into_iter().map(|v| v.into().to_value()).collect()
+        stored(self)
     }
 }
