@@ -105,7 +105,7 @@ impl Counter for Plain {
             .transaction(async |tx| {
                 let mut page = tx.get(&key).await?.expect("exists");
                 page.views += 1;
-                tx.put(&page);
+                tx.put(&page).await?;
                 Ok::<_, Error>(())
             })
             .await;

@@ -119,7 +119,7 @@ async fn main() -> Result<(), Error> {
         .transaction(async |tx| {
             let mut account = tx.get(&ann_key).await?.expect("saved above");
             account.credits += 5;
-            tx.put(&account);
+            tx.put(&account).await?;
             Ok(account.credits)
         })
         .await?;

@@ -126,8 +126,8 @@ async fn main() -> Result<(), Error> {
             };
             from.credits -= 3;
             to.credits += 3;
-            tx.put(&from);
-            tx.put(&to);
+            tx.put(&from).await?;
+            tx.put(&to).await?;
             Ok((from.credits, to.credits))
         })
         .await?;

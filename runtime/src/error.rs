@@ -264,6 +264,14 @@ pub enum Error {
         reason: String,
     },
 
+    /// The backend cannot do this at all (the embedded engine keeps no past versions to
+    /// read at a `read_time`); nothing was sent.
+    #[error("not supported by this backend: {reason}")]
+    Unsupported {
+        /// What was asked, why it cannot be done, and where it can.
+        reason: String,
+    },
+
     /// A transaction handle was used after its transaction ended.
     #[error(
         "the transaction has already ended; use the `Tx` only inside the transaction's closure"

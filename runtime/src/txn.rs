@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::backend::{TransactionId, TransactionMode};
 use crate::query::Query;
 use crate::scale::{Op, Write};
-use crate::value::PropertyMap;
+use crate::value::{PropertyMap, Timestamp};
 use crate::{Db, Entity, Error, Key, RawKey};
 
 /// How `Db::transaction` retries: at most `max_attempts` attempts in all, sleeping a random
@@ -75,7 +75,7 @@ impl Db {
     ///     .transaction(async |tx| {
     ///         let mut counter = tx.get(&key).await?.expect("created above");
     ///         counter.count += 1;
-    ///         tx.put(&counter);
+    ///         tx.put(&counter).await?;
     ///         Ok::<_, Error>(counter.count)
     ///     })
     ///     .await?;
@@ -114,7 +114,7 @@ impl Db {
     ///             return Err(TransferError::Insufficient { balance: account.balance });
     ///         }
     ///         account.balance -= 10;
-    ///         tx.put(&account);
+    ///         tx.put(&account).await?;
     ///         Ok(())
     ///     })
     ///     .await;
@@ -128,7 +128,7 @@ impl Db {
         Fut: Future<Output = Result<T, Er>>,
         Er: From<Error>,
     {
-        self.retrying(false, &mut body).await
+        self.retrying(Access::ReadWrite, &mut body).await
     }
 
     /// Runs `body` in a read-only transaction: every read sees one consistent snapshot (the
@@ -160,11 +160,53 @@ impl Db {
         Fut: Future<Output = Result<T, Er>>,
         Er: From<Error>,
     {
-        self.retrying(true, &mut |tx| body(ReadTx { tx })).await
+        let access = Access::ReadOnly { read_time: None };
+        self.retrying(access, &mut |tx| body(ReadTx { tx })).await
+    }
+
+    /// Runs `body` in a read-only transaction that reads the data as it was at `read_time`:
+    /// a consistent snapshot of the past (an audit, a report that must match an earlier one, a
+    /// look at what a bad write replaced).
+    ///
+    /// Google Cloud keeps past versions for one hour (seven days, at whole minutes, with
+    /// point-in-time recovery enabled); an older `read_time`, or one in the future, is refused
+    /// by the service. The embedded engine keeps no past versions: it refuses every
+    /// `read_time` with [`Error::Unsupported`] before the body runs.
+    ///
+    /// ```
+    /// # use datastore_entity::prelude::*;
+    /// # #[derive(Entity, Clone)]
+    /// # struct Account { #[key] name: KeyName, balance: i64 }
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let db = Db::in_memory();
+    /// let before = Timestamp::now();
+    /// let refused = db
+    ///     .read_only_transaction_at(before, async |tx| {
+    ///         Ok::<_, Error>(tx.query::<Account>().count().await?)
+    ///     })
+    ///     .await;
+    /// assert!(matches!(refused, Err(Error::Unsupported { .. })));
+    /// # Ok::<(), Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn read_only_transaction_at<T, Er, F, Fut>(
+        &self,
+        read_time: Timestamp,
+        mut body: F,
+    ) -> Result<T, Er>
+    where
+        F: FnMut(ReadTx) -> Fut,
+        Fut: Future<Output = Result<T, Er>>,
+        Er: From<Error>,
+    {
+        let access = Access::ReadOnly {
+            read_time: Some(read_time),
+        };
+        self.retrying(access, &mut |tx| body(ReadTx { tx })).await
     }
 
     /// Attempts `body` until it commits, fails for good, or the retry policy runs out.
-    async fn retrying<T, Er, F, Fut>(&self, read_only: bool, body: &mut F) -> Result<T, Er>
+    async fn retrying<T, Er, F, Fut>(&self, access: Access, body: &mut F) -> Result<T, Er>
     where
         F: FnMut(Tx) -> Fut,
         Fut: Future<Output = Result<T, Er>>,
@@ -175,7 +217,7 @@ impl Db {
         let mut previous = None;
         loop {
             attempt += 1;
-            let failed = match self.attempt(read_only, body, &mut previous).await {
+            let failed = match self.attempt(access, body, &mut previous).await {
                 Ok(value) => return Ok(value),
                 Err(failed) => failed,
             };
@@ -205,7 +247,7 @@ impl Db {
     /// One attempt; `previous` is the handle of the attempt it retries, and becomes its own.
     async fn attempt<T, Er, F, Fut>(
         &self,
-        read_only: bool,
+        access: Access,
         body: &mut F,
         previous: &mut Option<TransactionId>,
     ) -> Result<T, Failed<Er>>
@@ -213,9 +255,9 @@ impl Db {
         F: FnMut(Tx) -> Fut,
         Fut: Future<Output = Result<T, Er>>,
     {
-        let mode = match read_only {
-            true => TransactionMode::ReadOnly,
-            false => TransactionMode::ReadWrite {
+        let mode = match access {
+            Access::ReadOnly { read_time } => TransactionMode::ReadOnly { read_time },
+            Access::ReadWrite => TransactionMode::ReadWrite {
                 previous: previous.take(),
             },
         };
@@ -232,7 +274,7 @@ impl Db {
                     id,
                     contended: Arc::new(AtomicBool::new(false)),
                 },
-                read_only,
+                read_only: matches!(access, Access::ReadOnly { .. }),
                 state: Mutex::new(TxState::default()),
             }),
         };
@@ -247,6 +289,13 @@ impl Db {
             }
         }
     }
+}
+
+/// What a transaction may do.
+#[derive(Debug, Clone, Copy)]
+enum Access {
+    ReadWrite,
+    ReadOnly { read_time: Option<Timestamp> },
 }
 
 /// Why an attempt failed.
@@ -385,10 +434,81 @@ impl Tx {
         Query::new(self.inner.db.clone(), Some(self.inner.handle.clone()))
     }
 
-    /// Buffers a write of `entity` (create or replace), committed with the transaction.
-    pub fn put<E: Entity>(&self, entity: &E) {
-        let write = Write::entity(&self.inner.db, entity, Op::Upsert);
-        self.buffer(write);
+    /// Buffers a write of `entity` (create or replace), committed with the transaction, and
+    /// returns the key it will be written under. An incomplete key (`Option<KeyId>` holding
+    /// `None`) gets its id now, from the backend's allocator (one round trip), so the body can
+    /// use the key before commit — in a child's key, or a property of another entity. An id
+    /// allocated by an attempt that is then retried or rolled back is simply never used.
+    ///
+    /// An error here (a key in another namespace, a failed allocation) also fails the commit,
+    /// so a write is never silently dropped.
+    ///
+    /// ```
+    /// # use datastore_entity::prelude::*;
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// #[derive(Entity, Debug)]
+    /// struct Order {
+    ///     #[key]
+    ///     id: Option<KeyId>,
+    ///     total: i64,
+    /// }
+    ///
+    /// #[derive(Entity, Debug)]
+    /// struct OrderLine {
+    ///     #[parent]
+    ///     order: Key<Order>,
+    ///     #[key]
+    ///     line: u64,
+    ///     item: String,
+    /// }
+    ///
+    /// let db = Db::in_memory();
+    /// let order = db
+    ///     .transaction(async |tx| {
+    ///         let order = tx.put(&Order { id: None, total: 12 }).await?;
+    ///         let line = OrderLine { order: order.clone(), line: 1, item: "tea".into() };
+    ///         tx.put(&line).await?;
+    ///         Ok::<_, Error>(order)
+    ///     })
+    ///     .await?;
+    /// assert!(order.is_complete());
+    /// let lines = db.query::<OrderLine>().ancestor(&order).fetch().await?;
+    /// assert_eq!(lines.items[0].item, "tea");
+    /// # Ok::<(), Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn put<E: Entity>(&self, entity: &E) -> Result<Key<E>, Error> {
+        let result = self.prepare_put(entity).await;
+        match result {
+            Ok(write) => {
+                let key = Key::from_raw(write.key.clone());
+                self.buffer(Ok(write));
+                key
+            }
+            Err(error) => {
+                self.buffer(Err(error.clone()));
+                Err(error)
+            }
+        }
+    }
+
+    /// The write of `entity`, its key made complete.
+    async fn prepare_put<E: Entity>(&self, entity: &E) -> Result<Write, Error> {
+        self.check_open()?;
+        let db = &self.inner.db;
+        let mut write = Write::entity(db, entity, Op::Upsert)?;
+        if !write.key.is_complete() {
+            let handle = &self.inner.handle;
+            let allocated =
+                handle.note(db.backend().allocate_ids(vec![write.key.clone()]).await)?;
+            write.key = allocated
+                .into_iter()
+                .next()
+                .ok_or_else(|| Error::Unavailable {
+                    reason: "the backend allocated no id".into(),
+                })?;
+        }
+        Ok(write)
     }
 
     /// Buffers a delete, committed with the transaction.

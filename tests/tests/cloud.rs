@@ -130,7 +130,7 @@ async fn scenario_work_through_the_emulator_host() {
         .transaction(|tx| async move {
             let mut a = tx.get(&account_key("ann")).await?.unwrap();
             a.balance += 3;
-            tx.put(&a);
+            tx.put(&a).await?;
             Ok::<_, Error>(a.balance)
         })
         .await

@@ -290,9 +290,9 @@ fn transactions_stay_serializable_with_many_concurrent_tasks() {
                                 a.balance -= amount;
                                 b.balance += amount;
                                 ledger.notes += 1;
-                                tx.put(&a);
-                                tx.put(&b);
-                                tx.put(&ledger);
+                                tx.put(&a).await?;
+                                tx.put(&b).await?;
+                                tx.put(&ledger).await?;
                                 Ok(true)
                             })
                             .await

@@ -204,7 +204,7 @@ async fn under_latency_a_plain_counter_loses_increments_and_a_sharded_one_none()
                         .transaction(|tx| async move {
                             let mut a: Account = tx.get(&account_key("ann")).await?.unwrap();
                             a.balance += 1;
-                            tx.put(&a);
+                            tx.put(&a).await?;
                             Ok(())
                         })
                         .await;

@@ -549,7 +549,7 @@ async fn too_many_index_entries_fail_before_anything_is_sent() {
     // In a transaction too, with nothing committed.
     let error = db
         .transaction(|tx| async move {
-            tx.put(&wide(150, 140, 0));
+            tx.put(&wide(150, 140, 0)).await?;
             Ok(())
         })
         .await

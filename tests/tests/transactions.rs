@@ -27,7 +27,7 @@ async fn contended_increments_all_land() {
                         // Give the other tasks a chance to commit in between: real contention.
                         tokio::task::yield_now().await;
                         a.balance += 1;
-                        tx.put(&a);
+                        tx.put(&a).await?;
                         Ok::<_, Error>(())
                     })
                     .await
@@ -69,8 +69,8 @@ async fn a_conflicting_commit_aborts_the_transaction_and_writes_nothing() {
                 other.balance = 100;
                 outside.put(&other).await?;
                 a.balance += 1;
-                tx.put(&a);
-                tx.put(&account("carol"));
+                tx.put(&a).await?;
+                tx.put(&account("carol")).await?;
                 Ok(())
             }
         })
@@ -90,7 +90,7 @@ async fn the_closures_own_error_is_returned_unchanged_after_a_rollback() {
     db.put(&account("ann")).await.unwrap();
     let error = db
         .transaction(|tx| async move {
-            tx.put(&account("bob"));
+            tx.put(&account("bob")).await?;
             Err::<(), _>(Error::InvalidQuery {
                 kind: "Mine".into(),
                 reason: "my own failure".into(),
@@ -128,7 +128,7 @@ async fn transient_failures_are_retried_with_backoff_and_bounded() {
         .transaction(|tx| async move {
             let mut a = tx.get(&account_key("ann")).await?.unwrap();
             a.balance += 1;
-            tx.put(&a);
+            tx.put(&a).await?;
             Ok::<_, Error>(a.balance)
         })
         .await
@@ -148,7 +148,7 @@ async fn transient_failures_are_retried_with_backoff_and_bounded() {
     let started = tokio::time::Instant::now();
     let error = db
         .transaction(|tx| async move {
-            tx.put(&account("ann"));
+            tx.put(&account("ann")).await?;
             Ok(())
         })
         .await
@@ -200,7 +200,7 @@ async fn the_async_closure_form_works_inside_spawned_tasks() {
             db.transaction(async |tx| {
                 let mut a = tx.get(&account_key("ann")).await?.unwrap();
                 a.balance = 42;
-                tx.put(&a);
+                tx.put(&a).await?;
                 Ok::<_, Error>(a.balance)
             })
             .await
@@ -219,7 +219,7 @@ async fn a_duplicate_write_in_a_transaction_fails_before_commit() {
     let (backend, db) = Instrumented::db();
     let error = db
         .transaction(|tx| async move {
-            tx.put(&account("ann"));
+            tx.put(&account("ann")).await?;
             tx.delete(&account_key("ann"));
             Ok(())
         })
@@ -261,7 +261,7 @@ async fn a_blind_write_does_not_conflict_like_in_the_emulator() {
             outside.put(&other).await?;
             let mut mine = account("ann");
             mine.balance = 7;
-            tx.put(&mine);
+            tx.put(&mine).await?;
             Ok::<_, Error>(())
         }
     })
@@ -296,7 +296,7 @@ async fn contention_met_inside_a_body_with_its_own_error_type_is_retried() {
         .transaction(async |tx| {
             let mut a = tx.get(&account_key("ann")).await?.expect("exists");
             a.balance += 1;
-            tx.put(&a);
+            tx.put(&a).await?;
             Ok::<_, AppError>(a.balance)
         })
         .await
@@ -341,7 +341,10 @@ async fn a_read_only_transaction_cannot_write_even_through_the_backend() {
     let (backend, db) = Instrumented::db();
     let engine = backend.engine();
     let id = engine
-        .begin_transaction(db.partition(), &TransactionMode::ReadOnly)
+        .begin_transaction(
+            db.partition(),
+            &TransactionMode::ReadOnly { read_time: None },
+        )
         .await
         .unwrap();
     let key = db.bind(&account_key("ro")).unwrap().into_raw();
@@ -353,4 +356,98 @@ async fn a_read_only_transaction_cannot_write_even_through_the_backend() {
         .await;
     assert!(matches!(refused, Err(Error::Service { .. })), "{refused:?}");
     assert_eq!(db.get(&account_key("ro")).await.unwrap(), None);
+}
+
+fn draft(parent: &Key<datastore_entity_tests::Account>) -> datastore_entity_tests::Post {
+    datastore_entity_tests::Post {
+        account: parent.clone(),
+        id: None,
+        title: "draft".into(),
+        author: "ann".into(),
+        published: Timestamp::from_micros(1),
+        tags: vec![],
+        body: String::new(),
+        location: None,
+    }
+}
+
+#[tokio::test]
+async fn a_put_allocates_the_id_before_commit_and_commits_that_key() {
+    let (backend, db) = Instrumented::db();
+    let parent = db.put(&account("ann")).await.unwrap();
+    let key = db
+        .transaction(|tx| {
+            let post = draft(&parent);
+            async move {
+                let key = tx.put(&post).await?;
+                // Allocated now: one call to the allocator, nothing committed yet.
+                assert!(key.is_complete());
+                Ok::<_, Error>(key)
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(backend.count(Call::Ids), 1);
+    let committed = backend.commits().pop().expect("one commit");
+    assert_eq!(committed, [db.bind(&key).unwrap().into_raw()]);
+    assert_eq!(db.get(&key).await.unwrap().unwrap().title, "draft");
+}
+
+#[tokio::test]
+async fn a_failed_put_fails_the_commit_even_when_its_error_is_ignored() {
+    // A write is never dropped silently: the put's own error comes back from the commit, and
+    // nothing is written.
+    let (backend, db) = Instrumented::db();
+    let elsewhere = db.namespace("elsewhere").unwrap();
+    let foreign = elsewhere.bind(&account_key("zed")).unwrap();
+    let foreign: Key<datastore_entity_tests::Account> = Key::from_raw(foreign.into_raw()).unwrap();
+    let result = db
+        .transaction(|tx| {
+            let (ann, foreign) = (account("ann"), foreign.clone());
+            async move {
+                tx.put(&ann).await?;
+                let ignored = tx
+                    .put(&datastore_entity_tests::Post {
+                        account: foreign,
+                        ..draft(&account_key("ann"))
+                    })
+                    .await;
+                assert!(
+                    matches!(ignored, Err(Error::WrongPartition { .. })),
+                    "{ignored:?}"
+                );
+                Ok::<_, Error>(())
+            }
+        })
+        .await;
+    assert!(
+        matches!(result, Err(Error::WrongPartition { .. })),
+        "{result:?}"
+    );
+    assert_eq!(backend.count(Call::Commit), 0);
+    assert_eq!(db.get(&account_key("ann")).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn the_engine_refuses_a_read_time_before_the_body_runs() {
+    let (backend, db) = Instrumented::db();
+    db.put(&account("ann")).await.unwrap();
+    let ran = std::sync::atomic::AtomicBool::new(false);
+    let refused = db
+        .read_only_transaction_at(Timestamp::now(), async |tx| {
+            ran.store(true, Ordering::SeqCst);
+            tx.get(&account_key("ann")).await
+        })
+        .await;
+    assert!(
+        matches!(refused, Err(Error::Unsupported { .. })),
+        "{refused:?}"
+    );
+    assert!(!ran.load(Ordering::SeqCst));
+    assert_eq!(backend.count(Call::Lookup), 0);
+    assert_eq!(
+        backend.count(Call::Begin),
+        1,
+        "refused by the backend, not retried"
+    );
 }

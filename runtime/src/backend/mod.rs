@@ -10,7 +10,7 @@ use std::pin::Pin;
 
 use crate::entity::Schema;
 use crate::property::{Direction, Operator};
-use crate::value::{PropertyMap, Value};
+use crate::value::{PropertyMap, Timestamp, Value};
 use crate::{Error, PartitionId, RawKey};
 
 #[cfg(feature = "cloud")]
@@ -34,7 +34,11 @@ pub enum TransactionMode {
         previous: Option<TransactionId>,
     },
     /// Reads only, from one consistent snapshot; a commit with mutations is refused.
-    ReadOnly,
+    ReadOnly {
+        /// Read the data as it was at this moment rather than now (a backend that keeps no
+        /// past versions refuses it with [`Error::Unsupported`]).
+        read_time: Option<Timestamp>,
+    },
 }
 
 /// One write of a commit.

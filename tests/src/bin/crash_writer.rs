@@ -48,8 +48,8 @@ async fn main() -> Result<(), Error> {
                         notes: 0,
                     });
                     ledger.notes += 1;
-                    tx.put(&ledger);
-                    tx.put(&note);
+                    tx.put(&ledger).await?;
+                    tx.put(&note).await?;
                     Ok(())
                 })
                 .await?;

@@ -140,7 +140,7 @@ pub async fn ancestor_query_in_a_transaction(t: Ctx) {
                 let posts = tx.query::<Post>().ancestor(&ann).fetch().await?.items;
                 let mut account = tx.get(&ann).await?.expect("ann exists");
                 account.balance = posts.len() as i64;
-                tx.put(&account);
+                tx.put(&account).await?;
                 Ok::<_, Error>(
                     titles(&posts)
                         .into_iter()

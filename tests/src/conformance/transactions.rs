@@ -31,6 +31,8 @@ macro_rules! transactions_tests {
             tx_a_second_rollback,
             tx_the_closures_own_error_type_comes_back_unchanged,
             tx_read_only_reads_one_snapshot,
+            tx_a_put_learns_its_key_before_commit,
+            tx_read_only_at_a_past_read_time,
         );
     };
 }
@@ -48,8 +50,8 @@ pub async fn tx_reads_writes_and_returns_its_value(t: Ctx) {
             async move {
                 let mut a = tx.get(&key).await?.expect("written above");
                 a.balance += 5;
-                tx.put(&a);
-                tx.put(&account("tx-rw-bob"));
+                tx.put(&a).await?;
+                tx.put(&account("tx-rw-bob")).await?;
                 Ok::<_, Error>((a.balance, a.email))
             }
         })
@@ -80,7 +82,7 @@ pub async fn tx_concurrent_increments_all_land(t: Ctx) {
                             let mut a = tx.get(&key).await?.expect("exists");
                             tokio::task::yield_now().await;
                             a.balance += 1;
-                            tx.put(&a);
+                            tx.put(&a).await?;
                             Ok::<_, Error>(())
                         }
                     })
@@ -116,8 +118,8 @@ pub async fn tx_an_error_of_the_closure_rolls_back(t: Ctx) {
                 attempts.fetch_add(1, Ordering::SeqCst);
                 let mut a = tx.get(&key).await?.expect("exists");
                 a.balance = 1_000;
-                tx.put(&a);
-                tx.put(&account("tx-err-other"));
+                tx.put(&a).await?;
+                tx.put(&account("tx-err-other")).await?;
                 Err::<(), _>(mine)
             }
         })
@@ -146,8 +148,8 @@ pub async fn tx_reads_do_not_see_the_transactions_own_writes(t: Ctx) {
             async move {
                 let mut a = tx.get(&key).await?.expect("exists");
                 a.balance = 99;
-                tx.put(&a);
-                tx.put(&account("tx-own-new"));
+                tx.put(&a).await?;
+                tx.put(&account("tx-own-new")).await?;
                 tx.put(&Post {
                     account: parent.clone(),
                     id: Some(KeyId::new(1).unwrap()),
@@ -157,7 +159,8 @@ pub async fn tx_reads_do_not_see_the_transactions_own_writes(t: Ctx) {
                     tags: vec![],
                     body: String::new(),
                     location: None,
-                });
+                })
+                .await?;
                 let again = tx.get(&key).await?.expect("exists");
                 let new = tx.get(&account_key("tx-own-new")).await?;
                 let posts = tx.query::<Post>().ancestor(&parent).fetch().await?.items;
@@ -286,7 +289,7 @@ async fn phantom(t: &Ctx, parent: Key<Account>, ancestor: bool) -> Phantom {
                         done_before_commit.store(finished, Ordering::SeqCst);
                         let mut owner = account(parent.name().unwrap());
                         owner.balance = count as i64;
-                        tx.put(&owner);
+                        tx.put(&owner).await?;
                         Ok(count)
                     }
                 })
@@ -376,7 +379,7 @@ pub async fn tx_a_key_of_another_namespace_is_wrong_partition(t: Ctx) {
         t.db.transaction(|tx| {
             let foreign = foreign.clone();
             async move {
-                tx.put(&account("tx-local"));
+                tx.put(&account("tx-local")).await?;
                 tx.get(&foreign).await
             }
         })
@@ -389,7 +392,7 @@ pub async fn tx_a_key_of_another_namespace_is_wrong_partition(t: Ctx) {
         t.db.transaction(|tx| {
             let foreign = foreign.clone();
             async move {
-                tx.put(&account("tx-local"));
+                tx.put(&account("tx-local")).await?;
                 tx.delete(&foreign);
                 Ok(())
             }
@@ -455,11 +458,11 @@ pub async fn tx_the_closures_own_error_type_comes_back_unchanged(t: Ctx) {
                 attempts.fetch_add(1, Ordering::SeqCst);
                 let mut a = tx.get(&key).await?.expect("exists");
                 if a.balance < amount {
-                    tx.put(&account("tx-own-never"));
+                    tx.put(&account("tx-own-never")).await?;
                     return Err(TransferError::Insufficient { balance: a.balance });
                 }
                 a.balance -= amount;
-                tx.put(&a);
+                tx.put(&a).await?;
                 Ok(a.balance)
             }
         })
@@ -536,4 +539,90 @@ pub async fn tx_read_only_reads_one_snapshot(t: Ctx) {
             .map(|a| a.expect("exists").balance)
             .collect();
     assert_eq!(balances, [2, 10]);
+}
+
+pub async fn tx_a_put_learns_its_key_before_commit(t: Ctx) {
+    let parent = t.db.put(&account("tx-key-early")).await.unwrap();
+    let post = |title: &str| Post {
+        account: parent.clone(),
+        id: None,
+        title: title.into(),
+        author: "tx-key-early".into(),
+        published: Timestamp::from_micros(1),
+        tags: vec![],
+        body: String::new(),
+        location: None,
+    };
+    let (first, second, seen_inside) =
+        t.db.transaction(|tx| {
+            let (first, second) = (post("first"), post("second"));
+            async move {
+                let a = tx.put(&first).await?;
+                let b = tx.put(&second).await?;
+                // The keys are complete before commit; the writes are not visible yet.
+                let seen = tx.get(&a).await?;
+                Ok::<_, Error>((a, b, seen))
+            }
+        })
+        .await
+        .unwrap();
+    assert!(
+        first.is_complete() && second.is_complete(),
+        "{first:?} {second:?}"
+    );
+    assert_ne!(first, second);
+    assert_eq!(first.parent(), Some(parent.raw().clone()));
+    assert_eq!(seen_inside, None);
+    let stored = t.db.get_many(&[first, second]).await.unwrap();
+    let titles: Vec<_> = stored
+        .into_iter()
+        .map(|p| p.expect("committed").title)
+        .collect();
+    assert_eq!(titles, ["first", "second"]);
+    // A body that fails after learning its key writes nothing.
+    let learned = Arc::new(std::sync::Mutex::new(None));
+    let failed: Result<(), Error> =
+        t.db.transaction(|tx| {
+            let (learned, failing) = (learned.clone(), post("never"));
+            async move {
+                let key = tx.put(&failing).await?;
+                *learned.lock().unwrap() = Some(key);
+                Err(Error::TransactionClosed)
+            }
+        })
+        .await;
+    assert_eq!(failed, Err(Error::TransactionClosed));
+    let learned = learned.lock().unwrap().clone().expect("the put ran");
+    assert_eq!(t.db.get(&learned).await.unwrap(), None);
+}
+
+pub async fn tx_read_only_at_a_past_read_time(t: Ctx) {
+    let mut ann = account("tx-read-time");
+    ann.balance = 5;
+    let key = t.db.put(&ann).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let then = Timestamp::now();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    ann.balance = 9;
+    t.db.put(&ann).await.unwrap();
+    let read =
+        t.db.read_only_transaction_at(then, |tx| {
+            let key = key.clone();
+            async move {
+                let balance = tx.get(&key).await?.expect("written before").balance;
+                let queried = tx.query::<Account>().ancestor(&key).fetch().await?.items;
+                Ok::<_, Error>((balance, queried[0].balance))
+            }
+        })
+        .await;
+    match t.backend {
+        Backend::Firestore => assert_eq!(read, Ok((5, 5))),
+        Backend::Embedded | Backend::File => {
+            assert!(matches!(read, Err(Error::Unsupported { .. })), "{read:?}")
+        }
+        // The legacy emulator accepts a read time and ignores it: it reads the current data.
+        // Production (Firestore in Datastore mode) and its emulator honour it.
+        Backend::Datastore => assert_eq!(read, Ok((9, 9))),
+    }
+    assert_eq!(t.db.get(&key).await.unwrap().unwrap().balance, 9);
 }

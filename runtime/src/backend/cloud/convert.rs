@@ -323,7 +323,7 @@ impl Partitions {
 /// The alias of an aggregation's result.
 pub(super) const AGGREGATE: &str = "result";
 
-fn timestamp(t: Timestamp) -> prost_types::Timestamp {
+pub(super) fn timestamp(t: Timestamp) -> prost_types::Timestamp {
     let micros = t.as_micros();
     prost_types::Timestamp {
         seconds: micros.div_euclid(1_000_000),

@@ -568,9 +568,9 @@ impl Backend for Cloud {
                             .unwrap_or_default(),
                     })
                 }
-                TransactionMode::ReadOnly => {
+                TransactionMode::ReadOnly { read_time } => {
                     pb::transaction_options::Mode::ReadOnly(pb::transaction_options::ReadOnly {
-                        read_time: None,
+                        read_time: read_time.map(convert::timestamp),
                     })
                 }
             };

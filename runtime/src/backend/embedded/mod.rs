@@ -212,6 +212,14 @@ impl Backend for Embedded {
         _partition: &'a PartitionId,
         mode: &'a TransactionMode,
     ) -> BoxFuture<'a, Result<TransactionId, Error>> {
+        if let TransactionMode::ReadOnly { read_time: Some(_) } = mode {
+            return ready(Err(Error::Unsupported {
+                reason: "the embedded engine keeps no past versions, so it cannot read at a \
+                         `read_time`; read at a past time on Google Cloud (or the Firestore \
+                         emulator)"
+                    .into(),
+            }));
+        }
         let mut state = self.state();
         state.next_transaction += 1;
         let id = state.next_transaction;
@@ -220,7 +228,7 @@ impl Backend for Embedded {
             Transaction {
                 reads: HashMap::new(),
                 queries: Vec::new(),
-                read_only: matches!(mode, TransactionMode::ReadOnly),
+                read_only: matches!(mode, TransactionMode::ReadOnly { .. }),
             },
         );
         ready(Ok(TransactionId(id.to_le_bytes().to_vec())))
