@@ -144,6 +144,11 @@ pub mod sqlite {
     pub const GET: &str = "SELECT * FROM orders WHERE id = ?1";
     pub const PAGE: &str =
         "SELECT * FROM orders WHERE customer = ?1 ORDER BY total_cents DESC, id DESC LIMIT ?2";
+    /// The first page of three customers' orders, largest first.
+    pub const PAGE_IN: &str = "SELECT * FROM orders WHERE customer IN (?1, ?2, ?3) \
+        ORDER BY total_cents DESC, id DESC LIMIT ?4";
+    /// How many orders one customer has.
+    pub const COUNT: &str = "SELECT COUNT(*) FROM orders WHERE customer = ?1";
     /// The next page after (total, id): keyset paging, what a cursor is.
     pub const PAGE_AFTER: &str = "SELECT * FROM orders WHERE customer = ?1 \
         AND (total_cents < ?2 OR (total_cents = ?2 AND id < ?3)) \

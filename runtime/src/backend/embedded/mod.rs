@@ -840,8 +840,16 @@ impl State {
                     let up_to = usize::try_from(*up_to).unwrap_or(usize::MAX);
                     rows.limit = Some(rows.limit.map_or(up_to, |l| l.min(up_to)));
                 }
-                let batch = self.run_query(&rows, transaction)?;
-                return Ok(Value::Integer(batch.results.len() as i64));
+                // Outside a transaction (which records the rows it read), count index entries.
+                let counted = match transaction {
+                    None => self.count(&rows)?,
+                    Some(_) => None,
+                };
+                let counted = match counted {
+                    Some(counted) => counted,
+                    None => self.run_query(&rows, transaction)?.results.len(),
+                };
+                return Ok(Value::Integer(i64::try_from(counted).unwrap_or(i64::MAX)));
             }
             Aggregation::Sum(p) | Aggregation::Avg(p) => p,
         };
@@ -863,6 +871,18 @@ impl State {
             Aggregation::Avg(_) => sum.mean(),
             _ => sum.total(),
         })
+    }
+
+    /// How many results a one-branch query has, counted from its plan's index entries when
+    /// the plan allows it ([`plan::count`]).
+    fn count(&self, query: &QuerySpec) -> Result<Option<usize>, Error> {
+        let prepared = Prepared::new(query)?;
+        if prepared.branch_count() != 1 {
+            return Ok(None);
+        }
+        let access = plan::choose(&prepared, self.composites(&query.kind), self.strict)?;
+        let limit = query.limit.unwrap_or(usize::MAX);
+        plan::count(&*self.store, &prepared, &access, limit)
     }
 
     /// The answer to a query, recording nothing.

@@ -382,6 +382,50 @@ pub(crate) fn run(
     })
 }
 
+/// How many results a one-branch query without cursors has, up to `limit`, counted from the
+/// index entries of its plan without decoding them — when every filter is met by the range
+/// of entries itself. `None` when entries must be looked at (a filter checked on values or
+/// entities, a zigzag join, a scan): count the query's results then.
+pub(crate) fn count(
+    store: &dyn Store,
+    prepared: &Prepared<'_>,
+    access: &Access,
+    limit: usize,
+) -> Result<Option<usize>, Error> {
+    let mut counted = 0;
+    if limit == 0 {
+        return Ok(Some(counted));
+    }
+    match access {
+        Access::Scan => return Ok(None),
+        Access::Zigzag => {
+            leapfrog(store, prepared, None, &mut |_| {
+                counted += 1;
+                counted < limit
+            })?;
+            return Ok(Some(counted));
+        }
+        _ => {}
+    }
+    let entries = entries(prepared, access);
+    if !entries.residual.is_empty() || !entries.on_entity.is_empty() {
+        return Ok(None);
+    }
+    if entries.empty {
+        return Ok(Some(counted));
+    }
+    store.scan(
+        &entries.table,
+        entries.bounds.range(),
+        false,
+        &mut |_, _| {
+            counted += 1;
+            counted < limit
+        },
+    )?;
+    Ok(Some(counted))
+}
+
 /// Up to `limit` entries of one plan after `start` and up to `end` (positions of that plan),
 /// and whether more follow.
 fn find(
@@ -839,9 +883,8 @@ fn read(
     }
 }
 
-/// Equality filters answered together: each filter's index entries (property, value) are in
-/// key order, so the keys in all of them are found by leapfrogging — each index seeks to the
-/// largest key another has reached — without reading the entries between.
+/// Up to `limit` results of equality filters answered together ([`leapfrog`]), after `start`
+/// and up to `end` (key paths), and whether more follow.
 fn zigzag(
     store: &dyn Store,
     prepared: &Prepared<'_>,
@@ -849,6 +892,38 @@ fn zigzag(
     end: Option<Vec<u8>>,
     limit: usize,
 ) -> Result<(Vec<Found>, bool), Error> {
+    let mut found = Vec::new();
+    let mut more = false;
+    leapfrog(store, prepared, start, &mut |path| {
+        if end.as_deref().is_some_and(|end| path > end) {
+            return false;
+        }
+        if found.len() == limit {
+            more = true;
+            return false;
+        }
+        found.push(Found {
+            position: path.to_vec(),
+            path: path.to_vec(),
+            sort: Vec::new(),
+            projected: Vec::new(),
+        });
+        true
+    })?;
+    Ok((found, more))
+}
+
+/// Equality filters answered together: each filter's index entries (property, value) are in
+/// key order, so the keys in all of them are found by leapfrogging — each index seeks to the
+/// largest key another has reached — without reading the entries between. One filter is one
+/// range of its index, read straight through. Calls `visit` with each key path (after
+/// `start`'s), in key order, until it returns `false`.
+fn leapfrog(
+    store: &dyn Store,
+    prepared: &Prepared<'_>,
+    start: Option<Vec<u8>>,
+    visit: &mut dyn FnMut(&[u8]) -> bool,
+) -> Result<(), Error> {
     let query = prepared.query;
     let head = index::kind_prefix(&query.partition, &query.kind);
     let within = query
@@ -875,9 +950,14 @@ fn zigzag(
         }
         None => within,
     };
-    let mut found = Vec::new();
-    let mut more = false;
-    'results: loop {
+    if let [(base, upper)] = streams.as_slice() {
+        let lower = [base.as_slice(), &target].concat();
+        let range = (Bound::Included(lower.as_slice()), as_ref(upper));
+        return store.scan(PROPERTIES, range, false, &mut |k, _| {
+            visit(&k[base.len()..])
+        });
+    }
+    loop {
         let mut agreed = 0;
         let mut i = 0;
         while agreed < streams.len() {
@@ -893,7 +973,7 @@ fn zigzag(
                     false
                 },
             )?;
-            let Some(path) = next else { break 'results };
+            let Some(path) = next else { return Ok(()) };
             if path == target {
                 agreed += 1;
             } else {
@@ -902,20 +982,9 @@ fn zigzag(
             }
             i = (i + 1) % streams.len();
         }
-        if end.as_ref().is_some_and(|end| target > *end) {
-            break;
+        if !visit(&target) {
+            return Ok(());
         }
-        if found.len() == limit {
-            more = true;
-            break;
-        }
-        found.push(Found {
-            position: target.clone(),
-            path: target.clone(),
-            sort: Vec::new(),
-            projected: Vec::new(),
-        });
         target.push(0);
     }
-    Ok((found, more))
 }
