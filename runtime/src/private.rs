@@ -23,8 +23,8 @@ pub use crate::scale::counter::{increment, total};
 pub use crate::scale::sharded_index::{ShardIndexable, ShardedQuery, companion_value};
 pub use crate::stored::{StoredValue, StoredWriter};
 pub use crate::value::{
-    DecodeError, Flat, Indexable, NotProjectable, Projectable, Projects, Property, PropertyMap,
-    PropertyType, Steady, Value, WholeEntity,
+    DecodeError, Flat, Indexable, Projectable, Projects, Property, PropertyMap, PropertyType,
+    Steady, Value, WholeEntity,
 };
 pub use crate::{Blob, Db, Error, KeyId, KeyName, Timestamp};
 pub use ::core::{
@@ -58,17 +58,6 @@ pub fn take<T: PropertyType>(properties: &mut PropertyMap, name: &str) -> Result
     properties
         .take_as(name, T::read_stored, T::from_value)
         .unwrap_or_else(T::from_missing)
-}
-
-/// Reads projected property `name` (an index value) as a `T`.
-pub fn take_index_value<T: PropertyType>(
-    properties: &mut PropertyMap,
-    name: &str,
-) -> Result<T, DecodeError> {
-    match properties.remove(name) {
-        Some(property) => T::from_index_value(property.value),
-        None => T::from_missing(),
-    }
 }
 
 /// Property values: writing, reading, and the embedded schema.
@@ -251,12 +240,43 @@ where
 {
 }
 
-/// The assertion of a field listed in a projection (R-Q2): not an embedded entity.
-pub fn assert_projectable<T: Projectable>()
-where
-    T::Shape: Projects,
-{
+/// A field listed in a projection (R-Q2), probed: its projection struct declares the row's
+/// type `D` (spelled by the derive from the field's type), which must be what `T` projects
+/// as, and `T` must not be an embedded entity. A field type that is no property type at all
+/// is reported by the field's own assertion, once; the fallback then says nothing more.
+pub trait ProjectionProbe<T> {
+    /// The assertion.
+    fn projects_as<D>(&self)
+    where
+        T: Projectable<Projected = D>,
+        T::Shape: Projects,
+    {
+    }
+    /// Reads projected property `name` (an index value) as a `D`.
+    fn take_projected<D: PropertyType>(
+        &self,
+        properties: &mut PropertyMap,
+        name: &str,
+    ) -> Result<D, DecodeError> {
+        match properties.remove(name) {
+            Some(property) => D::from_index_value(property.value),
+            None => D::from_missing(),
+        }
+    }
 }
+
+impl<T: PropertyType> ProjectionProbe<T> for Probe<T> {}
+
+/// Never runs: the field's assertion fails to compile when this is chosen.
+pub trait ProjectionFallback<T> {
+    /// See [`ProjectionProbe::projects_as`].
+    fn projects_as<D>(&self) {}
+    /// See [`ProjectionProbe::take_projected`].
+    fn take_projected<D>(&self, _: &mut PropertyMap, _: &str) -> Result<D, DecodeError> {
+        unreachable!("the derive's assertion rejects this field type")
+    }
+}
+impl<T> ProjectionFallback<T> for &Probe<T> {}
 
 /// The assertion of a `#[blob]` field (R-P1).
 pub fn assert_blob<T: BlobField>() {}

@@ -265,43 +265,6 @@ impl Shape for WholeEntity {}
 pub trait Projects: Shape {}
 impl Projects for Flat {}
 
-/// What a projection row would hold for an embedded entity: nothing can be, since projecting
-/// one does not compile (its field's assertion fails); this type only keeps the rest of the
-/// generated code well-formed, so that error is the only one.
-pub struct NotProjectable<T>(std::marker::PhantomData<fn() -> T>);
-
-impl<T> fmt::Debug for NotProjectable<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("NotProjectable")
-    }
-}
-
-impl<T> Clone for NotProjectable<T> {
-    fn clone(&self) -> Self {
-        NotProjectable(std::marker::PhantomData)
-    }
-}
-
-impl<T> PartialEq for NotProjectable<T> {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl<T> PropertyType for NotProjectable<T> {
-    type Operand = Self;
-    type Growth = Steady;
-    fn to_value(&self) -> Value {
-        Value::Null
-    }
-    fn from_value(value: Value) -> Result<Self, DecodeError> {
-        Err(DecodeError::mismatch(
-            "a projectable value (an embedded entity is not)",
-            &value,
-        ))
-    }
-}
-
 macro_rules! projectable {
     ($($t:ty),* $(,)?) => {$(
         impl Projectable for $t {

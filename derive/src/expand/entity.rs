@@ -157,7 +157,7 @@ pub(super) fn embedded_impl(entity: &Entity, mode: Mode) -> TokenStream {
 
         #[automatically_derived]
         impl #p::Projectable for #ident {
-            type Projected = #p::NotProjectable<Self>;
+            type Projected = Self;
             type Shape = #p::WholeEntity;
         }
     }
