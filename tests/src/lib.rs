@@ -96,6 +96,20 @@ pub fn account_key(name: &str) -> Key<Account> {
     Account::key(KeyName::new(name).expect("valid test name"))
 }
 
+/// A post under `parent` titled `title`, its id left for the backend to allocate.
+pub fn draft(parent: &Key<Account>, title: &str) -> Post {
+    Post {
+        account: parent.clone(),
+        id: None,
+        title: title.into(),
+        author: "drafter".into(),
+        published: Timestamp::from_micros(1),
+        tags: vec![],
+        body: String::new(),
+        location: None,
+    }
+}
+
 /// An article whose views and likes are sharded counters (R-S1).
 #[derive(Entity, Debug, Clone, PartialEq)]
 #[entity(projection(ArticleCard: title, status), index(status, title))]

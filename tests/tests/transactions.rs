@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use datastore_entity::prelude::*;
 use datastore_entity::{Error, RetryPolicy};
-use datastore_entity_tests::{Call, Instrumented, account, account_key};
+use datastore_entity_tests::{Call, Instrumented, account, account_key, draft};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn contended_increments_all_land() {
@@ -358,26 +358,13 @@ async fn a_read_only_transaction_cannot_write_even_through_the_backend() {
     assert_eq!(db.get(&account_key("ro")).await.unwrap(), None);
 }
 
-fn draft(parent: &Key<datastore_entity_tests::Account>) -> datastore_entity_tests::Post {
-    datastore_entity_tests::Post {
-        account: parent.clone(),
-        id: None,
-        title: "draft".into(),
-        author: "ann".into(),
-        published: Timestamp::from_micros(1),
-        tags: vec![],
-        body: String::new(),
-        location: None,
-    }
-}
-
 #[tokio::test]
 async fn a_put_allocates_the_id_before_commit_and_commits_that_key() {
     let (backend, db) = Instrumented::db();
     let parent = db.put(&account("ann")).await.unwrap();
     let key = db
         .transaction(|tx| {
-            let post = draft(&parent);
+            let post = draft(&parent, "draft");
             async move {
                 let key = tx.put(&post).await?;
                 // Allocated now: one call to the allocator, nothing committed yet.
@@ -409,7 +396,7 @@ async fn a_failed_put_fails_the_commit_even_when_its_error_is_ignored() {
                 let ignored = tx
                     .put(&datastore_entity_tests::Post {
                         account: foreign,
-                        ..draft(&account_key("ann"))
+                        ..draft(&account_key("ann"), "draft")
                     })
                     .await;
                 assert!(

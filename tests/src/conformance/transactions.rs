@@ -15,7 +15,7 @@ use datastore_entity::{Error, RetryPolicy};
 use tokio::sync::Notify;
 
 use crate::harness::{Backend, Ctx};
-use crate::{Account, Post, account, account_key};
+use crate::{Account, Post, account, account_key, draft};
 
 #[macro_export]
 macro_rules! transactions_tests {
@@ -543,16 +543,7 @@ pub async fn tx_read_only_reads_one_snapshot(t: Ctx) {
 
 pub async fn tx_a_put_learns_its_key_before_commit(t: Ctx) {
     let parent = t.db.put(&account("tx-key-early")).await.unwrap();
-    let post = |title: &str| Post {
-        account: parent.clone(),
-        id: None,
-        title: title.into(),
-        author: "tx-key-early".into(),
-        published: Timestamp::from_micros(1),
-        tags: vec![],
-        body: String::new(),
-        location: None,
-    };
+    let post = |title: &str| draft(&parent, title);
     let (first, second, seen_inside) =
         t.db.transaction(|tx| {
             let (first, second) = (post("first"), post("second"));
