@@ -4,8 +4,8 @@
 //! `cargo bench -p datastore-entity-benches --bench conversion`
 #![allow(missing_docs)]
 
-use datastore_entity::__private::{from_store_form, store_form};
 use datastore_entity::Entity as _;
+use datastore_entity::backend::embedded::{from_stored_form, stored_form};
 use datastore_entity_benches::{Order, order};
 use divan::{Bencher, black_box};
 
@@ -21,8 +21,8 @@ mod round_trip {
         let o = order(42);
         let key = o.entity_key().expect("a key").into_raw();
         bencher.bench(|| {
-            let bytes = store_form(black_box(&o));
-            from_store_form::<Order>(&key, black_box(&bytes)).expect("decodes")
+            let bytes = stored_form(black_box(&o));
+            from_stored_form::<Order>(&key, black_box(&bytes)).expect("decodes")
         });
     }
 
@@ -42,7 +42,7 @@ mod encode {
     #[divan::bench]
     fn engine(bencher: Bencher) {
         let o = order(42);
-        bencher.bench(|| store_form(black_box(&o)));
+        bencher.bench(|| stored_form(black_box(&o)));
     }
 
     #[divan::bench]
@@ -59,8 +59,8 @@ mod decode {
     fn engine(bencher: Bencher) {
         let o = order(42);
         let key = o.entity_key().expect("a key").into_raw();
-        let bytes = store_form(&o);
-        bencher.bench(|| from_store_form::<Order>(&key, black_box(&bytes)).expect("decodes"));
+        let bytes = stored_form(&o);
+        bencher.bench(|| from_stored_form::<Order>(&key, black_box(&bytes)).expect("decodes"));
     }
 
     #[divan::bench]

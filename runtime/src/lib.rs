@@ -26,54 +26,98 @@
 //! Key names, kind names, property names and project ids are visible in logs, URLs and
 //! the console: never put sensitive data in them (R-N8).
 
+// The layers, bottom up: error, model, format, query, rules, backend, db, scale, index_files
+// (DEVELOPERS.md, "Layout"); `layers/` keeps the imports between their files free of circles.
 pub mod backend;
-mod codec;
 mod db;
-pub mod entity;
 mod error;
-mod filter;
-mod index_config;
-pub mod key;
-mod limits;
-mod map;
-pub mod name;
-pub mod property;
+mod format;
+mod index_files;
+mod model;
 pub mod query;
+mod rules;
 pub mod scale;
-mod stored;
-mod txn;
-pub mod value;
 
-#[cfg(feature = "cloud")]
-pub use backend::cloud::CloudBuilder;
+pub use backend::retry::RetryPolicy;
 #[doc = include_str!("derive_entity.md")]
 pub use datastore_entity_derive::Entity;
 #[doc = include_str!("derive_property_value.md")]
 pub use datastore_entity_derive::PropertyValue;
+#[cfg(feature = "cloud")]
+pub use db::cloud::CloudBuilder;
+pub use db::txn::{ReadTx, Tx};
 pub use db::{Db, ParentKey};
-pub use entity::{
-    CounterSchema, Entity, IndexSchema, IndexedProperty, KeyField, Projection, PropertySchema,
-    ReplicaSchema, Schema, ShardedIndexSchema,
-};
 pub use error::Error;
-pub use filter::{MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_NOT_IN_VALUES};
 pub use futures_core::Stream;
-pub use index_config::{MAX_INDEX_ENTRIES, firestore_indexes_json, index_yaml};
-pub use key::{IdOrName, Key, KeyId, PartitionId, PathElement, RawKey};
-pub use limits::{MAX_ENTITY_BYTES, MAX_INDEXED_BYTES};
-pub use name::KeyName;
-pub use property::{
-    AtMost10, AtMost30, Count, Direction, Excluded, Filter, InValues, IndexMarker, Indexed,
-    NotInValues, Operator, Order, PropertyPath, Queryable,
+pub use index_files::{firestore_indexes_json, index_yaml};
+pub use model::entity::{Entity, KeyField, Projection};
+pub use model::key::{IdOrName, Key, KeyId, PartitionId, PathElement, RawKey};
+pub use model::name::KeyName;
+pub use model::property_type::{Growth, Increasing, Indexable, Projectable, PropertyType, Steady};
+pub use model::scalar::{Blob, GeoPoint, Timestamp};
+pub use model::schema::{
+    CounterSchema, Direction, IndexSchema, IndexedProperty, PropertySchema, ReplicaSchema, Schema,
+    ShardedIndexSchema,
 };
+pub use model::value::{DecodeError, Property, PropertyMap, Value};
+pub use query::descriptor::{
+    AtMost10, AtMost30, Count, Excluded, Filter, InValues, IndexMarker, Indexed, NotInValues,
+    Order, PropertyPath, Queryable,
+};
+pub use query::spec::Operator;
 pub use query::{Cursor, KeysOnlyQuery, Numeric, Page, ProjectionQuery, Query};
-pub use scale::MAX_MUTATIONS;
+pub use rules::commit::MAX_MUTATIONS;
+pub use rules::filter::{MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_NOT_IN_VALUES};
+pub use rules::index_entries::MAX_INDEX_ENTRIES;
+pub use rules::limits::{MAX_ENTITY_BYTES, MAX_INDEXED_BYTES};
 pub use scale::sharded_index::{ShardIndexable, ShardedQuery};
-pub use txn::{ReadTx, RetryPolicy, Tx};
-pub use value::{
-    Blob, DecodeError, GeoPoint, Growth, Increasing, Indexable, Projectable, Property, PropertyMap,
-    PropertyType, Steady, Timestamp, Value,
-};
+
+/// Entities and their schemas (the paths of earlier releases).
+pub mod entity {
+    pub use crate::model::entity::{Entity, KeyField, Projection};
+    pub use crate::model::schema::{
+        CounterSchema, IndexSchema, IndexedProperty, PropertySchema, ReplicaSchema, Schema,
+        ShardedIndexSchema,
+    };
+}
+
+/// Keys: validated ids, untyped [`RawKey`]s and typed [`Key<E>`]s (the paths of earlier
+/// releases).
+pub mod key {
+    pub use crate::model::key::{
+        IdOrName, KEY_PROPERTY, Key, KeyId, MAX_KEY_DEPTH, PartitionId, PathElement, RawKey,
+    };
+}
+
+/// Validated names: the runtime side of the naming rules (R-N1..R-N8).
+pub mod name {
+    pub use crate::model::name::{
+        KeyName, MAX_NAME_BYTES, NameRole, NameViolation, validate, validate_bytes,
+    };
+}
+
+/// Typed property descriptors and the filters and orders built from them (the paths of
+/// earlier releases).
+pub mod property {
+    pub use crate::model::schema::Direction;
+    pub use crate::query::descriptor::{
+        AtMost10, AtMost30, Count, Excluded, Filter, InValues, IndexMarker, Indexed, NotInValues,
+        Order, PropertyPath, Queryable,
+    };
+    pub use crate::query::spec::Operator;
+}
+
+/// Values as the store holds them, and the conversions from and to Rust types (the paths of
+/// earlier releases).
+pub mod value {
+    pub use crate::model::property_type::{
+        Flat, Growth, Increasing, Indexable, Projectable, Projects, PropertyType, Shape, Steady,
+        WholeEntity,
+    };
+    pub use crate::model::scalar::{Blob, GeoPoint, Timestamp};
+    pub use crate::model::stored::{StoredValue, StoredWriter};
+    pub use crate::model::value::{DecodeError, Property, PropertyMap, Value, compare_values};
+}
 
 /// `use datastore_entity::prelude::*;` brings what entity declarations and queries need.
 pub mod prelude {

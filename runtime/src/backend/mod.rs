@@ -4,18 +4,24 @@
 //! Everything typed (`Db`, queries, transactions) is built once above this trait, so the
 //! embedded engine and the cloud client share all of it.
 
-use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::entity::Schema;
-use crate::property::{Direction, Operator};
-use crate::value::{PropertyMap, Timestamp, Value};
-use crate::{Error, PartitionId, RawKey};
+use crate::error::Error;
+use crate::model::key::{PartitionId, RawKey};
+use crate::model::scalar::Timestamp;
+use crate::model::schema::Schema;
+use crate::model::value::{PropertyMap, Value};
+/// The query vocabulary, where the backends' callers have always found it.
+pub use crate::query::spec::{
+    Aggregation, FilterNode, PropertyFilter, PropertyOrder, QueryBatch, QueryResult, QuerySpec,
+    ResultShape,
+};
 
 #[cfg(feature = "cloud")]
 pub mod cloud;
 pub mod embedded;
+pub(crate) mod retry;
 
 /// A boxed future, so the trait can be used as `dyn Backend`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -62,157 +68,6 @@ impl Mutation {
             Mutation::Delete(k) => k,
         }
     }
-}
-
-/// A property filter of a query.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PropertyFilter {
-    /// The property (dotted path inside embedded entities).
-    pub property: String,
-    /// The comparison.
-    pub op: Operator,
-    /// The operand.
-    pub value: Value,
-}
-
-/// A query's filter: property filters combined with AND and OR, nested.
-#[derive(Debug, Clone, PartialEq)]
-pub enum FilterNode {
-    /// One property filter.
-    Property(PropertyFilter),
-    /// Every filter holds.
-    And(Vec<FilterNode>),
-    /// At least one filter holds.
-    Or(Vec<FilterNode>),
-}
-
-impl FilterNode {
-    /// Every property filter of the tree, depth first.
-    pub fn leaves(&self) -> Box<dyn Iterator<Item = &PropertyFilter> + '_> {
-        match self {
-            FilterNode::Property(f) => Box::new(std::iter::once(f)),
-            FilterNode::And(nodes) | FilterNode::Or(nodes) => {
-                Box::new(nodes.iter().flat_map(FilterNode::leaves))
-            }
-        }
-    }
-
-    /// Every property filter of the tree, mutably.
-    pub(crate) fn leaves_mut(&mut self, visit: &mut dyn FnMut(&mut PropertyFilter)) {
-        match self {
-            FilterNode::Property(f) => visit(f),
-            FilterNode::And(nodes) | FilterNode::Or(nodes) => {
-                nodes.iter_mut().for_each(|n| n.leaves_mut(visit))
-            }
-        }
-    }
-}
-
-impl From<PropertyFilter> for FilterNode {
-    fn from(filter: PropertyFilter) -> FilterNode {
-        FilterNode::Property(filter)
-    }
-}
-
-impl fmt::Display for FilterNode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (nodes, op) = match self {
-            FilterNode::Property(p) => {
-                return write!(f, "{} {} {:?}", p.property, p.op.symbol(), p.value);
-            }
-            FilterNode::And(nodes) => (nodes, " AND "),
-            FilterNode::Or(nodes) => (nodes, " OR "),
-        };
-        f.write_str("(")?;
-        for (i, node) in nodes.iter().enumerate() {
-            if i > 0 {
-                f.write_str(op)?;
-            }
-            write!(f, "{node}")?;
-        }
-        f.write_str(")")
-    }
-}
-
-/// A sort order of a query.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PropertyOrder {
-    /// The property (dotted path inside embedded entities).
-    pub property: String,
-    /// The direction.
-    pub direction: Direction,
-}
-
-/// What to return for each result.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub enum ResultShape {
-    /// Keys and all properties.
-    #[default]
-    Full,
-    /// Keys only (R-Q1).
-    KeysOnly,
-    /// Keys and these indexed properties only (R-Q2).
-    Projection(Vec<String>),
-}
-
-/// A query, as the service receives it. There is no offset: positions are cursors (R-Q3).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QuerySpec {
-    /// The partition (namespace) queried.
-    pub partition: PartitionId,
-    /// The kind.
-    pub kind: String,
-    /// Only entities under this key (strongly consistent, R-E1).
-    pub ancestor: Option<RawKey>,
-    /// Filters, combined with AND (each may combine others with AND and OR).
-    pub filters: Vec<FilterNode>,
-    /// Sort orders, most significant first.
-    pub orders: Vec<PropertyOrder>,
-    /// What each result holds.
-    pub shape: ResultShape,
-    /// At most this many results.
-    pub limit: Option<usize>,
-    /// Start after this position.
-    pub start_cursor: Option<Vec<u8>>,
-    /// Stop at this position.
-    pub end_cursor: Option<Vec<u8>>,
-}
-
-/// What an aggregation query computes over the rows of its query.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Aggregation {
-    /// How many rows, counting at most `up_to` when given.
-    Count {
-        /// Stop counting here.
-        up_to: Option<u64>,
-    },
-    /// The sum of a property's numeric values: an integer, or a double when any value is a
-    /// double (or an integer sum overflows); non-numeric values are ignored.
-    Sum(String),
-    /// The mean of a property's numeric values, null when there are none.
-    Avg(String),
-}
-
-/// One query result.
-#[derive(Debug, Clone, PartialEq)]
-pub struct QueryResult {
-    /// The entity's key.
-    pub key: RawKey,
-    /// Its properties (empty for keys-only; the projected ones for a projection).
-    pub properties: PropertyMap,
-    /// The position just after this result: a query resumed from it starts with the next one.
-    pub cursor: Vec<u8>,
-}
-
-/// One batch of query results.
-#[derive(Debug, Clone, PartialEq)]
-pub struct QueryBatch {
-    /// The results, in order.
-    pub results: Vec<QueryResult>,
-    /// The position after the last result.
-    pub end_cursor: Vec<u8>,
-    /// Whether more results may follow `end_cursor`.
-    pub more_results: bool,
 }
 
 /// A storage backend: the service's calls, untyped.

@@ -6,38 +6,18 @@
 //! entities leaves too few keys between them to keep them on different tablets (Google's
 //! "common mistakes when sharding").
 
-use super::{Op, Write, check_owner, companion_key, sum_shards};
-use crate::entity::CounterSchema;
-use crate::value::{Property, PropertyMap, Value};
-use crate::{Db, Error, RawKey, RetryPolicy};
-
-/// The property of a shard that holds its part of the total.
-const COUNT: &str = "count";
+use crate::backend::retry::RetryPolicy;
+use crate::db::Db;
+use crate::db::read::{overflow, sum_shards};
+use crate::db::write::{Op, Write};
+use crate::error::Error;
+use crate::format::companion::{check_owner, companion_key, shard, shard_count};
+use crate::model::key::RawKey;
+use crate::model::schema::CounterSchema;
 
 /// Attempts an increment makes at least, each on a freshly chosen shard: with `n` shards,
 /// contention that exhausts them all is vanishingly rare.
 const MIN_ATTEMPTS: u32 = 16;
-
-/// The error of a counter whose total does not fit an `i64`.
-pub(crate) fn overflow(counter: &CounterSchema) -> Error {
-    Error::CounterOverflow {
-        kind: counter.kind.to_owned(),
-        field: counter.field.to_owned(),
-    }
-}
-
-/// The part of the total a shard holds.
-pub(crate) fn shard_count(key: &RawKey, properties: &PropertyMap) -> Result<i64, Error> {
-    match properties.get(COUNT).map(|p| &p.value) {
-        Some(Value::Integer(count)) => Ok(*count),
-        other => Err(Error::Decode {
-            kind: key.kind().to_owned(),
-            property: COUNT.to_owned(),
-            expected: "integer".to_owned(),
-            found: other.map_or("nothing", Value::type_name).to_owned(),
-        }),
-    }
-}
 
 /// Adds `delta` to the counter of `owner` (a key as the user holds it): one random shard,
 /// in a transaction. Contention is retried, each attempt on a freshly chosen shard, at least
@@ -57,30 +37,23 @@ pub async fn increment(
     db.clone()
         .with_retry(retry)
         .transaction(|tx| async move {
-            let shard = companion_key(owner, counter.kind, fastrand::u32(..counter.shards.max(1)));
+            let at = companion_key(owner, counter.kind, fastrand::u32(..counter.shards.max(1)));
             let found = tx
-                .lookup_raw(std::slice::from_ref(&shard))
+                .lookup_raw(std::slice::from_ref(&at))
                 .await?
                 .pop()
                 .flatten();
             let current = match &found {
                 Some(properties) => {
-                    check_owner(owner, &shard, properties)?;
-                    shard_count(&shard, properties)?
+                    check_owner(owner, &at, properties)?;
+                    shard_count(&at, properties)?
                 }
                 None => 0,
             };
             let count = current
                 .checked_add(delta)
                 .ok_or_else(|| overflow(counter))?;
-            let properties = PropertyMap::from([
-                (COUNT.to_owned(), Property::excluded(Value::Integer(count))),
-                (
-                    super::OWNER.to_owned(),
-                    Property::excluded(Value::Key(owner.clone())),
-                ),
-            ]);
-            tx.write(Write::raw(Op::Upsert, shard, properties));
+            tx.write(Write::raw(Op::Upsert, at, shard(owner, count)));
             Ok(())
         })
         .await

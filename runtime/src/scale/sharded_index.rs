@@ -15,79 +15,25 @@ use std::marker::PhantomData;
 
 use futures_core::Stream;
 
-use crate::backend::{FilterNode, PropertyFilter, QueryBatch, QueryResult};
-use crate::codec::{Reader, Writer, fnv1a};
-use crate::entity::ShardedIndexSchema;
-use crate::property::{Direction, Operator};
-use crate::query::{Cursor, Page, Query, paged};
-use crate::value::{PropertyType, Timestamp, Value};
-use crate::{Entity, Error, Filter, Key, RawKey};
+use crate::db::query::{Cursor, Page, Query, paged};
+use crate::error::Error;
+use crate::format::companion::{sortable, width};
+use crate::format::cursor::{self, SHARDED, write_filter};
+use crate::format::hash::fnv1a;
+use crate::model::entity::Entity;
+use crate::model::key::Key;
+use crate::model::schema::{Direction, ShardedIndexSchema};
+use crate::model::stored::{Reader, Writer};
+use crate::model::value::Value;
+use crate::query::descriptor::Filter;
+use crate::query::spec::{
+    FilterNode, Operator, PropertyFilter, PropertyOrder, QueryBatch, QueryResult,
+};
 
-/// A type whose values a `#[sharded_index(n)]` field can hold: timestamps and integers.
-#[diagnostic::on_unimplemented(
-    message = "`#[sharded_index]` needs a timestamp or an integer field, not `{Self}`",
-    label = "cannot be sharded-indexed",
-    note = "the companion property holds the value as fixed-width text whose order is the value's order"
-)]
-pub trait ShardIndexable: PropertyType {
-    /// The value as an integer in the value's order (microseconds for a timestamp); `None`
-    /// leaves the entity out of the sharded index (an `Option` holding `None`).
-    fn sort_value(&self) -> Option<i64>;
-}
-
-macro_rules! integer_sort_value {
-    ($($t:ty),*) => {$(
-        impl ShardIndexable for $t {
-            fn sort_value(&self) -> Option<i64> {
-                Some(i64::from(*self))
-            }
-        }
-    )*};
-}
-integer_sort_value!(i8, i16, i32, i64, u8, u16, u32);
-
-impl ShardIndexable for Timestamp {
-    fn sort_value(&self) -> Option<i64> {
-        Some(self.as_micros())
-    }
-}
-
-impl<T: ShardIndexable> ShardIndexable for Option<T> {
-    fn sort_value(&self) -> Option<i64> {
-        self.as_ref().and_then(T::sort_value)
-    }
-}
-
-/// A signed integer in offset binary, as 16 hex digits: byte order is numeric order.
-fn sortable(n: i64) -> String {
-    format!("{:016x}", n.cast_unsigned() ^ (1 << 63))
-}
-
-/// How many digits shard numbers of an index of `shards` shards take.
-fn width(shards: u32) -> usize {
-    shards.saturating_sub(1).max(1).to_string().len()
-}
-
-/// The companion value of `value` for the entity `key` (random tiebreak while incomplete).
-pub fn companion_value(index: &ShardedIndexSchema, key: Option<&RawKey>, value: i64) -> Value {
-    let shards = index.shards.max(1);
-    let tiebreak = match key.filter(|k| k.is_complete()) {
-        Some(key) => {
-            let mut w = Writer::default();
-            w.path(key);
-            fnv1a(&w.bytes)
-        }
-        None => fastrand::u64(..),
-    };
-    let shard = tiebreak % u64::from(shards);
-    Value::String(format!(
-        "{shard:0w$}:{}:{tiebreak:016x}",
-        sortable(value),
-        w = width(shards)
-    ))
-}
-
-const CURSOR_MAGIC: u8 = 0xE7;
+/// The companion value of a sharded index's value (its layout is a stored format).
+pub use crate::format::companion::companion_value;
+/// What a `#[sharded_index(n)]` field can hold.
+pub use crate::model::property_type::ShardIndexable;
 
 /// A query through a `#[sharded_index(n)]` field: `n` shard queries, run concurrently and
 /// merged in the field's order, with one cursor that resumes every shard (R-S3).
@@ -224,7 +170,7 @@ impl<E: Entity, T: ShardIndexable> ShardedQuery<E, T> {
             w.key(ancestor);
         }
         for f in &spec.filters {
-            crate::filter::fingerprint(&mut w, f);
+            write_filter(&mut w, f);
         }
         fnv1a(&w.bytes)
     }
@@ -232,34 +178,19 @@ impl<E: Entity, T: ShardIndexable> ShardedQuery<E, T> {
     /// A cursor after the row whose companion, without its shard, is `position`.
     fn encode(&self, position: &str) -> Cursor {
         let mut w = Writer::default();
-        w.u8(CURSOR_MAGIC);
-        w.u64(self.fingerprint());
         w.value(&Value::String(position.to_owned()));
-        let checksum = fnv1a(&w.bytes);
-        w.u64(checksum);
-        Cursor::from_bytes(w.bytes)
+        Cursor::from_bytes(cursor::seal(SHARDED, self.fingerprint(), &w.bytes))
     }
 
     fn decode(&self, cursor: &Cursor) -> Result<String, Error> {
-        let invalid = |reason: &str| Error::InvalidCursor {
-            reason: reason.to_owned(),
-        };
-        let bytes = cursor.as_bytes();
-        if bytes.len() < 17 || bytes[0] != CURSOR_MAGIC {
-            return Err(invalid("it is not a cursor of a sharded-index query"));
-        }
-        let (body, checksum) = bytes.split_at(bytes.len() - 8);
-        if fnv1a(body).to_le_bytes() != checksum {
-            return Err(invalid("it was altered (checksum mismatch)"));
-        }
-        let mut r = Reader::new(&body[1..]);
-        let corrupt = |_| invalid("it is corrupt");
-        if r.u64().map_err(corrupt)? != self.fingerprint() {
-            return Err(invalid("it belongs to a different query"));
-        }
-        match r.value().map_err(corrupt)? {
-            Value::String(position) if r.is_empty() => Ok(position),
-            _ => Err(invalid("it is corrupt")),
+        let maker = "a sharded-index query";
+        let bytes = cursor::open(SHARDED, self.fingerprint(), cursor.as_bytes(), maker)?;
+        let mut r = Reader::new(bytes);
+        match r.value() {
+            Ok(Value::String(position)) if r.is_empty() => Ok(position),
+            _ => Err(Error::InvalidCursor {
+                reason: "it is corrupt".to_owned(),
+            }),
         }
     }
 
@@ -303,7 +234,7 @@ impl<E: Entity, T: ShardIndexable> ShardedQuery<E, T> {
             };
             spec.filters.push(filter(op, format!("{prefix}{position}")));
         }
-        spec.orders.push(crate::backend::PropertyOrder {
+        spec.orders.push(PropertyOrder {
             property: companion.to_owned(),
             direction: self.direction,
         });

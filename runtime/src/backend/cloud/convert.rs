@@ -4,11 +4,15 @@ use gcloud_sdk::google::datastore::v1 as pb;
 use gcloud_sdk::google::r#type::LatLng;
 use gcloud_sdk::prost_types;
 
-use crate::backend::{Aggregation, FilterNode, PropertyOrder, QuerySpec, ResultShape};
-use crate::key::{IdOrName, PartitionId, PathElement};
-use crate::property::{Direction, Operator};
-use crate::value::{Blob, GeoPoint, Property, PropertyMap, Timestamp, Value};
-use crate::{Error, KeyId, KeyName, RawKey};
+use crate::error::Error;
+use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
+use crate::model::name::KeyName;
+use crate::model::scalar::{Blob, GeoPoint, Timestamp};
+use crate::model::schema::Direction;
+use crate::model::value::{Property, PropertyMap, Value};
+use crate::query::spec::{
+    Aggregation, FilterNode, Operator, PropertyOrder, QuerySpec, ResultShape,
+};
 
 /// How the service's partitions map to ours: the database and project of the handle fill
 /// in what a response leaves empty.

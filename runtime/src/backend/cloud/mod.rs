@@ -19,13 +19,15 @@ use gcloud_sdk::tonic::transport::Channel;
 use gcloud_sdk::tonic::{self, Code};
 use gcloud_sdk::{GoogleApi, GoogleAuthMiddleware};
 
+/// The builder of a handle on Google Cloud, where earlier releases had it.
+pub use crate::db::cloud::CloudBuilder;
+
 use self::convert::Partitions;
-use super::{
-    Aggregation, Backend, BoxFuture, Mutation, QueryBatch, QueryResult, QuerySpec, TransactionId,
-    TransactionMode,
-};
-use crate::value::{PropertyMap, Value};
-use crate::{Db, Error, PartitionId, RawKey};
+use super::{Backend, BoxFuture, Mutation, TransactionId, TransactionMode};
+use crate::error::Error;
+use crate::model::key::{PartitionId, RawKey};
+use crate::model::value::{PropertyMap, Value};
+use crate::query::spec::{Aggregation, QueryBatch, QueryResult, QuerySpec};
 
 /// The most keys the service looks up in one call.
 const MAX_LOOKUP_KEYS: usize = 1_000;
@@ -33,7 +35,7 @@ const MAX_LOOKUP_KEYS: usize = 1_000;
 /// The most keys `allocate_ids` / `reserve_ids` send in one call.
 const MAX_ID_KEYS: usize = 500;
 
-use crate::limits::MAX_ENTITY_BYTES;
+use crate::rules::limits::MAX_ENTITY_BYTES;
 
 /// The service's production endpoint.
 const PRODUCTION_ENDPOINT: &str = "https://datastore.googleapis.com";
@@ -157,44 +159,20 @@ fn transport_error(endpoint: &str, error: impl std::fmt::Display) -> Error {
     }
 }
 
-/// Where `Db::cloud` connects, and how it authenticates: see [`Db::cloud_builder`].
-#[derive(Debug, Clone)]
-#[must_use = "call `build().await` to connect"]
-pub struct CloudBuilder {
-    project_id: String,
-    database_id: String,
-    endpoint: Option<String>,
-    credentials: Option<gcloud_sdk::google_cloud_auth::credentials::Credentials>,
+/// Where a [`Cloud`] backend connects, and how it authenticates (set through the `Db`'s
+/// `CloudBuilder`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Settings {
+    pub(crate) project_id: String,
+    pub(crate) database_id: String,
+    pub(crate) endpoint: Option<String>,
+    pub(crate) credentials: Option<gcloud_sdk::google_cloud_auth::credentials::Credentials>,
 }
 
-impl CloudBuilder {
-    /// The database (`""`, the default, is the project's `(default)` database).
-    pub fn database(mut self, database_id: impl Into<String>) -> Self {
-        self.database_id = database_id.into();
-        self
-    }
-
-    /// The endpoint: `https://…` is Google Cloud, with credentials; `http://host:port` (or
-    /// `host:port`) is an emulator, over plain HTTP/2 without credentials. By default
-    /// `DATASTORE_EMULATOR_HOST` when it is set, else `https://datastore.googleapis.com`.
-    pub fn endpoint(mut self, endpoint: impl Into<String>) -> Self {
-        self.endpoint = Some(endpoint.into());
-        self
-    }
-
-    /// Credentials other than the Application Default Credentials (a service account key,
-    /// impersonation, workload identity federation), built with
-    /// `gcloud_sdk::google_cloud_auth`.
-    pub fn credentials(
-        mut self,
-        credentials: gcloud_sdk::google_cloud_auth::credentials::Credentials,
-    ) -> Self {
-        self.credentials = Some(credentials);
-        self
-    }
-
-    /// Connects, and returns a handle on the project's database in the default namespace.
-    pub async fn build(self) -> Result<Db, Error> {
+impl Settings {
+    /// Connects to the endpoint the settings name (or `DATASTORE_EMULATOR_HOST`, or Google
+    /// Cloud) with their credentials.
+    pub(crate) async fn connect(self) -> Result<Cloud, Error> {
         if self.project_id.is_empty() {
             return Err(Error::InvalidKey {
                 key: String::new(),
@@ -248,13 +226,8 @@ impl CloudBuilder {
         let routing = routing
             .parse()
             .map_err(|_| transport_error(&endpoint, "the project or database id is not ASCII"))?;
-        let partition = PartitionId {
-            project_id: self.project_id.clone(),
-            database_id: self.database_id.clone(),
-            namespace: String::new(),
-        };
         tracing::debug!(%endpoint, database = %self.database_id, "connected to Datastore");
-        let cloud = Cloud {
+        Ok(Cloud {
             client,
             partitions: Partitions {
                 project_id: self.project_id,
@@ -262,8 +235,7 @@ impl CloudBuilder {
             },
             routing,
             endpoint,
-        };
-        Ok(Db::with_backend_in(std::sync::Arc::new(cloud), partition))
+        })
     }
 }
 
@@ -277,34 +249,6 @@ fn url_encode(text: &str) -> String {
             other => format!("%{other:02X}"),
         })
         .collect()
-}
-
-impl Db {
-    /// Google Cloud Firestore in Datastore mode, project `project_id`, default database, with
-    /// the Application Default Credentials; an emulator when `DATASTORE_EMULATOR_HOST` is set.
-    pub async fn cloud(project_id: impl Into<String>) -> Result<Db, Error> {
-        Db::cloud_builder(project_id).build().await
-    }
-
-    /// A Google Cloud connection to configure: database, endpoint, credentials.
-    ///
-    /// ```no_run
-    /// # async fn example() -> Result<(), datastore_entity::Error> {
-    /// let db = datastore_entity::Db::cloud_builder("my-project")
-    ///     .database("orders")
-    ///     .endpoint("http://127.0.0.1:8081") // an emulator
-    ///     .build()
-    ///     .await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn cloud_builder(project_id: impl Into<String>) -> CloudBuilder {
-        CloudBuilder {
-            project_id: project_id.into(),
-            database_id: String::new(),
-            endpoint: None,
-            credentials: None,
-        }
-    }
 }
 
 impl Cloud {

@@ -13,17 +13,13 @@
 
 use std::borrow::Cow;
 
-use super::keycode;
-use crate::entity::IndexSchema;
-use crate::property::Direction;
-use crate::stored::ValueView;
-use crate::value::PropertyMap;
-use crate::{PartitionId, RawKey};
-
-pub(crate) const ENTITIES: &str = "entities";
-pub(crate) const KINDS: &str = "kinds";
-pub(crate) const PROPERTIES: &str = "properties";
-pub(crate) const META: &str = "meta";
+use crate::error::Error;
+use crate::format::file::{KINDS, PROPERTIES, composite_table};
+use crate::format::keycode;
+use crate::model::key::{PartitionId, RawKey};
+use crate::model::schema::{Direction, IndexSchema};
+use crate::model::stored::ValueView;
+use crate::model::value::PropertyMap;
 
 /// A declared composite index, as the engine maintains it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +41,7 @@ impl Composite {
             keycode::bytes(&mut definition, direction_code(*direction));
         }
         Composite {
-            table: format!("composite:{:032x}", crate::codec::fnv1a_128(&definition)),
+            table: composite_table(&definition),
             kind: kind.to_owned(),
             ancestor,
             columns,
@@ -278,4 +274,38 @@ pub(crate) fn entries(
         }
     }
     out
+}
+
+/// An entity's properties in the engine's stored form (which a map the derive built, or the
+/// engine returned, holds already).
+pub(crate) fn encode_entity(properties: PropertyMap) -> Vec<u8> {
+    properties.into_stored_bytes()
+}
+
+/// What [`encode_entity`] wrote, checked but not decoded: the derive reads its fields
+/// straight out of it. `None` if it is malformed.
+pub(crate) fn decode_entity(bytes: &[u8]) -> Option<PropertyMap> {
+    PropertyMap::from_stored(bytes.to_vec()).ok()
+}
+
+/// A key the service would accept: every ancestor has an id or a name.
+pub(crate) fn check_ancestors(key: &RawKey) -> Result<(), Error> {
+    let path = key.path();
+    match path[..path.len().saturating_sub(1)]
+        .iter()
+        .any(|e| e.id_or_name().is_none())
+    {
+        true => Err(invalid_key(
+            key,
+            "an ancestor has no id or name; put the parent first and use the key it returns",
+        )),
+        false => Ok(()),
+    }
+}
+
+pub(crate) fn invalid_key(key: &RawKey, reason: &str) -> Error {
+    Error::InvalidKey {
+        key: format!("{key:?}"),
+        reason: reason.to_owned(),
+    }
 }

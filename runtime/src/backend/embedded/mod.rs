@@ -24,7 +24,6 @@
 //!   (ids written without being reserved may be, as by the service: R-K3).
 
 mod index;
-mod keycode;
 mod plan;
 mod scan;
 mod store;
@@ -33,21 +32,23 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
-use self::index::{Composite, ENTITIES, META};
+use self::index::{Composite, check_ancestors, decode_entity, encode_entity, invalid_key};
 use self::scan::Prepared;
 use self::store::{Batch, Memory, Redb, Store};
-use super::{
-    Aggregation, Backend, BoxFuture, Mutation, QueryBatch, QuerySpec, ResultShape, TransactionId,
-    TransactionMode,
+use super::{Backend, BoxFuture, Mutation, TransactionId, TransactionMode};
+use crate::error::Error;
+use crate::format::file::{
+    ENTITIES, FORMAT, FORMAT_KEY, IDS_KEY, INDEX_PREFIX, META, RESERVED_PREFIX,
 };
-use crate::entity::Schema;
-use crate::key::IdOrName;
-use crate::property::Operator;
-use crate::value::PropertyMap;
-use crate::value::Value;
-use crate::{Error, KeyId, PartitionId, RawKey};
+use crate::format::keycode;
+use crate::model::entity::Entity;
+use crate::model::key::{IdOrName, KeyId, PartitionId, RawKey};
+use crate::model::schema::Schema;
+use crate::model::value::{PropertyMap, Value};
+use crate::query::spec::{Aggregation, Operator, QueryBatch, QuerySpec, ResultShape};
+use crate::rules::limits::check_entity;
 
-pub use crate::limits::MAX_INDEXED_BYTES;
+pub use crate::rules::limits::MAX_INDEXED_BYTES;
 
 /// The embedded engine. Cheap to share behind an `Arc`; all calls are serialised by one lock.
 ///
@@ -78,12 +79,6 @@ impl std::fmt::Debug for Embedded {
     }
 }
 
-/// What a file of this engine starts with; a file of another format is refused.
-const FORMAT: &[u8] = b"datastore-entity embedded 1";
-const FORMAT_KEY: &[u8] = b"format";
-const IDS_KEY: &[u8] = b"ids";
-const RESERVED_PREFIX: &[u8] = b"reserved:";
-const INDEX_PREFIX: &[u8] = b"index:";
 /// Allocation counters are persisted this many at a time: a crash skips at most this many
 /// ids, never hands one out twice.
 const ID_BLOCK: u64 = 1024;
@@ -315,38 +310,35 @@ impl Sum {
     }
 }
 
-/// An entity's properties in the engine's stored form (which a map the derive built, or the
-/// engine returned, holds already).
-pub(crate) fn encode_entity(properties: PropertyMap) -> Vec<u8> {
-    properties.into_stored_bytes()
+/// The engine's stored form of `entity`: the bytes a put writes for it (for benchmarks and
+/// tools that measure or inspect the engine's storage).
+///
+/// ```
+/// # use datastore_entity::prelude::*;
+/// use datastore_entity::backend::embedded::{from_stored_form, stored_form};
+///
+/// #[derive(Entity, Debug, PartialEq)]
+/// struct Note {
+///     #[key]
+///     id: KeyId,
+///     text: String,
+/// }
+///
+/// let note = Note { id: KeyId::new(1)?, text: "kept".into() };
+/// let bytes = stored_form(&note);
+/// assert_eq!(from_stored_form::<Note>(Note::key(KeyId::new(1)?).raw(), &bytes)?, note);
+/// # Ok::<(), Error>(())
+/// ```
+pub fn stored_form<E: Entity>(entity: &E) -> Vec<u8> {
+    encode_entity(entity.to_properties())
 }
 
-/// What [`encode_entity`] wrote, checked but not decoded: the derive reads its fields
-/// straight out of it. `None` if it is malformed.
-pub(crate) fn decode_entity(bytes: &[u8]) -> Option<PropertyMap> {
-    PropertyMap::from_stored(bytes.to_vec()).ok()
-}
-
-/// A key the service would accept: every ancestor has an id or a name.
-pub(crate) fn check_ancestors(key: &RawKey) -> Result<(), Error> {
-    let path = key.path();
-    match path[..path.len().saturating_sub(1)]
-        .iter()
-        .any(|e| e.id_or_name().is_none())
-    {
-        true => Err(invalid_key(
-            key,
-            "an ancestor has no id or name; put the parent first and use the key it returns",
-        )),
-        false => Ok(()),
-    }
-}
-
-fn invalid_key(key: &RawKey, reason: &str) -> Error {
-    Error::InvalidKey {
-        key: format!("{key:?}"),
-        reason: reason.to_owned(),
-    }
+/// `E` from its stored form under `key`: what a get converts back.
+pub fn from_stored_form<E: Entity>(key: &RawKey, bytes: &[u8]) -> Result<E, Error> {
+    let properties = decode_entity(bytes).ok_or_else(|| Error::Storage {
+        reason: "a stored entity is malformed".to_owned(),
+    })?;
+    E::from_entity(key, properties)
 }
 
 fn transaction_number(transaction: &TransactionId) -> Result<u64, Error> {
@@ -773,7 +765,7 @@ impl State {
             }
             match mutation {
                 Mutation::Insert(k, p) | Mutation::Upsert(k, p) => {
-                    crate::limits::check_entity(k, p)?;
+                    check_entity(k, p)?;
                     if matches!(mutation, Mutation::Insert(..)) && k.is_complete() && exists(k)? {
                         return Err(Error::AlreadyExists {
                             key: format!("{k:?}"),
@@ -784,7 +776,7 @@ impl State {
                     return Err(invalid_key(k, "an update needs a complete key"));
                 }
                 Mutation::Update(k, p) => {
-                    crate::limits::check_entity(k, p)?;
+                    check_entity(k, p)?;
                     if !exists(k)? {
                         return Err(Error::NotFound {
                             key: format!("{k:?}"),

@@ -9,16 +9,19 @@ use std::cmp::Ordering;
 use std::collections::VecDeque;
 use std::ops::Bound;
 
-use super::index::{self, Composite, ENTITIES, KINDS, PROPERTIES};
-use super::keycode::{self, Reader};
+use super::index::{self, Composite};
 use super::scan::{Prepared, SCAN, matches};
 use super::store::Store;
-use crate::backend::{PropertyFilter, PropertyOrder, QueryBatch, QueryResult, ResultShape};
-use crate::codec::{Reader as CodecReader, Writer};
-use crate::key::KEY_PROPERTY;
-use crate::property::{Direction, Operator};
-use crate::value::{Property, PropertyMap, Value, compare_values};
-use crate::{Error, RawKey};
+use crate::error::Error;
+use crate::format::file::{ENTITIES, KINDS, PROPERTIES};
+use crate::format::keycode::{self, Reader};
+use crate::model::key::{KEY_PROPERTY, RawKey};
+use crate::model::schema::Direction;
+use crate::model::stored::{Reader as CodecReader, Writer};
+use crate::model::value::{Property, PropertyMap, Value, compare_values};
+use crate::query::spec::{
+    Operator, PropertyFilter, PropertyOrder, QueryBatch, QueryResult, ResultShape,
+};
 
 /// How a query reads the tables.
 #[derive(Debug, Clone, PartialEq)]
@@ -635,7 +638,7 @@ pub(crate) fn merged(
 pub(crate) fn load(store: &dyn Store, at: &[u8]) -> Result<Option<PropertyMap>, Error> {
     let mut decoded = None;
     store.get(ENTITIES, at, &mut |bytes| {
-        decoded = Some(super::decode_entity(bytes));
+        decoded = Some(index::decode_entity(bytes));
     })?;
     decoded.map(|d| d.ok_or_else(corrupt)).transpose()
 }

@@ -6,17 +6,20 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use super::check_ancestors;
-use super::keycode::index_value;
-use crate::backend::{
-    PropertyFilter, PropertyOrder, QueryBatch, QueryResult, QuerySpec, ResultShape,
+use super::index::check_ancestors;
+use crate::error::Error;
+use crate::format::cursor::{self, ENGINE, write_filter};
+use crate::format::hash::fnv1a;
+use crate::format::keycode::index_value;
+use crate::model::key::{KEY_PROPERTY, RawKey};
+use crate::model::name::{NameRole, validate};
+use crate::model::schema::Direction;
+use crate::model::stored::{Reader, Writer};
+use crate::model::value::{Property, PropertyMap, Value, compare_values};
+use crate::query::spec::{
+    Operator, PropertyFilter, PropertyOrder, QueryBatch, QueryResult, QuerySpec, ResultShape,
 };
-use crate::codec::{Reader, Writer, fnv1a};
-use crate::key::KEY_PROPERTY;
-use crate::name::{NameRole, validate};
-use crate::property::{Direction, Operator};
-use crate::value::{Property, PropertyMap, Value, compare_values};
-use crate::{Error, RawKey};
+use crate::rules::filter::{branches, check};
 
 /// The plan tag of a scan's cursors.
 pub(crate) const SCAN: u8 = 0;
@@ -126,8 +129,6 @@ struct Position {
     at: Option<(Vec<Value>, RawKey, Vec<Value>)>,
 }
 
-const CURSOR_MAGIC: u8 = 0xD5;
-
 impl<'q> Prepared<'q> {
     pub(crate) fn new(query: &'q QuerySpec) -> Result<Prepared<'q>, Error> {
         let invalid = |reason: String| Error::InvalidQuery {
@@ -143,7 +144,7 @@ impl<'q> Prepared<'q> {
                 return Err(invalid("the ancestor key is in another namespace".into()));
             }
         }
-        crate::filter::check(&query.filters).map_err(&invalid)?;
+        check(&query.filters).map_err(&invalid)?;
         let leaves: Vec<&PropertyFilter> = query.filters.iter().flat_map(|f| f.leaves()).collect();
         let names = leaves
             .iter()
@@ -227,7 +228,7 @@ impl<'q> Prepared<'q> {
             w.key(a);
         }
         for f in &query.filters {
-            crate::filter::fingerprint(&mut w, f);
+            write_filter(&mut w, f);
         }
         for o in &orders {
             w.bytes.extend_from_slice(o.property.as_bytes());
@@ -250,7 +251,7 @@ impl<'q> Prepared<'q> {
         };
         let order_slots = orders.iter().map(|o| slot(&o.property)).collect();
         let projected_slots = projected.iter().map(&mut slot).collect();
-        let branches = crate::filter::branches(&query.filters);
+        let branches = branches(&query.filters);
         let selected = (branches.len() == 1).then_some(0);
         Ok(Prepared {
             query,
@@ -455,37 +456,18 @@ impl<'q> Prepared<'q> {
 
     /// A cursor of this query: `tag` says which plan made `position`.
     pub(crate) fn encode_cursor(&self, tag: u8, position: &[u8]) -> Vec<u8> {
-        let mut w = Writer {
-            bytes: Vec::with_capacity(position.len() + 18),
-        };
-        w.u8(CURSOR_MAGIC);
-        w.u64(self.fingerprint);
-        w.u8(tag);
-        w.bytes.extend_from_slice(position);
-        let checksum = fnv1a(&w.bytes);
-        w.u64(checksum);
-        w.bytes
+        cursor::seal(ENGINE, self.fingerprint, &[&[tag], position].concat())
     }
 
     /// The plan tag and position of a cursor of this query.
     pub(crate) fn decode_cursor<'b>(&self, bytes: &'b [u8]) -> Result<(u8, &'b [u8]), Error> {
-        let invalid = |reason: &str| Error::InvalidCursor {
-            reason: reason.to_owned(),
-        };
-        if bytes.len() < 18 || bytes[0] != CURSOR_MAGIC {
-            return Err(invalid("it is not a cursor of this engine"));
+        let body = cursor::open(ENGINE, self.fingerprint, bytes, "this engine")?;
+        match body.split_first() {
+            Some((tag, position)) => Ok((*tag, position)),
+            None => Err(Error::InvalidCursor {
+                reason: "it is corrupt".to_owned(),
+            }),
         }
-        let (body, checksum) = bytes.split_at(bytes.len() - 8);
-        if fnv1a(body).to_le_bytes() != checksum {
-            return Err(invalid("it was altered (checksum mismatch)"));
-        }
-        let mut r = Reader::new(&body[1..]);
-        let corrupt = |_| invalid("it is corrupt");
-        if r.u64().map_err(corrupt)? != self.fingerprint {
-            return Err(invalid("it belongs to a different query"));
-        }
-        let tag = r.u8().map_err(corrupt)?;
-        Ok((tag, &body[10..]))
     }
 
     /// A scan's position, as cursor bytes.

@@ -15,9 +15,8 @@ use std::sync::Arc;
 use redb::ReadableDatabase as _;
 use smallvec::SmallVec;
 
-use super::index::ENTITIES;
-
-use crate::Error;
+use crate::error::Error;
+use crate::format::file::ENTITIES;
 
 /// A key range: lower and upper bounds.
 pub(crate) type Range<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);

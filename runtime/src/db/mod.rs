@@ -1,16 +1,33 @@
 //! [`Db`]: the typed handle users work with, built once above any [`Backend`].
+//!
+//! The handle (`mod.rs`) is a [`Scope`](scope::Scope) — a backend bound to a partition — and a
+//! retry policy. A write goes through `write.rs` (checks, companions, one commit), a read
+//! through `read.rs` (one lookup with companions); `query.rs` holds the typed queries, `txn.rs`
+//! the transactions, `cloud.rs` how a handle on Google Cloud is built.
 
-use std::collections::HashSet;
+#[cfg(feature = "cloud")]
+pub(crate) mod cloud;
+pub(crate) mod query;
+pub(crate) mod read;
+pub(crate) mod scope;
+pub(crate) mod txn;
+pub(crate) mod write;
+
 use std::fmt;
 use std::sync::Arc;
 
 use crate::backend::Backend;
 use crate::backend::embedded::Embedded;
-use crate::name::{NameRole, validate};
-use crate::query::Query;
-use crate::scale::{Op, Write};
-use crate::txn::RetryPolicy;
-use crate::{Entity, Error, Key, PartitionId, RawKey, Value};
+use crate::backend::retry::RetryPolicy;
+use crate::error::Error;
+use crate::model::entity::Entity;
+use crate::model::key::{Key, PartitionId, RawKey};
+use crate::model::name::{NameRole, validate};
+use crate::rules::commit::MAX_MUTATIONS;
+
+use self::query::Query;
+use self::scope::Scope;
+use self::write::{Op, Write};
 
 /// A handle on a store: cheap to clone, `Send + Sync`; clones share one store.
 ///
@@ -36,15 +53,14 @@ use crate::{Entity, Error, Key, PartitionId, RawKey, Value};
 /// ```
 #[derive(Clone)]
 pub struct Db {
-    backend: Arc<dyn Backend>,
-    partition: PartitionId,
+    pub(crate) scope: Scope,
     pub(crate) retry: RetryPolicy,
 }
 
 impl fmt::Debug for Db {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Db")
-            .field("namespace", &self.partition.namespace)
+            .field("namespace", &self.scope.partition.namespace)
             .field("retry", &self.retry)
             .finish_non_exhaustive()
     }
@@ -122,8 +138,7 @@ impl Db {
     /// A handle on any backend, reading and writing `partition`.
     pub fn with_backend_in(backend: Arc<dyn Backend>, partition: PartitionId) -> Db {
         Db {
-            backend,
-            partition,
+            scope: Scope { backend, partition },
             retry: RetryPolicy::default(),
         }
     }
@@ -133,7 +148,7 @@ impl Db {
     pub fn namespace(&self, namespace: &str) -> Result<Db, Error> {
         validate(NameRole::Namespace, namespace)?;
         let mut db = self.clone();
-        db.partition.namespace = namespace.to_owned();
+        db.scope.partition.namespace = namespace.to_owned();
         Ok(db)
     }
 
@@ -145,7 +160,7 @@ impl Db {
 
     /// The partition (project, database, namespace) this handle reads and writes.
     pub fn partition(&self) -> &PartitionId {
-        &self.partition
+        &self.scope.partition
     }
 
     /// `key` in this handle's partition: a key without a partition (from a generated
@@ -168,63 +183,26 @@ impl Db {
     /// # }).unwrap();
     /// ```
     pub fn bind<E>(&self, key: &Key<E>) -> Result<Key<E>, Error> {
-        self.outgoing(key.raw()).map(Key::unchecked)
+        self.scope.outgoing(key.raw()).map(Key::unchecked)
     }
 
     /// The backend, for the service's untyped calls (`Db` makes every typed one).
     pub fn backend(&self) -> &dyn Backend {
-        &*self.backend
+        &*self.scope.backend
     }
 
-    /// A user's key as the backend sees it: in this handle's partition, which a key without
-    /// one takes; a key of another partition is refused before anything is sent.
+    /// A user's key as the backend sees it (see [`Scope::outgoing`]).
     pub(crate) fn outgoing(&self, key: &RawKey) -> Result<RawKey, Error> {
-        match key.partition() {
-            None => Ok(key.clone().with_partition(self.partition.clone())),
-            Some(partition) if *partition == self.partition => Ok(key.clone()),
-            Some(partition) => Err(Error::WrongPartition {
-                key: format!("{key:?}"),
-                expected: self.partition.to_string(),
-                found: partition.to_string(),
-            }),
-        }
-    }
-
-    /// An entity's properties as the backend stores them: keys held in properties take this
-    /// handle's partition unless they carry one (a reference to another namespace is valid).
-    pub(crate) fn outgoing_properties(&self, properties: &mut crate::PropertyMap) {
-        // Most entities hold no key without a partition: then there is nothing to change
-        // (and a map in the stored form stays as it is).
-        if properties
-            .view()
-            .any(|(_, _, v)| crate::stored::lacks_partition(v))
-        {
-            properties
-                .values_mut()
-                .for_each(|p| self.outgoing_value(&mut p.value));
-        }
-    }
-
-    /// A value as the backend sees it: keys in it take this handle's partition unless they
-    /// carry one.
-    pub(crate) fn outgoing_value(&self, value: &mut Value) {
-        match value {
-            Value::Key(key) if key.partition().is_none() => {
-                *key = key.clone().with_partition(self.partition.clone());
-            }
-            Value::Array(values) => values.iter_mut().for_each(|v| self.outgoing_value(v)),
-            Value::Entity(inner) => self.outgoing_properties(inner),
-            _ => {}
-        }
+        self.scope.outgoing(key)
     }
 
     async fn commit_typed<E: Entity>(&self, writes: Vec<Write>) -> Result<Vec<Key<E>>, Error> {
-        let keys = crate::scale::commit(self, writes, None).await?;
+        let keys = write::commit(&self.scope, writes, None).await?;
         keys.into_iter().map(Key::from_raw).collect()
     }
 
     async fn commit_one<E: Entity>(&self, entity: &E, op: Op) -> Result<Key<E>, Error> {
-        let write = Write::entity(self, entity, op)?;
+        let write = Write::entity(&self.scope, entity, op)?;
         let mut keys = self.commit_typed(vec![write]).await?;
         keys.pop().ok_or_else(|| Error::Unavailable {
             reason: "the backend returned no key for the write".into(),
@@ -244,7 +222,7 @@ impl Db {
     pub async fn put_many<E: Entity>(&self, entities: &[E]) -> Result<Vec<Key<E>>, Error> {
         let writes = entities
             .iter()
-            .map(|e| Write::entity(self, e, Op::Upsert))
+            .map(|e| Write::entity(&self.scope, e, Op::Upsert))
             .collect::<Result<Vec<_>, _>>()?;
         self.commit_typed(writes).await
     }
@@ -256,7 +234,7 @@ impl Db {
     /// Use [`put_many`](Db::put_many) when the entities must be written together.
     pub async fn put_chunked<E: Entity>(&self, entities: &[E]) -> Result<Vec<Key<E>>, Error> {
         let per_entity = 1 + E::SCHEMA.replicas.as_ref().map_or(0, |r| r.copies as usize);
-        let chunk = (crate::scale::MAX_MUTATIONS / per_entity).max(1);
+        let chunk = (MAX_MUTATIONS / per_entity).max(1);
         let mut keys = Vec::with_capacity(entities.len());
         for part in entities.chunks(chunk) {
             match self.put_many(part).await {
@@ -293,7 +271,7 @@ impl Db {
 
     /// Reads many entities in one lookup (R-A1): one slot per key, in the order of `keys`.
     pub async fn get_many<E: Entity>(&self, keys: &[Key<E>]) -> Result<Vec<Option<E>>, Error> {
-        crate::scale::load(self, keys, None).await
+        read::load(&self.scope, keys, None).await
     }
 
     /// Deletes one entity (deleting a missing entity is not an error), with its replicas and
@@ -306,14 +284,14 @@ impl Db {
     pub async fn delete_many<E: Entity>(&self, keys: &[Key<E>]) -> Result<(), Error> {
         let writes = keys
             .iter()
-            .map(|k| Write::delete(self, k))
+            .map(|k| Write::delete(&self.scope, k))
             .collect::<Result<_, _>>()?;
         self.commit_typed::<E>(writes).await.map(drop)
     }
 
     /// A query on kind `E`.
     pub fn query<E: Entity>(&self) -> Query<E> {
-        Query::new(self.clone(), None)
+        Query::new(self.scope.clone(), None)
     }
 
     /// `count` new complete keys of kind `E` under `parent` (`()` for root entities), with
@@ -324,7 +302,11 @@ impl Db {
         count: usize,
     ) -> Result<Vec<Key<E>>, Error> {
         let template = self.outgoing(Key::<E>::new(parent.parent_key(), None).raw())?;
-        let keys = self.backend.allocate_ids(vec![template; count]).await?;
+        let keys = self
+            .scope
+            .backend
+            .allocate_ids(vec![template; count])
+            .await?;
         keys.into_iter().map(Key::from_raw).collect()
     }
 
@@ -335,19 +317,6 @@ impl Db {
             .iter()
             .map(|k| self.outgoing(k.raw()))
             .collect::<Result<_, _>>()?;
-        self.backend.reserve_ids(keys).await
+        self.scope.backend.reserve_ids(keys).await
     }
-}
-
-/// R-A4: each complete key at most once per commit, checked before anything is sent.
-pub(crate) fn check_unique<'k>(keys: impl Iterator<Item = &'k RawKey>) -> Result<(), Error> {
-    let mut seen = HashSet::new();
-    for key in keys {
-        if key.is_complete() && !seen.insert(key) {
-            return Err(Error::DuplicateKey {
-                key: format!("{key:?}"),
-            });
-        }
-    }
-    Ok(())
 }

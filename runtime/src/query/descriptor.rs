@@ -1,11 +1,16 @@
-//! Typed property descriptors (`Account::EMAIL`) and the filters and orders built from them.
+//! Typed property descriptors (`Account::EMAIL`, `Key::PROPERTY`) and the filters and orders
+//! built from them, checked by the type system (R-I1: nothing on an excluded property).
 
 use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 
-use crate::backend::{FilterNode, PropertyFilter};
-use crate::value::{PropertyType, Value};
+use crate::model::entity::Entity;
+use crate::model::key::{KEY_PROPERTY, Key};
+use crate::model::property_type::PropertyType;
+use crate::model::schema::Direction;
+use crate::model::value::Value;
+use crate::query::spec::{FilterNode, Operator, PropertyFilter};
 
 /// Marker: the property is indexed, so it can be filtered, ordered and projected on.
 #[derive(Debug, Clone, Copy)]
@@ -219,69 +224,6 @@ impl<E, T, I> fmt::Debug for PropertyPath<E, T, I> {
     }
 }
 
-/// A comparison operator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Operator {
-    /// `=`
-    Equal,
-    /// `<`
-    LessThan,
-    /// `<=`
-    LessThanOrEqual,
-    /// `>`
-    GreaterThan,
-    /// `>=`
-    GreaterThanOrEqual,
-    /// `!=`
-    NotEqual,
-    /// `IN`: the operand is an array of the accepted values.
-    In,
-    /// `NOT IN`: the operand is an array of the refused values.
-    NotIn,
-}
-
-impl Operator {
-    /// Whether this is an inequality: a range, `!=` or `NOT IN`. The service reads an
-    /// inequality as ranges of its property's index, so its property is ordered.
-    pub fn is_inequality(self) -> bool {
-        !matches!(self, Operator::Equal | Operator::In)
-    }
-
-    /// Whether this is `<`, `<=`, `>` or `>=`.
-    pub fn is_range(self) -> bool {
-        matches!(
-            self,
-            Operator::LessThan
-                | Operator::LessThanOrEqual
-                | Operator::GreaterThan
-                | Operator::GreaterThanOrEqual
-        )
-    }
-
-    /// How the operator is written in queries (GQL).
-    pub fn symbol(self) -> &'static str {
-        match self {
-            Operator::Equal => "=",
-            Operator::LessThan => "<",
-            Operator::LessThanOrEqual => "<=",
-            Operator::GreaterThan => ">",
-            Operator::GreaterThanOrEqual => ">=",
-            Operator::NotEqual => "!=",
-            Operator::In => "IN",
-            Operator::NotIn => "NOT IN",
-        }
-    }
-}
-
-/// A sort direction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Direction {
-    /// Smallest first.
-    Ascending,
-    /// Largest first.
-    Descending,
-}
-
 /// A filter on entities of type `E`: a property filter built from a descriptor
 /// (`Post::AUTHOR.eq("ann")`), or filters combined with [`and`](Filter::and) and
 /// [`or`](Filter::or), nested as deep as needed.
@@ -443,4 +385,13 @@ impl<T: PropertyType, U: Into<T>> NotInValues<T> for Vec<U> {
     fn into_values(self) -> Vec<Value> {
         stored(self)
     }
+}
+
+/// The key itself as a property, beside the properties' descriptors.
+impl<E: Entity> Key<E> {
+    /// The key itself as a property (`__key__`), for filters and orders on keys:
+    /// `Key::PROPERTY.gt(key)` (the keys after `key`, its descendants included),
+    /// `Key::PROPERTY.is_in([a, b])`, `Key::PROPERTY.desc()` (the last key first).
+    /// Keys compare by their path, element by element: a parent before its children.
+    pub const PROPERTY: PropertyPath<E, Key<E>, Indexed> = PropertyPath::new(KEY_PROPERTY);
 }

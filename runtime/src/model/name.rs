@@ -7,7 +7,8 @@ use std::fmt;
 
 pub use datastore_entity_names::{MAX_NAME_BYTES, NameRole, NameViolation};
 
-use crate::Error;
+use crate::error::Error;
+use crate::format::hash::scattered_name;
 
 /// Checks `name` for `role`, as [`Error::InvalidName`].
 pub fn validate(role: NameRole, name: &str) -> Result<(), Error> {
@@ -65,11 +66,7 @@ impl KeyName {
     /// ```
     pub fn scattered(natural: impl AsRef<str>) -> Result<KeyName, Error> {
         let natural = natural.as_ref();
-        // FNV-1a: tiny, stable across releases and platforms, and mixes every byte.
-        let hash = natural.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        });
-        KeyName::new(format!("{:06x}-{natural}", hash >> 40))
+        KeyName::new(scattered_name(natural))
     }
 
     /// The name.

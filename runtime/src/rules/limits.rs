@@ -2,11 +2,11 @@
 //! engine itself): valid property names, indexed strings and byte strings of at most 1,500
 //! bytes (R-I4), no array directly inside an array, and at most 1 MiB in all.
 
-use crate::codec::Writer;
-use crate::name::{NameRole, validate};
-use crate::stored::ValueView;
-use crate::value::PropertyMap;
-use crate::{Error, RawKey};
+use crate::error::Error;
+use crate::model::key::RawKey;
+use crate::model::name::{NameRole, validate};
+use crate::model::stored::{ValueView, Writer};
+use crate::model::value::PropertyMap;
 
 /// Longest indexed string or byte string, in bytes (R-I4).
 pub const MAX_INDEXED_BYTES: usize = 1500;

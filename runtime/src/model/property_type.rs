@@ -1,141 +1,17 @@
-//! Values as the store holds them, and the conversions from and to Rust types.
+//! [`PropertyType`]: the Rust types that can be stored as property values, and the markers
+//! the derive's checks read off them (R-I3 growth, R-Q2 projection shape).
 
-use std::fmt;
-use std::ops::Deref;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use crate::entity::Schema;
-pub use crate::stored::{StoredValue, StoredWriter};
-use crate::{Entity, Error, Key, KeyId, KeyName, RawKey};
-
-pub use crate::map::PropertyMap;
-
-/// One stored property: its value and whether it is excluded from indexes (R-I1).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Property {
-    /// The value; an array holds one value per element.
-    pub value: Value,
-    /// Excluded properties (and everything inside them) cannot be filtered, ordered or projected on.
-    pub excluded: bool,
-}
-
-impl Property {
-    /// An indexed property.
-    pub fn indexed(value: Value) -> Property {
-        Property {
-            value,
-            excluded: false,
-        }
-    }
-
-    /// A property excluded from indexes.
-    pub fn excluded(value: Value) -> Property {
-        Property {
-            value,
-            excluded: true,
-        }
-    }
-}
-
-/// A stored value: every type the service knows.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Value {
-    /// No value.
-    Null,
-    /// A boolean.
-    Boolean(bool),
-    /// A 64-bit signed integer.
-    Integer(i64),
-    /// A 64-bit float; NaN and the infinities are stored as they are.
-    Double(f64),
-    /// A point in time, in microseconds.
-    Timestamp(Timestamp),
-    /// A UTF-8 string (R-P1).
-    String(String),
-    /// Bytes (R-P1).
-    Blob(Blob),
-    /// A latitude/longitude pair.
-    GeoPoint(GeoPoint),
-    /// A reference to another entity.
-    Key(RawKey),
-    /// An array; it matches filters on any of its elements.
-    Array(Vec<Value>),
-    /// An embedded entity, indexed under `outer.inner` paths (R-P2).
-    Entity(PropertyMap),
-}
-
-impl Value {
-    /// The type's name, as used in error messages.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            Value::Null => "null",
-            Value::Boolean(_) => "boolean",
-            Value::Integer(_) => "integer",
-            Value::Double(_) => "double",
-            Value::Timestamp(_) => "timestamp",
-            Value::String(_) => "string",
-            Value::Blob(_) => "blob",
-            Value::GeoPoint(_) => "geo point",
-            Value::Key(_) => "key",
-            Value::Array(_) => "array",
-            Value::Entity(_) => "embedded entity",
-        }
-    }
-}
-
-/// A value that did not have the shape a field expects, found while loading.
-///
-/// The derive turns it into [`Error::Decode`], adding the kind.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DecodeError {
-    /// Where inside the property (`.inner`, `[2]`), innermost last; empty for the property itself.
-    pub path: String,
-    /// What the field expects.
-    pub expected: String,
-    /// What was stored.
-    pub found: String,
-}
-
-impl DecodeError {
-    /// The stored value is not what the field expects.
-    pub fn new(expected: impl Into<String>, found: impl Into<String>) -> DecodeError {
-        DecodeError {
-            path: String::new(),
-            expected: expected.into(),
-            found: found.into(),
-        }
-    }
-
-    /// The stored value is not of the expected type.
-    pub fn mismatch(expected: impl Into<String>, found: &Value) -> DecodeError {
-        DecodeError {
-            path: String::new(),
-            expected: expected.into(),
-            found: found.type_name().to_owned(),
-        }
-    }
-
-    /// Prefixes the path with an outer step (`.name` or `[i]`).
-    pub fn within(mut self, step: &str) -> DecodeError {
-        self.path.insert_str(0, step);
-        self
-    }
-
-    /// The error of loading property `property` of kind `kind`.
-    pub fn into_error(self, kind: &str, property: &str) -> Error {
-        Error::Decode {
-            kind: kind.to_owned(),
-            property: format!("{property}{}", self.path),
-            expected: self.expected,
-            found: self.found,
-        }
-    }
-}
+use crate::model::key::{KeyId, RawKey};
+use crate::model::name::KeyName;
+use crate::model::scalar::{Blob, GeoPoint, Timestamp};
+use crate::model::schema::Schema;
+use crate::model::stored::{StoredValue, StoredWriter};
+use crate::model::value::{DecodeError, Value};
 
 /// A Rust type that can be stored as a property value.
 ///
 /// Implemented for the std types (`bool`, integers up to 64 bits, floats, `String`,
-/// `Option`, `Vec`, `Box`), for [`Timestamp`], [`Blob`], [`GeoPoint`], [`Key`], [`RawKey`],
+/// `Option`, `Vec`, `Box`), for [`Timestamp`], [`Blob`], [`GeoPoint`], [`Key`](crate::Key), [`RawKey`],
 /// [`Value`], and by `#[derive(Entity)]` for structs without a `#[key]` (embedded entities).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be stored as a property value",
@@ -277,11 +153,6 @@ projectable!(
     bool, i8, i16, i32, i64, u8, u16, u32, f32, f64, String, Blob, GeoPoint, RawKey, Timestamp,
     KeyId, KeyName, Value
 );
-
-impl<E: Entity> Projectable for Key<E> {
-    type Projected = Key<E>;
-    type Shape = Flat;
-}
 
 impl<T: Projectable> Projectable for Option<T> {
     type Projected = Option<T::Projected>;
@@ -475,34 +346,6 @@ impl PropertyType for KeyName {
         }
     }
 }
-
-impl<E: Entity> PropertyType for Key<E> {
-    type Operand = Key<E>;
-    type Growth = Steady;
-    fn to_value(&self) -> Value {
-        Value::Key(self.raw().clone())
-    }
-    fn write_stored(&self, w: &mut StoredWriter<'_>) {
-        w.key(self.raw());
-    }
-    fn from_value(value: Value) -> Result<Self, DecodeError> {
-        match value {
-            Value::Key(raw) => {
-                let found = format!("a key of kind `{}`", raw.kind());
-                Key::from_raw(raw).map_err(|_| DecodeError {
-                    path: String::new(),
-                    expected: format!("a key of kind `{}`", E::KIND),
-                    found,
-                })
-            }
-            other => Err(DecodeError::mismatch(
-                format!("a key of kind `{}`", E::KIND),
-                &other,
-            )),
-        }
-    }
-}
-
 impl PropertyType for Value {
     type Operand = Value;
     type Growth = Steady;
@@ -618,225 +461,37 @@ impl<T: PropertyType> PropertyType for Box<T> {
     }
 }
 
-/// A point in time with microsecond precision, as the service stores it.
-///
-/// ```
-/// use datastore_entity::Timestamp;
-/// let t = Timestamp::from_micros(1_700_000_000_000_000);
-/// assert_eq!(t.as_micros(), 1_700_000_000_000_000);
-/// assert_eq!(t.to_string(), "2023-11-14T22:13:20.000000Z");
-/// ```
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
-pub struct Timestamp(i64);
-
-impl Timestamp {
-    /// Microseconds since the Unix epoch (negative before it).
-    pub const fn from_micros(micros: i64) -> Timestamp {
-        Timestamp(micros)
-    }
-
-    /// Microseconds since the Unix epoch.
-    pub const fn as_micros(self) -> i64 {
-        self.0
-    }
-
-    /// The current time, truncated to microseconds.
-    pub fn now() -> Timestamp {
-        SystemTime::now().into()
-    }
+/// A type whose values a `#[sharded_index(n)]` field can hold: timestamps and integers.
+#[diagnostic::on_unimplemented(
+    message = "`#[sharded_index]` needs a timestamp or an integer field, not `{Self}`",
+    label = "cannot be sharded-indexed",
+    note = "the companion property holds the value as fixed-width text whose order is the value's order"
+)]
+pub trait ShardIndexable: PropertyType {
+    /// The value as an integer in the value's order (microseconds for a timestamp); `None`
+    /// leaves the entity out of the sharded index (an `Option` holding `None`).
+    fn sort_value(&self) -> Option<i64>;
 }
 
-impl From<SystemTime> for Timestamp {
-    /// Times beyond ±292,000 years saturate.
-    fn from(time: SystemTime) -> Timestamp {
-        let micros = |d: Duration| i64::try_from(d.as_micros()).unwrap_or(i64::MAX);
-        match time.duration_since(UNIX_EPOCH) {
-            Ok(after) => Timestamp(micros(after)),
-            Err(before) => Timestamp(-micros(before.duration())),
+macro_rules! integer_sort_value {
+    ($($t:ty),*) => {$(
+        impl ShardIndexable for $t {
+            fn sort_value(&self) -> Option<i64> {
+                Some(i64::from(*self))
+            }
         }
+    )*};
+}
+integer_sort_value!(i8, i16, i32, i64, u8, u16, u32);
+
+impl ShardIndexable for Timestamp {
+    fn sort_value(&self) -> Option<i64> {
+        Some(self.as_micros())
     }
 }
 
-impl From<Timestamp> for SystemTime {
-    fn from(t: Timestamp) -> SystemTime {
-        let magnitude = Duration::from_micros(t.0.unsigned_abs());
-        if t.0 >= 0 {
-            UNIX_EPOCH + magnitude
-        } else {
-            UNIX_EPOCH - magnitude
-        }
-    }
-}
-
-impl fmt::Display for Timestamp {
-    /// RFC 3339 in UTC, with microseconds.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let days = self.0.div_euclid(86_400_000_000);
-        let micros_of_day = self.0.rem_euclid(86_400_000_000);
-        // Howard Hinnant's civil-from-days.
-        let z = days + 719_468;
-        let era = z.div_euclid(146_097);
-        let doe = z.rem_euclid(146_097);
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-        let mp = (5 * doy + 2) / 153;
-        let day = doy - (153 * mp + 2) / 5 + 1;
-        let month = if mp < 10 { mp + 3 } else { mp - 9 };
-        let year = yoe + era * 400 + i64::from(month <= 2);
-        let secs = micros_of_day / 1_000_000;
-        write!(
-            f,
-            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
-            secs / 3600,
-            secs / 60 % 60,
-            secs % 60,
-            micros_of_day % 1_000_000
-        )
-    }
-}
-
-/// Bytes stored as a byte string, never as text (R-P1).
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
-pub struct Blob(Vec<u8>);
-
-impl Blob {
-    /// The bytes, by value.
-    pub fn into_vec(self) -> Vec<u8> {
-        self.0
-    }
-}
-
-impl From<Vec<u8>> for Blob {
-    fn from(bytes: Vec<u8>) -> Blob {
-        Blob(bytes)
-    }
-}
-
-impl From<&[u8]> for Blob {
-    fn from(bytes: &[u8]) -> Blob {
-        Blob(bytes.to_vec())
-    }
-}
-
-impl From<Blob> for Vec<u8> {
-    fn from(blob: Blob) -> Vec<u8> {
-        blob.0
-    }
-}
-
-impl Deref for Blob {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-/// A latitude/longitude pair in degrees, always within range.
-///
-/// ```
-/// use datastore_entity::GeoPoint;
-/// assert_eq!(GeoPoint::new(48.85, 2.35).unwrap().latitude(), 48.85);
-/// assert!(GeoPoint::new(91.0, 0.0).is_err());
-/// ```
-#[derive(Clone, Copy, PartialEq, Debug)]
-pub struct GeoPoint {
-    lat: f64,
-    lng: f64,
-}
-
-impl GeoPoint {
-    /// Validates latitude in `-90..=90` and longitude in `-180..=180`.
-    pub fn new(lat: f64, lng: f64) -> Result<GeoPoint, Error> {
-        if (-90.0..=90.0).contains(&lat) && (-180.0..=180.0).contains(&lng) {
-            Ok(GeoPoint { lat, lng })
-        } else {
-            Err(Error::InvalidGeoPoint { lat, lng })
-        }
-    }
-
-    /// The latitude, in degrees.
-    pub fn latitude(&self) -> f64 {
-        self.lat
-    }
-
-    /// The longitude, in degrees.
-    pub fn longitude(&self) -> f64 {
-        self.lng
-    }
-}
-
-/// The service's order of values, also across types, as Google's Datastore emulator orders
-/// them: null; integers and timestamps (together, by number and microseconds); booleans;
-/// strings and byte strings (together, by bytes); doubles (NaN last); geo points; keys;
-/// then arrays and embedded entities (which the service does not index as whole values).
-pub fn compare_values(a: &Value, b: &Value) -> std::cmp::Ordering {
-    fn rank(v: &Value) -> u8 {
-        match v {
-            Value::Null => 0,
-            Value::Integer(_) | Value::Timestamp(_) => 1,
-            Value::Boolean(_) => 2,
-            Value::String(_) | Value::Blob(_) => 3,
-            Value::Double(_) => 4,
-            Value::GeoPoint(_) => 5,
-            Value::Key(_) => 6,
-            Value::Array(_) => 7,
-            Value::Entity(_) => 8,
-        }
-    }
-    fn fixed_point(v: &Value) -> Option<i64> {
-        match v {
-            Value::Integer(i) => Some(*i),
-            Value::Timestamp(t) => Some(t.as_micros()),
-            _ => None,
-        }
-    }
-    fn bytes(v: &Value) -> Option<&[u8]> {
-        match v {
-            Value::String(s) => Some(s.as_bytes()),
-            Value::Blob(b) => Some(b),
-            _ => None,
-        }
-    }
-    if let (Some(x), Some(y)) = (fixed_point(a), fixed_point(b)) {
-        return x.cmp(&y);
-    }
-    if let (Some(x), Some(y)) = (bytes(a), bytes(b)) {
-        return x.cmp(y);
-    }
-    match (a, b) {
-        (Value::Boolean(x), Value::Boolean(y)) => x.cmp(y),
-        (Value::Double(x), Value::Double(y)) => compare_doubles(*x, *y),
-        (Value::Key(x), Value::Key(y)) => x.cmp(y),
-        (Value::GeoPoint(x), Value::GeoPoint(y)) => {
-            compare_doubles(x.lat, y.lat).then_with(|| compare_doubles(x.lng, y.lng))
-        }
-        (Value::Array(x), Value::Array(y)) => x
-            .iter()
-            .zip(y)
-            .map(|(a, b)| compare_values(a, b))
-            .find(|o| o.is_ne())
-            .unwrap_or_else(|| x.len().cmp(&y.len())),
-        (Value::Entity(x), Value::Entity(y)) => x
-            .iter()
-            .zip(y)
-            .map(|((an, av), (bn, bv))| {
-                an.cmp(bn)
-                    .then_with(|| compare_values(&av.value, &bv.value))
-            })
-            .find(|o| o.is_ne())
-            .unwrap_or_else(|| x.len().cmp(&y.len())),
-        _ => rank(a).cmp(&rank(b)),
-    }
-}
-
-/// Doubles in numeric order with NaN last (and equal to itself); -0.0 equals 0.0.
-fn compare_doubles(x: f64, y: f64) -> std::cmp::Ordering {
-    use std::cmp::Ordering;
-    match (x.is_nan(), y.is_nan()) {
-        (true, true) => Ordering::Equal,
-        (true, false) => Ordering::Greater,
-        (false, true) => Ordering::Less,
-        // Neither is NaN, so the partial order is total here.
-        (false, false) => x.partial_cmp(&y).unwrap_or(Ordering::Equal),
+impl<T: ShardIndexable> ShardIndexable for Option<T> {
+    fn sort_value(&self) -> Option<i64> {
+        self.as_ref().and_then(T::sort_value)
     }
 }

@@ -1,166 +1,14 @@
-//! [`PropertyMap`]: an entity's properties by name, laid out to be cheap to build and read.
+//! The operations of [`PropertyMap`] (an entity's properties by name, defined in `value.rs`):
+//! built and read by name over either of its forms, decoded entries or the stored bytes.
 
 use std::fmt;
 use std::ops::Index;
 use std::sync::OnceLock;
 
-use crate::stored::{self, Malformed, Slot, StoredValue, StoredWriter, ValueView};
-use crate::value::{DecodeError, Property, PropertyType, Value};
-
-/// The properties of an entity (or of an embedded entity), by name, in name order.
-///
-/// Built for the conversions every read and write makes: the names live in one buffer and
-/// the properties in one vector, so a map of any size costs two allocations (plus its
-/// values' own), and looking a name up is a binary search over a few contiguous entries.
-/// A map the embedded engine returns (or the derive builds) holds the engine's stored form,
-/// decoded only when a `&Property` is asked for: the derive's conversions read and write
-/// fields straight from and to it.
-///
-/// ```
-/// # use datastore_entity::{Property, PropertyMap, Value};
-/// let mut properties = PropertyMap::new();
-/// properties.insert("title", Property::indexed(Value::String("Hello".into())));
-/// properties.insert("body", Property::excluded(Value::String("…".into())));
-/// assert_eq!(properties.len(), 2);
-/// assert_eq!(properties["title"].value, Value::String("Hello".into()));
-/// let names: Vec<&str> = properties.keys().collect();
-/// assert_eq!(names, ["body", "title"]);
-/// ```
-#[derive(Clone, Default)]
-pub struct PropertyMap {
-    repr: Repr,
-}
-
-#[derive(Clone)]
-enum Repr {
-    Entries(Entries),
-    Stored(Stored),
-}
-
-impl Default for Repr {
-    fn default() -> Repr {
-        Repr::Entries(Entries::default())
-    }
-}
-
-/// Decoded properties.
-#[derive(Clone, Default)]
-struct Entries {
-    /// Every name, back to back (removed names stay until the map is dropped).
-    names: String,
-    /// Sorted by name.
-    entries: Vec<Entry>,
-}
-
-#[derive(Clone)]
-struct Entry {
-    start: u32,
-    len: u32,
-    property: Property,
-}
-
-/// Properties in the embedded engine's stored form, decoded only if something asks for a
-/// `&Property`: the derive reads its fields straight out of the bytes.
-#[derive(Clone)]
-struct Stored {
-    bytes: Vec<u8>,
-    /// Where each property is, in name order; the first `front` were taken out.
-    slots: Vec<Slot>,
-    front: usize,
-    /// Whether `bytes` holds exactly the slots (none was taken out).
-    exact: bool,
-    decoded: OnceLock<Entries>,
-}
-
-impl Entries {
-    fn name(&self, entry: &Entry) -> &str {
-        let start = entry.start as usize;
-        self.names
-            .get(start..start + entry.len as usize)
-            .unwrap_or_default()
-    }
-
-    fn find(&self, name: &str) -> Result<usize, usize> {
-        self.entries.binary_search_by(|e| self.name(e).cmp(name))
-    }
-
-    fn insert(&mut self, name: &str, property: Property) -> Option<Property> {
-        // Properties usually arrive in name order: appending needs no search.
-        let position = match self.entries.last() {
-            Some(last) if self.name(last) < name => Err(self.entries.len()),
-            None => Err(0),
-            Some(_) => self.find(name),
-        };
-        match position {
-            Ok(i) => Some(std::mem::replace(&mut self.entries[i].property, property)),
-            Err(i) => {
-                let start = self.names.len();
-                self.names.push_str(name);
-                let entry = Entry {
-                    start: u32::try_from(start).unwrap_or(u32::MAX),
-                    len: u32::try_from(name.len()).unwrap_or(u32::MAX),
-                    property,
-                };
-                self.entries.insert(i, entry);
-                None
-            }
-        }
-    }
-}
-
-impl Stored {
-    fn name(&self, slot: &Slot) -> &str {
-        std::str::from_utf8(self.range(slot.name)).unwrap_or_default()
-    }
-
-    fn range(&self, (start, end): (u32, u32)) -> &[u8] {
-        self.bytes
-            .get(start as usize..end as usize)
-            .unwrap_or_default()
-    }
-
-    /// The slots not taken out.
-    fn live(&self) -> &[Slot] {
-        self.slots.get(self.front..).unwrap_or_default()
-    }
-
-    /// `name`'s place among all the slots (live ones only).
-    fn find(&self, name: &str) -> Result<usize, usize> {
-        self.live()
-            .binary_search_by(|s| self.range(s.name).cmp(name.as_bytes()))
-            .map(|i| i + self.front)
-            .map_err(|i| i + self.front)
-    }
-
-    fn view(&self, slot: &Slot) -> ValueView<'_> {
-        stored::view(self.range(slot.value), 0).map_or(ValueView::Null, |(v, _)| v)
-    }
-
-    /// Every property, decoded.
-    fn decode(&self) -> Entries {
-        let mut entries = Entries {
-            names: String::with_capacity(
-                self.live()
-                    .iter()
-                    .map(|s| (s.name.1 - s.name.0) as usize)
-                    .sum(),
-            ),
-            entries: Vec::with_capacity(self.live().len()),
-        };
-        for slot in self.live() {
-            let property = Property {
-                value: self.view(slot).to_value(),
-                excluded: slot.excluded,
-            };
-            entries.insert(self.name(slot), property);
-        }
-        entries
-    }
-
-    fn entries(&self) -> &Entries {
-        self.decoded.get_or_init(|| self.decode())
-    }
-}
+use crate::model::stored::{StoredValue, StoredWriter, Writer, view};
+use crate::model::value::{
+    DecodeError, Entries, Entry, Property, PropertyMap, Repr, Slot, Stored, Value,
+};
 
 impl PropertyMap {
     /// An empty map.
@@ -195,40 +43,6 @@ impl PropertyMap {
         }
     }
 
-    /// A map over stored bytes, checked (names, lengths, UTF-8 of every string), not decoded.
-    pub(crate) fn from_stored(bytes: Vec<u8>) -> Result<PropertyMap, Malformed> {
-        let slots = stored::slots(&bytes)?;
-        Ok(PropertyMap {
-            repr: Repr::Stored(Stored {
-                bytes,
-                slots,
-                front: 0,
-                exact: true,
-                decoded: OnceLock::new(),
-            }),
-        })
-    }
-
-    /// The stored form, when the map is exactly that already.
-    pub(crate) fn stored_bytes(&self) -> Option<&[u8]> {
-        match &self.repr {
-            Repr::Stored(s) if s.exact => Some(&s.bytes),
-            _ => None,
-        }
-    }
-
-    /// The stored form, without copying when the map is that already.
-    pub(crate) fn into_stored_bytes(self) -> Vec<u8> {
-        match self.repr {
-            Repr::Stored(s) if s.exact => s.bytes,
-            _ => {
-                let mut w = crate::codec::Writer::default();
-                w.properties(&self);
-                w.bytes
-            }
-        }
-    }
-
     /// Appends property `name` (greater than every name so far) in the stored form, written
     /// by `write`; a map that is not being filled that way takes it decoded.
     #[doc(hidden)]
@@ -245,7 +59,7 @@ impl PropertyMap {
                 .is_none_or(|last| s.range(last.name) < name.as_bytes())
         {
             s.decoded = OnceLock::new();
-            let mut w = crate::codec::Writer {
+            let mut w = Writer {
                 bytes: std::mem::take(&mut s.bytes),
             };
             let name_start = w.bytes.len() + 4;
@@ -268,15 +82,15 @@ impl PropertyMap {
             s.bytes[..4].copy_from_slice(&count);
             return;
         }
-        let mut w = crate::codec::Writer::default();
+        let mut w = Writer::default();
         write(&mut StoredWriter { w: &mut w });
-        let value = stored::view(&w.bytes, 0).map_or(Value::Null, |(v, _)| v.to_value());
+        let value = view(&w.bytes, 0).map_or(Value::Null, |(v, _)| v.to_value());
         self.insert(name, Property { value, excluded });
     }
 
     /// Takes property `name` out, read as a `T`: straight from the stored bytes when the map
     /// holds them (no [`Value`] is built), otherwise from its decoded value.
-    pub(crate) fn take_as<T: PropertyType>(
+    pub(crate) fn take_as<T>(
         &mut self,
         name: &str,
         read: impl FnOnce(StoredValue<'_>) -> Result<T, DecodeError>,
@@ -301,29 +115,6 @@ impl PropertyMap {
             }
             _ => self.remove(name).map(|p| from_value(p.value)),
         }
-    }
-
-    /// The properties, viewed where they lie: name, whether excluded, value.
-    pub(crate) fn view(&self) -> impl Iterator<Item = (&str, bool, ValueView<'_>)> {
-        let (entries, stored) = match &self.repr {
-            Repr::Entries(e) => (Some(e), None),
-            Repr::Stored(s) => (None, Some(s)),
-        };
-        let entries = entries.into_iter().flat_map(|e| {
-            e.entries.iter().map(|entry| {
-                (
-                    e.name(entry),
-                    entry.property.excluded,
-                    ValueView::of(&entry.property.value),
-                )
-            })
-        });
-        let stored = stored.into_iter().flat_map(|s| {
-            s.live()
-                .iter()
-                .map(|slot| (s.name(slot), slot.excluded, s.view(slot)))
-        });
-        entries.chain(stored)
     }
 
     fn entries(&self) -> &Entries {
@@ -537,7 +328,6 @@ impl fmt::Debug for PropertyMap {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::value::Value;
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 

@@ -11,12 +11,18 @@ use base64::Engine as _;
 use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
-use crate::backend::{Aggregation, BoxFuture, PropertyOrder, QueryBatch, QuerySpec, ResultShape};
-use crate::entity::Projection;
-use crate::property::Queryable;
-use crate::txn::TxRef;
-use crate::value::{PropertyType, Value};
-use crate::{Db, Entity, Error, Filter, Key, Order, PropertyPath};
+use crate::backend::BoxFuture;
+use crate::error::Error;
+use crate::model::entity::{Entity, Projection};
+use crate::model::key::{Key, RawKey};
+use crate::model::property_type::PropertyType;
+use crate::model::value::{PropertyMap, Value};
+use crate::query::descriptor::{Filter, Order, PropertyPath, Queryable};
+use crate::query::spec::{Aggregation, PropertyOrder, QueryBatch, QuerySpec, ResultShape};
+use crate::rules::filter::check;
+
+use super::read::with_counters;
+use super::scope::{Scope, TxRef, noted};
 
 /// An opaque position in a query's results (R-Q3).
 ///
@@ -114,7 +120,7 @@ where
 /// [`stream`](Query::stream).
 #[must_use = "a query does nothing until `fetch` or `stream` is called"]
 pub struct Query<E> {
-    pub(crate) db: Db,
+    pub(crate) scope: Scope,
     pub(crate) spec: QuerySpec,
     transaction: Option<TxRef>,
     /// A mistake found while building (a key of another partition), returned by `fetch`.
@@ -125,7 +131,7 @@ pub struct Query<E> {
 impl<E> Clone for Query<E> {
     fn clone(&self) -> Self {
         Query {
-            db: self.db.clone(),
+            scope: self.scope.clone(),
             spec: self.spec.clone(),
             transaction: self.transaction.clone(),
             error: self.error.clone(),
@@ -141,14 +147,14 @@ impl<E> fmt::Debug for Query<E> {
 }
 
 impl<E: Entity> Query<E> {
-    pub(crate) fn new(db: Db, transaction: Option<TxRef>) -> Query<E> {
+    pub(crate) fn new(scope: Scope, transaction: Option<TxRef>) -> Query<E> {
         let spec = QuerySpec {
-            partition: db.partition().clone(),
+            partition: scope.partition.clone(),
             kind: E::KIND.to_owned(),
             ..QuerySpec::default()
         };
         Query {
-            db,
+            scope,
             spec,
             transaction,
             error: None,
@@ -158,7 +164,7 @@ impl<E: Entity> Query<E> {
 
     /// Only entities under `ancestor` (its entity group): strongly consistent (R-E1).
     pub fn ancestor<P>(mut self, ancestor: &Key<P>) -> Self {
-        match self.db.outgoing(ancestor.raw()) {
+        match self.scope.outgoing(ancestor.raw()) {
             Ok(ancestor) => self.spec.ancestor = Some(ancestor),
             Err(error) => {
                 self.error.get_or_insert(error);
@@ -170,8 +176,8 @@ impl<E: Entity> Query<E> {
     /// Adds a filter; all filters must hold.
     pub fn filter(mut self, filter: Filter<E>) -> Self {
         let mut node = filter.into_node();
-        let db = &self.db;
-        node.leaves_mut(&mut |leaf| db.outgoing_value(&mut leaf.value));
+        let scope = &self.scope;
+        node.leaves_mut(&mut |leaf| scope.outgoing_value(&mut leaf.value));
         self.spec.filters.push(node);
         self
     }
@@ -227,7 +233,7 @@ impl<E: Entity> Query<E> {
         if let Some(error) = &self.error {
             return Err(error.clone());
         }
-        crate::filter::check(&self.spec.filters).map_err(|reason| Error::InvalidQuery {
+        check(&self.spec.filters).map_err(|reason| Error::InvalidQuery {
             kind: E::KIND.to_owned(),
             reason,
         })
@@ -236,32 +242,30 @@ impl<E: Entity> Query<E> {
     /// One batch from the backend.
     pub(crate) async fn run(&self) -> Result<QueryBatch, Error> {
         self.checked()?;
-        self.db.backend().declare(E::SCHEMA).await?;
+        self.scope.backend.declare(E::SCHEMA).await?;
         let transaction = self.transaction.as_ref();
         let batch = self
-            .db
-            .backend()
+            .scope
+            .backend
             .run_query(&self.spec, transaction.map(TxRef::id))
             .await;
-        match transaction {
-            Some(tx) => tx.note(batch),
-            None => batch,
-        }
+        noted(transaction, batch)
     }
 
     /// Entities from query rows, their counters filled with one lookup (R-S1).
     pub(crate) async fn entities(
         &self,
-        mut rows: Vec<(crate::RawKey, crate::PropertyMap)>,
+        mut rows: Vec<(RawKey, PropertyMap)>,
     ) -> Result<Vec<E>, Error> {
         let transaction = self.transaction.as_ref();
-        let filled =
-            crate::scale::with_counters(&self.db, E::SCHEMA, &mut rows, transaction.map(TxRef::id))
-                .await;
-        match transaction {
-            Some(tx) => tx.note(filled),
-            None => filled,
-        }?;
+        let filled = with_counters(
+            &self.scope,
+            E::SCHEMA,
+            &mut rows,
+            transaction.map(TxRef::id),
+        )
+        .await;
+        noted(transaction, filled)?;
         rows.into_iter()
             .map(|(key, properties)| E::from_entity(&key, properties))
             .collect()
@@ -270,17 +274,14 @@ impl<E: Entity> Query<E> {
     /// Runs an aggregation over the query's rows (its `limit`, if any, caps them).
     async fn aggregate(&self, aggregation: Aggregation) -> Result<Value, Error> {
         self.checked()?;
-        self.db.backend().declare(E::SCHEMA).await?;
+        self.scope.backend.declare(E::SCHEMA).await?;
         let transaction = self.transaction.as_ref();
         let value = self
-            .db
-            .backend()
+            .scope
+            .backend
             .run_aggregation(&self.spec, &aggregation, transaction.map(TxRef::id))
             .await;
-        match transaction {
-            Some(tx) => tx.note(value),
-            None => value,
-        }
+        noted(transaction, value)
     }
 
     /// How many results the query has (a COUNT aggregation: the service counts index entries,

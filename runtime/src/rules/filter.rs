@@ -9,10 +9,8 @@
 
 use std::cmp::Ordering;
 
-use crate::backend::{FilterNode, PropertyFilter};
-use crate::codec::Writer;
-use crate::property::Operator;
-use crate::value::{Value, compare_values};
+use crate::model::value::{Value, compare_values};
+use crate::query::spec::{FilterNode, Operator, PropertyFilter};
 
 /// The most values an IN filter takes.
 pub const MAX_IN_VALUES: usize = 30;
@@ -20,27 +18,6 @@ pub const MAX_IN_VALUES: usize = 30;
 pub const MAX_NOT_IN_VALUES: usize = 10;
 /// The most branches a filter's disjunctive normal form may have.
 pub const MAX_DISJUNCTIONS: usize = 30;
-
-/// Writes `node` into a query's fingerprint (what a cursor is checked against).
-pub(crate) fn fingerprint(w: &mut Writer, node: &FilterNode) {
-    match node {
-        FilterNode::Property(f) => {
-            w.u8(0);
-            w.bytes(f.property.as_bytes());
-            w.u8(f.op as u8);
-            w.value(&f.value);
-        }
-        FilterNode::And(nodes) | FilterNode::Or(nodes) => {
-            w.u8(if matches!(node, FilterNode::And(_)) {
-                1
-            } else {
-                2
-            });
-            w.len(nodes.len());
-            nodes.iter().for_each(|n| fingerprint(w, n));
-        }
-    }
-}
 
 /// Checks `filters` (ANDed) against the service's rules; the reason of a refusal.
 pub(crate) fn check(filters: &[FilterNode]) -> Result<(), String> {

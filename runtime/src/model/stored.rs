@@ -1,13 +1,20 @@
-//! The embedded engine's stored form of an entity's properties, read and written without
-//! building [`Value`]s: the derive writes each field straight into it and reads each field
-//! straight out of it, and the engine checks and indexes it where it lies.
+//! The stored form of values and property maps: the bytes the embedded engine keeps for every
+//! entity (and the crate for cursors), written by [`Writer`] and [`StoredWriter`], read back
+//! whole by [`Reader`] or viewed where they lie ([`ValueView`]) without building [`Value`]s:
+//! the derive writes each field straight into it and reads each field straight out of it,
+//! and the engine checks and indexes it where it lies.
 //!
-//! The form is the [`codec`](crate::codec) encoding of a property map: a count, then per
-//! property in name order its name, whether it is excluded, and its value.
+//! A property map is a count, then per property in name order its name, whether it is
+//! excluded, and its value; a value is a tag byte and its payload (little-endian numbers,
+//! length-prefixed strings). Decoding never panics: malformed bytes are [`Malformed`], and
+//! every decoded name, id and key is validated again. `format/golden.rs` pins the bytes.
 
-use crate::codec::Writer;
-use crate::key::RawKey;
-use crate::value::{Blob, GeoPoint, PropertyMap, Timestamp, Value};
+use std::sync::OnceLock;
+
+use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
+use crate::model::name::KeyName;
+use crate::model::scalar::{Blob, GeoPoint, Timestamp};
+use crate::model::value::{Entries, Property, PropertyMap, Repr, Slot, Stored, Value};
 
 pub(crate) const NULL: u8 = 0;
 pub(crate) const BOOLEAN: u8 = 1;
@@ -21,12 +28,291 @@ pub(crate) const KEY: u8 = 8;
 pub(crate) const ARRAY: u8 = 9;
 pub(crate) const ENTITY: u8 = 10;
 
-/// Nesting deeper than this (arrays in entities in arrays…) is refused.
+/// Nesting deeper than this (arrays in entities in arrays…) is refused when reading.
 const MAX_DEPTH: usize = 64;
 
-/// Malformed stored bytes (only ever from a corrupt store).
+/// Bytes that are not what a [`Writer`] (or the engine's order-preserving encoding) wrote:
+/// only ever from a corrupt store or an altered cursor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Malformed;
+
+/// Appends encoded values to a byte buffer.
+#[derive(Default)]
+pub(crate) struct Writer {
+    pub(crate) bytes: Vec<u8>,
+}
+
+impl Writer {
+    pub(crate) fn u8(&mut self, b: u8) {
+        self.bytes.push(b);
+    }
+
+    pub(crate) fn u64(&mut self, n: u64) {
+        self.bytes.extend_from_slice(&n.to_le_bytes());
+    }
+
+    pub(crate) fn len(&mut self, n: usize) {
+        // Lengths beyond u32 cannot occur: entities are far smaller.
+        self.bytes
+            .extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
+    }
+
+    pub(crate) fn bytes(&mut self, b: &[u8]) {
+        self.len(b.len());
+        self.bytes.extend_from_slice(b);
+    }
+
+    pub(crate) fn key(&mut self, key: &RawKey) {
+        self.partition(key.partition());
+        self.path(key);
+    }
+
+    pub(crate) fn partition(&mut self, partition: Option<&PartitionId>) {
+        match partition {
+            None => self.u8(0),
+            Some(partition) => {
+                self.u8(1);
+                self.bytes(partition.project_id.as_bytes());
+                self.bytes(partition.database_id.as_bytes());
+                self.bytes(partition.namespace.as_bytes());
+            }
+        }
+    }
+
+    /// The key's path without its partition.
+    pub(crate) fn path(&mut self, key: &RawKey) {
+        self.len(key.path().len());
+        for element in key.path() {
+            self.bytes(element.kind().as_bytes());
+            match element.id_or_name() {
+                None => self.u8(0),
+                Some(IdOrName::Id(id)) => {
+                    self.u8(1);
+                    self.u64(id.get().cast_unsigned());
+                }
+                Some(IdOrName::Name(name)) => {
+                    self.u8(2);
+                    self.bytes(name.as_str().as_bytes());
+                }
+            }
+        }
+    }
+
+    pub(crate) fn value(&mut self, value: &Value) {
+        match value {
+            Value::Null => self.u8(NULL),
+            Value::Boolean(b) => {
+                self.u8(BOOLEAN);
+                self.u8(u8::from(*b));
+            }
+            Value::Integer(i) => {
+                self.u8(INTEGER);
+                self.u64(i.cast_unsigned());
+            }
+            Value::Double(d) => {
+                self.u8(DOUBLE);
+                self.u64(d.to_bits());
+            }
+            Value::Timestamp(t) => {
+                self.u8(TIMESTAMP);
+                self.u64(t.as_micros().cast_unsigned());
+            }
+            Value::String(s) => {
+                self.u8(STRING);
+                self.bytes(s.as_bytes());
+            }
+            Value::Blob(b) => {
+                self.u8(BLOB);
+                self.bytes(b);
+            }
+            Value::GeoPoint(g) => {
+                self.u8(GEO);
+                self.u64(g.latitude().to_bits());
+                self.u64(g.longitude().to_bits());
+            }
+            Value::Key(k) => {
+                self.u8(KEY);
+                self.key(k);
+            }
+            Value::Array(values) => {
+                self.u8(ARRAY);
+                self.len(values.len());
+                values.iter().for_each(|v| self.value(v));
+            }
+            Value::Entity(properties) => {
+                self.u8(ENTITY);
+                self.properties(properties);
+            }
+        }
+    }
+
+    pub(crate) fn properties(&mut self, properties: &PropertyMap) {
+        match &properties.repr {
+            Repr::Stored(s) if s.exact => self.bytes.extend_from_slice(&s.bytes),
+            Repr::Stored(s) => {
+                self.len(s.live().len());
+                // Each property's bytes are contiguous: its name's length prefix to its value's end.
+                for slot in s.live() {
+                    let start = slot.name.0 as usize - 4;
+                    self.bytes.extend_from_slice(
+                        s.bytes
+                            .get(start..slot.value.1 as usize)
+                            .unwrap_or_default(),
+                    );
+                }
+            }
+            Repr::Entries(e) => {
+                self.len(e.entries.len());
+                for entry in &e.entries {
+                    self.bytes(e.name(entry).as_bytes());
+                    self.u8(u8::from(entry.property.excluded));
+                    self.value(&entry.property.value);
+                }
+            }
+        }
+    }
+}
+
+/// Reads what a [`Writer`] wrote.
+pub(crate) struct Reader<'a> {
+    bytes: &'a [u8],
+    depth: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
+        Reader { bytes, depth: 0 }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Malformed> {
+        if self.bytes.len() < n {
+            return Err(Malformed);
+        }
+        let (head, tail) = self.bytes.split_at(n);
+        self.bytes = tail;
+        Ok(head)
+    }
+
+    pub(crate) fn u8(&mut self) -> Result<u8, Malformed> {
+        Ok(self.take(1)?[0])
+    }
+
+    pub(crate) fn u64(&mut self) -> Result<u64, Malformed> {
+        let mut buf = [0u8; 8];
+        buf.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(buf))
+    }
+
+    fn len(&mut self) -> Result<usize, Malformed> {
+        let mut buf = [0u8; 4];
+        buf.copy_from_slice(self.take(4)?);
+        let n = u32::from_le_bytes(buf) as usize;
+        // Every element takes at least one byte: a larger count is a lie, not a reason to allocate.
+        if n > self.bytes.len() {
+            return Err(Malformed);
+        }
+        Ok(n)
+    }
+
+    /// A length-prefixed byte string, as [`Writer::bytes`] wrote it.
+    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], Malformed> {
+        let n = self.len()?;
+        self.take(n)
+    }
+
+    fn string(&mut self) -> Result<String, Malformed> {
+        let n = self.len()?;
+        let bytes = self.take(n)?;
+        String::from_utf8(bytes.to_vec()).map_err(|_| Malformed)
+    }
+
+    pub(crate) fn key(&mut self) -> Result<RawKey, Malformed> {
+        let partition = match self.u8()? {
+            0 => None,
+            1 => Some(PartitionId {
+                project_id: self.string()?,
+                database_id: self.string()?,
+                namespace: self.string()?,
+            }),
+            _ => return Err(Malformed),
+        };
+        let n = self.len()?;
+        let mut path = Vec::with_capacity(n);
+        for _ in 0..n {
+            let kind = self.string()?;
+            let id_or_name = match self.u8()? {
+                0 => None,
+                1 => Some(IdOrName::Id(
+                    KeyId::new(self.u64()?.cast_signed()).map_err(|_| Malformed)?,
+                )),
+                2 => Some(IdOrName::Name(
+                    KeyName::new(self.string()?).map_err(|_| Malformed)?,
+                )),
+                _ => return Err(Malformed),
+            };
+            path.push(PathElement::new(kind, id_or_name).map_err(|_| Malformed)?);
+        }
+        RawKey::new(partition, path).map_err(|_| Malformed)
+    }
+
+    pub(crate) fn value(&mut self) -> Result<Value, Malformed> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(Malformed);
+        }
+        let value = match self.u8()? {
+            NULL => Value::Null,
+            BOOLEAN => Value::Boolean(self.u8()? != 0),
+            INTEGER => Value::Integer(self.u64()?.cast_signed()),
+            DOUBLE => Value::Double(f64::from_bits(self.u64()?)),
+            TIMESTAMP => Value::Timestamp(Timestamp::from_micros(self.u64()?.cast_signed())),
+            STRING => Value::String(self.string()?),
+            BLOB => {
+                let n = self.len()?;
+                Value::Blob(Blob::from(self.take(n)?))
+            }
+            GEO => {
+                let lat = f64::from_bits(self.u64()?);
+                let lng = f64::from_bits(self.u64()?);
+                Value::GeoPoint(GeoPoint::new(lat, lng).map_err(|_| Malformed)?)
+            }
+            KEY => Value::Key(self.key()?),
+            ARRAY => {
+                let n = self.len()?;
+                Value::Array(
+                    (0..n)
+                        .map(|_| self.value())
+                        .collect::<Result<_, Malformed>>()?,
+                )
+            }
+            ENTITY => Value::Entity(self.properties()?),
+            _ => return Err(Malformed),
+        };
+        self.depth -= 1;
+        Ok(value)
+    }
+
+    pub(crate) fn properties(&mut self) -> Result<PropertyMap, Malformed> {
+        let n = self.len()?;
+        let mut entries = Entries {
+            names: String::with_capacity(16 * n.min(64)),
+            entries: Vec::with_capacity(n.min(self.bytes.len())),
+        };
+        for _ in 0..n {
+            let name = self.string()?;
+            let excluded = self.u8()? != 0;
+            let value = self.value()?;
+            entries.insert(&name, Property { value, excluded });
+        }
+        Ok(PropertyMap {
+            repr: Repr::Entries(entries),
+        })
+    }
+}
 
 /// A stored value, borrowed where it lies: in stored bytes, or in a decoded [`Value`].
 #[derive(Debug, Clone, Copy)]
@@ -114,7 +400,7 @@ impl<'a> KeyView<'a> {
     pub(crate) fn to_key(self) -> Option<RawKey> {
         match self {
             KeyView::Decoded(k) => Some(k.clone()),
-            KeyView::Encoded(bytes) => crate::codec::Reader::new(bytes).key().ok(),
+            KeyView::Encoded(bytes) => Reader::new(bytes).key().ok(),
         }
     }
 
@@ -339,14 +625,6 @@ fn skip_properties(bytes: &[u8], depth: usize) -> Result<&[u8], Malformed> {
     Ok(rest)
 }
 
-/// Where one property lies in stored bytes.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Slot {
-    pub(crate) name: (u32, u32),
-    pub(crate) value: (u32, u32),
-    pub(crate) excluded: bool,
-}
-
 /// The properties of a stored map, checked: where each lies.
 pub(crate) fn slots(bytes: &[u8]) -> Result<Vec<Slot>, Malformed> {
     let (n, mut rest) = len(bytes)?;
@@ -402,6 +680,97 @@ impl<'a> Iterator for Properties<'a> {
         let (value, rest) = view(rest, 0).ok()?;
         self.rest = rest;
         Some((name, excluded != 0, value))
+    }
+}
+
+/// The stored form of a property map, and views of it where it lies.
+impl PropertyMap {
+    /// A map over stored bytes, checked (names, lengths, UTF-8 of every string), not decoded.
+    pub(crate) fn from_stored(bytes: Vec<u8>) -> Result<PropertyMap, Malformed> {
+        let slots = slots(&bytes)?;
+        Ok(PropertyMap {
+            repr: Repr::Stored(Stored {
+                bytes,
+                slots,
+                front: 0,
+                exact: true,
+                decoded: OnceLock::new(),
+            }),
+        })
+    }
+
+    /// The stored form, when the map is exactly that already.
+    pub(crate) fn stored_bytes(&self) -> Option<&[u8]> {
+        match &self.repr {
+            Repr::Stored(s) if s.exact => Some(&s.bytes),
+            _ => None,
+        }
+    }
+
+    /// The stored form, without copying when the map is that already.
+    pub(crate) fn into_stored_bytes(self) -> Vec<u8> {
+        match self.repr {
+            Repr::Stored(s) if s.exact => s.bytes,
+            _ => {
+                let mut w = Writer::default();
+                w.properties(&self);
+                w.bytes
+            }
+        }
+    }
+
+    /// The properties, viewed where they lie: name, whether excluded, value.
+    pub(crate) fn view(&self) -> impl Iterator<Item = (&str, bool, ValueView<'_>)> {
+        let (entries, stored) = match &self.repr {
+            Repr::Entries(e) => (Some(e), None),
+            Repr::Stored(s) => (None, Some(s)),
+        };
+        let entries = entries.into_iter().flat_map(|e| {
+            e.entries.iter().map(|entry| {
+                (
+                    e.name(entry),
+                    entry.property.excluded,
+                    ValueView::of(&entry.property.value),
+                )
+            })
+        });
+        let stored = stored.into_iter().flat_map(|s| {
+            s.live()
+                .iter()
+                .map(|slot| (s.name(slot), slot.excluded, s.view(slot)))
+        });
+        entries.chain(stored)
+    }
+}
+
+impl Stored {
+    pub(crate) fn view(&self, slot: &Slot) -> ValueView<'_> {
+        view(self.range(slot.value), 0).map_or(ValueView::Null, |(v, _)| v)
+    }
+
+    /// Every property, decoded.
+    pub(crate) fn decode(&self) -> Entries {
+        let mut entries = Entries {
+            names: String::with_capacity(
+                self.live()
+                    .iter()
+                    .map(|s| (s.name.1 - s.name.0) as usize)
+                    .sum(),
+            ),
+            entries: Vec::with_capacity(self.live().len()),
+        };
+        for slot in self.live() {
+            let property = Property {
+                value: self.view(slot).to_value(),
+                excluded: slot.excluded,
+            };
+            entries.insert(self.name(slot), property);
+        }
+        entries
+    }
+
+    pub(crate) fn entries(&self) -> &Entries {
+        self.decoded.get_or_init(|| self.decode())
     }
 }
 
@@ -517,5 +886,40 @@ impl<'a> StoredValue<'a> {
             ValueView::Array(a) => Some(a.len()),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_round_trip_and_garbage_is_an_error() {
+        let mut inner = PropertyMap::new();
+        inner.insert("a", Property::excluded(Value::Double(f64::NAN)));
+        let key = RawKey::new(
+            Some(PartitionId::default()),
+            vec![PathElement::new("K", Some(IdOrName::Id(KeyId::new(3).unwrap()))).unwrap()],
+        )
+        .unwrap();
+        let value = Value::Array(vec![
+            Value::Null,
+            Value::String("é".into()),
+            Value::Key(key),
+            Value::Entity(inner),
+            Value::GeoPoint(GeoPoint::new(1.0, 2.0).unwrap()),
+        ]);
+        let mut w = Writer::default();
+        w.value(&value);
+        let back = Reader::new(&w.bytes).value().unwrap();
+        // NaN != NaN, so compare the encodings.
+        let mut w2 = Writer::default();
+        w2.value(&back);
+        assert_eq!(w.bytes, w2.bytes);
+        for cut in 0..w.bytes.len() {
+            assert!(Reader::new(&w.bytes[..cut]).value().is_err());
+        }
+        let deep = [9u8, 1, 0, 0, 0].repeat(1000);
+        assert!(Reader::new(&deep).value().is_err());
     }
 }

@@ -1,96 +1,11 @@
-//! Index configuration (R-I2, R-I5): the composite indexes declared on entity types rendered
-//! as Datastore's `index.yaml` and Firestore's `firestore.indexes.json`, and the count of an
-//! entity's index entries, checked before every write.
+//! Index configuration files (R-I2): the composite indexes declared on entity types rendered as
+//! Datastore's `index.yaml` and Firestore's `firestore.indexes.json` (with the exclusions and
+//! TTL of every property, companions included).
 
 use std::fmt::Write as _;
 
-use crate::entity::{IndexSchema, Schema};
-use crate::property::Direction;
-use crate::stored::ValueView;
-use crate::value::PropertyMap;
-use crate::{Error, RawKey};
-
-/// The most index entries one entity may have in Datastore mode (R-I5).
-pub const MAX_INDEX_ENTRIES: usize = 20_000;
-
-/// How many indexed values a property holds: one per value, one per array element, one per
-/// indexed value inside an embedded entity; none when it is excluded.
-fn indexed_values(value: ValueView<'_>, excluded: bool) -> usize {
-    if excluded {
-        return 0;
-    }
-    match value {
-        ValueView::Array(values) => values.iter().map(|v| indexed_values(v, false)).sum(),
-        ValueView::Entity(properties) => properties
-            .iter()
-            .map(|(_, excluded, v)| indexed_values(v, excluded))
-            .sum(),
-        _ => 1,
-    }
-}
-
-/// R-I5: the entity's index entries (one per indexed value in the built-in indexes, plus, for
-/// each composite index, the product of its properties' value counts, times the key's depth
-/// for an ancestor index) must not exceed [`MAX_INDEX_ENTRIES`]. The error names the property
-/// contributing the most.
-pub(crate) fn check_index_entries(
-    schema: &Schema,
-    key: &RawKey,
-    properties: &PropertyMap,
-) -> Result<(), Error> {
-    let mut by_property: Vec<(&str, usize)> = properties
-        .view()
-        .map(|(name, excluded, value)| (name, indexed_values(value, excluded)))
-        .collect();
-    let counts = by_property.clone();
-    let count = |name: &str| {
-        counts
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map_or(0, |(_, c)| *c)
-    };
-    let mut total: usize = by_property.iter().map(|(_, n)| n).sum();
-    for index in schema.indexes {
-        let entries = composite_entries(index, key, &count);
-        total = total.saturating_add(entries);
-        // The index's entries are charged to its property with the most values.
-        if let Some(widest) = index.properties.iter().max_by_key(|p| count(p.name))
-            && let Some(slot) = by_property
-                .iter_mut()
-                .find(|(name, _)| *name == widest.name)
-        {
-            slot.1 = slot.1.saturating_add(entries);
-        }
-    }
-    if total <= MAX_INDEX_ENTRIES {
-        return Ok(());
-    }
-    let (property, contribution) = by_property
-        .into_iter()
-        .max_by_key(|(_, n)| *n)
-        .unwrap_or(("", 0));
-    Err(Error::TooManyIndexEntries {
-        kind: key.kind().to_owned(),
-        key: format!("{key:?}"),
-        entries: total,
-        max: MAX_INDEX_ENTRIES,
-        property: property.to_owned(),
-        contribution,
-    })
-}
-
-/// The entries one composite index holds for one entity.
-fn composite_entries(index: &IndexSchema, key: &RawKey, count: &dyn Fn(&str) -> usize) -> usize {
-    let product = index
-        .properties
-        .iter()
-        .fold(1_usize, |n, p| n.saturating_mul(count(p.name)));
-    if index.ancestor {
-        product.saturating_mul(key.path().len())
-    } else {
-        product
-    }
-}
+use crate::format::companion::{COUNT, ENTITY, OWNER};
+use crate::model::schema::{Direction, IndexSchema, Schema};
 
 /// Renders the composite indexes declared on `schemas` as an `index.yaml`, the file
 /// `gcloud datastore indexes create index.yaml` takes (R-I2).
@@ -214,12 +129,12 @@ pub fn firestore_indexes_json(schemas: &[&Schema]) -> String {
     for schema in schemas {
         field_overrides(schema.kind, schema, &mut Vec::new(), &mut overrides);
         for counter in schema.counters {
-            for property in ["count", crate::scale::OWNER] {
+            for property in [COUNT, OWNER] {
                 overrides.push(field_override(counter.kind, &[property], false));
             }
         }
         if let Some(replicas) = &schema.replicas {
-            for property in [crate::scale::OWNER, "entity"] {
+            for property in [OWNER, ENTITY] {
                 overrides.push(field_override(replicas.kind, &[property], false));
             }
         }

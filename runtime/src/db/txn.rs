@@ -2,60 +2,27 @@
 //! rolled back on failure and retried on contention with jittered exponential backoff (R-A2).
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use crate::backend::{TransactionId, TransactionMode};
-use crate::query::Query;
-use crate::scale::{Op, Write};
-use crate::value::{PropertyMap, Timestamp};
-use crate::{Db, Entity, Error, Key, RawKey};
+use crate::error::Error;
+use crate::model::entity::Entity;
+use crate::model::key::{Key, RawKey};
+use crate::model::scalar::Timestamp;
+use crate::model::value::PropertyMap;
 
-/// How `Db::transaction` retries: at most `max_attempts` attempts in all, sleeping a random
-/// time in `[0, min(max_backoff, initial_backoff × 2^(attempt-1))]` between two ("full
-/// jitter"), and never after the last.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Attempts in all, the first included (at least 1).
-    pub max_attempts: u32,
-    /// The backoff cap before the second attempt.
-    pub initial_backoff: Duration,
-    /// The largest backoff cap.
-    pub max_backoff: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            max_attempts: 5,
-            initial_backoff: Duration::from_millis(20),
-            max_backoff: Duration::from_secs(2),
-        }
-    }
-}
-
-impl RetryPolicy {
-    /// The sleep after failed attempt number `attempt` (1-based).
-    pub fn backoff(&self, attempt: u32) -> Duration {
-        let cap = self
-            .initial_backoff
-            .saturating_mul(
-                1_u32
-                    .checked_shl(attempt.saturating_sub(1))
-                    .unwrap_or(u32::MAX),
-            )
-            .min(self.max_backoff);
-        cap.mul_f64(fastrand::f64())
-    }
-}
+use super::Db;
+use super::query::Query;
+use super::read;
+use super::scope::TxRef;
+use super::write::{self, Op, Write};
 
 impl Db {
     /// Runs `body` in a transaction and commits what it wrote.
     ///
     /// If the commit loses a race with another writer ([`Error::Aborted`]), or the backend is
     /// briefly unavailable, the transaction is rolled back and `body` runs again, after a
-    /// jittered exponential backoff, up to [`RetryPolicy::max_attempts`] attempts (R-A2).
+    /// jittered exponential backoff, up to [`RetryPolicy::max_attempts`](crate::RetryPolicy::max_attempts) attempts (R-A2).
     /// Any other error of `body` is returned unchanged, after a best-effort rollback (a failing
     /// rollback is logged, not raised).
     ///
@@ -270,10 +237,7 @@ impl Db {
         let tx = Tx {
             inner: Arc::new(TxInner {
                 db: self.clone(),
-                handle: TxRef {
-                    id,
-                    contended: Arc::new(AtomicBool::new(false)),
-                },
+                handle: TxRef::new(id),
                 read_only: matches!(access, Access::ReadOnly { .. }),
                 state: Mutex::new(TxState::default()),
             }),
@@ -284,7 +248,7 @@ impl Db {
                 tx.rollback().await;
                 Err(Failed::Body {
                     error,
-                    contended: tx.inner.handle.contended.load(Ordering::Relaxed),
+                    contended: tx.inner.handle.contended(),
                 })
             }
         }
@@ -304,30 +268,6 @@ enum Failed<Er> {
     Ours(Error),
     /// The body returned an error; `contended` when a call inside it met contention.
     Body { error: Er, contended: bool },
-}
-
-/// A transaction as the calls made inside it see it: its handle, and whether one of them met
-/// contention (the attempt is then retried, whatever the body made of the error).
-#[derive(Clone, Debug)]
-pub(crate) struct TxRef {
-    id: TransactionId,
-    contended: Arc<AtomicBool>,
-}
-
-impl TxRef {
-    pub(crate) fn id(&self) -> &TransactionId {
-        &self.id
-    }
-
-    /// Passes `result` through, noting contention.
-    pub(crate) fn note<T>(&self, result: Result<T, Error>) -> Result<T, Error> {
-        if let Err(error) = &result
-            && error.is_retryable()
-        {
-            self.contended.store(true, Ordering::Relaxed);
-        }
-        result
-    }
 }
 
 /// The handle of a read-only transaction ([`Db::read_only_transaction`]): reads only, all
@@ -379,7 +319,7 @@ struct TxState {
 impl std::fmt::Debug for Tx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tx")
-            .field("id", &self.inner.handle.id)
+            .field("id", self.inner.handle.id())
             .finish()
     }
 }
@@ -410,7 +350,7 @@ impl Tx {
     pub async fn get_many<E: Entity>(&self, keys: &[Key<E>]) -> Result<Vec<Option<E>>, Error> {
         self.check_open()?;
         let handle = &self.inner.handle;
-        handle.note(crate::scale::load(&self.inner.db, keys, Some(handle.id())).await)
+        handle.note(read::load(&self.inner.db.scope, keys, Some(handle.id())).await)
     }
 
     /// Reads entities by their keys in the backend's partition, inside the transaction.
@@ -431,7 +371,7 @@ impl Tx {
 
     /// A query inside the transaction (use `.ancestor(…)` for a strongly consistent one).
     pub fn query<E: Entity>(&self) -> Query<E> {
-        Query::new(self.inner.db.clone(), Some(self.inner.handle.clone()))
+        Query::new(self.inner.db.scope.clone(), Some(self.inner.handle.clone()))
     }
 
     /// Buffers a write of `entity` (create or replace), committed with the transaction, and
@@ -496,7 +436,7 @@ impl Tx {
     async fn prepare_put<E: Entity>(&self, entity: &E) -> Result<Write, Error> {
         self.check_open()?;
         let db = &self.inner.db;
-        let mut write = Write::entity(db, entity, Op::Upsert)?;
+        let mut write = Write::entity(&db.scope, entity, Op::Upsert)?;
         if !write.key.is_complete() {
             let handle = &self.inner.handle;
             let allocated =
@@ -513,7 +453,7 @@ impl Tx {
 
     /// Buffers a delete, committed with the transaction.
     pub fn delete<E: Entity>(&self, key: &Key<E>) {
-        self.buffer(Write::delete(&self.inner.db, key));
+        self.buffer(Write::delete(&self.inner.db.scope, key));
     }
 
     /// Buffers a write prepared by the crate (counter shards).
@@ -546,7 +486,7 @@ impl Tx {
         }
         let prepared = match error {
             Some(error) => Err(error),
-            None => crate::scale::prepare(&self.inner.db, writes).await,
+            None => write::prepare(&self.inner.db.scope, writes).await,
         };
         let mutations = match prepared {
             Ok((mutations, _)) => mutations,

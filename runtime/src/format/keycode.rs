@@ -14,14 +14,11 @@
 //! as the service's projections return it), a string and a byte string of the same bytes too
 //! (read back as the string when the bytes are UTF-8).
 
-use crate::key::{IdOrName, PartitionId, PathElement};
-use crate::stored::ValueView;
-use crate::value::{Blob, GeoPoint, Value};
-use crate::{KeyId, KeyName, RawKey};
-
-/// A malformed encoding (only ever from a corrupt store or cursor).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Malformed;
+use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
+use crate::model::name::KeyName;
+use crate::model::scalar::{Blob, GeoPoint};
+use crate::model::stored::{Malformed, ValueView};
+use crate::model::value::Value;
 
 type Result<T> = std::result::Result<T, Malformed>;
 
@@ -320,7 +317,8 @@ pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::value::{Timestamp, compare_values};
+    use crate::model::scalar::Timestamp;
+    use crate::model::value::compare_values;
     use proptest::prelude::*;
 
     fn encode(v: &Value) -> Vec<u8> {

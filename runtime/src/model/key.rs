@@ -5,8 +5,8 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::marker::PhantomData;
 
-use crate::name::{NameRole, validate};
-use crate::{Entity, Error, KeyName};
+use crate::error::Error;
+use crate::model::name::{KeyName, NameRole, validate};
 
 /// The most path elements a key may have (the entity and its ancestors).
 pub const MAX_KEY_DEPTH: usize = 100;
@@ -365,7 +365,7 @@ impl RawKey {
         self
     }
 
-    fn invalid(&self, reason: String) -> Error {
+    pub(crate) fn invalid(&self, reason: String) -> Error {
         Error::InvalidKey {
             key: format!("{self:?}"),
             reason,
@@ -396,42 +396,14 @@ impl fmt::Debug for RawKey {
 /// The name of the key as a property, in filters and orders (`__key__`).
 pub const KEY_PROPERTY: &str = "__key__";
 
-/// The key of an entity of type `E`: its kind is always `E::KIND`.
+/// The key of an entity of type `E`: its kind is always `E::KIND` (the methods that need the
+/// kind, [`Key::from_raw`] and [`Key::new`], are in `entity.rs`, beside [`Entity`](crate::Entity)).
 ///
 /// Built with the derive's key builders (`Account::key(name)`, `Post::key(&parent, id)`)
 /// or returned by the `Db`.
 pub struct Key<E> {
     raw: RawKey,
     entity: PhantomData<fn() -> E>,
-}
-
-impl<E: Entity> Key<E> {
-    /// The key itself as a property (`__key__`), for filters and orders on keys:
-    /// `Key::PROPERTY.gt(key)` (the keys after `key`, its descendants included),
-    /// `Key::PROPERTY.is_in([a, b])`, `Key::PROPERTY.desc()` (the last key first).
-    /// Keys compare by their path, element by element: a parent before its children.
-    pub const PROPERTY: crate::PropertyPath<E, Key<E>, crate::Indexed> =
-        crate::PropertyPath::new(KEY_PROPERTY);
-
-    /// Wraps a raw key, checking that it is of kind `E::KIND`.
-    pub fn from_raw(raw: RawKey) -> Result<Key<E>, Error> {
-        if raw.kind() != E::KIND {
-            return Err(raw.invalid(format!(
-                "expected a key of kind `{}`, found kind `{}`",
-                E::KIND,
-                raw.kind()
-            )));
-        }
-        Ok(Key {
-            raw,
-            entity: PhantomData,
-        })
-    }
-
-    /// A key of kind `E::KIND` under `parent` (used by the generated key builders).
-    pub fn new(parent: Option<&RawKey>, id_or_name: Option<IdOrName>) -> Key<E> {
-        Key::unchecked(RawKey::child(parent, E::KIND, id_or_name))
-    }
 }
 
 impl<E> Key<E> {

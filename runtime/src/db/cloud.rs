@@ -1,0 +1,82 @@
+//! A handle on Google Cloud: [`Db::cloud`] and [`CloudBuilder`] (feature `cloud`).
+
+use std::sync::Arc;
+
+use crate::backend::cloud::Settings;
+use crate::error::Error;
+use crate::model::key::PartitionId;
+
+use super::Db;
+
+/// Where `Db::cloud` connects, and how it authenticates: see [`Db::cloud_builder`].
+#[derive(Debug, Clone)]
+#[must_use = "call `build().await` to connect"]
+pub struct CloudBuilder {
+    settings: Settings,
+}
+
+impl CloudBuilder {
+    /// The database (`""`, the default, is the project's `(default)` database).
+    pub fn database(mut self, database_id: impl Into<String>) -> Self {
+        self.settings.database_id = database_id.into();
+        self
+    }
+
+    /// The endpoint: `https://…` is Google Cloud, with credentials; `http://host:port` (or
+    /// `host:port`) is an emulator, over plain HTTP/2 without credentials. By default
+    /// `DATASTORE_EMULATOR_HOST` when it is set, else `https://datastore.googleapis.com`.
+    pub fn endpoint(mut self, endpoint: impl Into<String>) -> Self {
+        self.settings.endpoint = Some(endpoint.into());
+        self
+    }
+
+    /// Credentials other than the Application Default Credentials (a service account key,
+    /// impersonation, workload identity federation), built with
+    /// `gcloud_sdk::google_cloud_auth`.
+    pub fn credentials(
+        mut self,
+        credentials: gcloud_sdk::google_cloud_auth::credentials::Credentials,
+    ) -> Self {
+        self.settings.credentials = Some(credentials);
+        self
+    }
+
+    /// Connects, and returns a handle on the project's database in the default namespace.
+    pub async fn build(self) -> Result<Db, Error> {
+        let partition = PartitionId {
+            project_id: self.settings.project_id.clone(),
+            database_id: self.settings.database_id.clone(),
+            namespace: String::new(),
+        };
+        let cloud = self.settings.connect().await?;
+        Ok(Db::with_backend_in(Arc::new(cloud), partition))
+    }
+}
+
+impl Db {
+    /// Google Cloud Firestore in Datastore mode, project `project_id`, default database, with
+    /// the Application Default Credentials; an emulator when `DATASTORE_EMULATOR_HOST` is set.
+    pub async fn cloud(project_id: impl Into<String>) -> Result<Db, Error> {
+        Db::cloud_builder(project_id).build().await
+    }
+
+    /// A Google Cloud connection to configure: database, endpoint, credentials.
+    ///
+    /// ```no_run
+    /// # async fn example() -> Result<(), datastore_entity::Error> {
+    /// let db = datastore_entity::Db::cloud_builder("my-project")
+    ///     .database("orders")
+    ///     .endpoint("http://127.0.0.1:8081") // an emulator
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn cloud_builder(project_id: impl Into<String>) -> CloudBuilder {
+        CloudBuilder {
+            settings: Settings {
+                project_id: project_id.into(),
+                ..Settings::default()
+            },
+        }
+    }
+}

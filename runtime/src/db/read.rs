@@ -1,0 +1,145 @@
+//! The read pipeline of every entity: one lookup reads the entities by key together with their
+//! companions — a random replica of each replicated entity, every shard of every counter
+//! (R-S1, R-S2) — and turns what comes back into typed entities.
+
+use crate::backend::TransactionId;
+use crate::error::Error;
+use crate::format::companion::{check_owner, companion_key, from_replica, shard_count};
+use crate::model::entity::Entity;
+use crate::model::key::{Key, RawKey};
+use crate::model::schema::{CounterSchema, Schema};
+use crate::model::value::{Property, PropertyMap, Value};
+
+use super::scope::Scope;
+
+/// The error of a counter whose total does not fit an `i64`.
+pub(crate) fn overflow(counter: &CounterSchema) -> Error {
+    Error::CounterOverflow {
+        kind: counter.kind.to_owned(),
+        field: counter.field.to_owned(),
+    }
+}
+
+/// The keys of every shard of every counter of `owner`.
+fn shard_keys<'s>(schema: &'s Schema, owner: &'s RawKey) -> impl Iterator<Item = RawKey> + 's {
+    schema
+        .counters
+        .iter()
+        .flat_map(move |c| (0..c.shards).map(move |s| companion_key(owner, c.kind, s)))
+}
+
+/// Sums the shards of `counter` found by a lookup.
+pub(crate) fn sum_shards(
+    owner: &RawKey,
+    counter: &CounterSchema,
+    shards: impl Iterator<Item = (RawKey, Option<PropertyMap>)>,
+) -> Result<i64, Error> {
+    let mut total: i64 = 0;
+    for (key, found) in shards {
+        let Some(properties) = found else { continue };
+        check_owner(owner, &key, &properties)?;
+        let count = shard_count(&key, &properties)?;
+        total = total.checked_add(count).ok_or_else(|| overflow(counter))?;
+    }
+    Ok(total)
+}
+
+/// Reads entities by key, with their companions, in one lookup: a random replica of each
+/// replicated entity, and every shard of every counter (R-S1, R-S2). A replicated entity whose
+/// replica is missing (written before `#[replicated]` was added, or never written) is read
+/// from its own key in a second lookup.
+pub(crate) async fn load<E: Entity>(
+    scope: &Scope,
+    keys: &[Key<E>],
+    transaction: Option<&TransactionId>,
+) -> Result<Vec<Option<E>>, Error> {
+    let schema = E::SCHEMA;
+    let owners: Vec<RawKey> = keys
+        .iter()
+        .map(|k| scope.outgoing(k.raw()))
+        .collect::<Result<_, _>>()?;
+    let shards_each: usize = schema.counters.iter().map(|c| c.shards as usize).sum();
+    let mut lookup = Vec::with_capacity(owners.len() * (1 + shards_each));
+    for owner in &owners {
+        lookup.push(match &schema.replicas {
+            None => owner.clone(),
+            Some(r) => companion_key(owner, r.kind, fastrand::u32(..r.copies.max(1))),
+        });
+    }
+    for owner in &owners {
+        lookup.extend(shard_keys(schema, owner));
+    }
+    let mut found = scope.backend.lookup(&lookup, transaction).await?;
+    let shard_results = found.split_off(owners.len());
+    let mut entities: Vec<Option<PropertyMap>> = Vec::with_capacity(owners.len());
+    let mut missing = Vec::new();
+    for (i, (slot, owner)) in found.into_iter().zip(&owners).enumerate() {
+        entities.push(match (&schema.replicas, slot) {
+            (None, slot) => slot,
+            (_, Some(replica)) => Some(from_replica(owner, &lookup[i], replica)?),
+            (_, None) => {
+                missing.push(i);
+                None
+            }
+        });
+    }
+    if !missing.is_empty() {
+        let originals: Vec<RawKey> = missing.iter().map(|&i| owners[i].clone()).collect();
+        let again = scope.backend.lookup(&originals, transaction).await?;
+        for (i, slot) in missing.into_iter().zip(again) {
+            entities[i] = slot;
+        }
+    }
+    let mut shard_results = lookup[owners.len()..].iter().cloned().zip(shard_results);
+    owners
+        .iter()
+        .zip(entities)
+        .map(|(owner, slot)| {
+            // Consume this owner's shards whether or not the entity exists.
+            let totals = schema
+                .counters
+                .iter()
+                .map(|c| sum_shards(owner, c, shard_results.by_ref().take(c.shards as usize)))
+                .collect::<Result<Vec<i64>, Error>>()?;
+            slot.map(|mut properties| {
+                fill_counters(schema, &mut properties, &totals);
+                E::from_entity(owner, properties)
+            })
+            .transpose()
+        })
+        .collect()
+}
+
+/// Puts each counter's total where the entity's field reads it from.
+fn fill_counters(schema: &Schema, properties: &mut PropertyMap, totals: &[i64]) {
+    for (counter, total) in schema.counters.iter().zip(totals) {
+        properties.insert(counter.name, Property::excluded(Value::Integer(*total)));
+    }
+}
+
+/// Fills the counters of entities a query returned, with one lookup for the whole page.
+pub(crate) async fn with_counters(
+    scope: &Scope,
+    schema: &'static Schema,
+    rows: &mut [(RawKey, PropertyMap)],
+    transaction: Option<&TransactionId>,
+) -> Result<(), Error> {
+    if schema.counters.is_empty() || rows.is_empty() {
+        return Ok(());
+    }
+    let lookup: Vec<RawKey> = rows
+        .iter()
+        .flat_map(|(owner, _)| shard_keys(schema, owner))
+        .collect();
+    let found = scope.backend.lookup(&lookup, transaction).await?;
+    let mut shard_results = lookup.into_iter().zip(found);
+    for (owner, properties) in rows {
+        let totals = schema
+            .counters
+            .iter()
+            .map(|c| sum_shards(owner, c, shard_results.by_ref().take(c.shards as usize)))
+            .collect::<Result<Vec<i64>, Error>>()?;
+        fill_counters(schema, properties, &totals);
+    }
+    Ok(())
+}

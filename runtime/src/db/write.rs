@@ -1,0 +1,175 @@
+//! The write pipeline of every entity: a user's entity or key becomes a [`Write`]; a commit
+//! checks them all (R-A4, R-I5, the service's limits), completes the keys replicas need, adds
+//! each write's companions (replicas, counter shards on delete: `format/companion.rs`), and
+//! sends the mutations in one backend call.
+
+use crate::backend::{Mutation, TransactionId};
+use crate::error::Error;
+use crate::format::companion::{companion_key, replica};
+use crate::model::entity::Entity;
+use crate::model::key::{Key, RawKey};
+use crate::model::schema::Schema;
+use crate::model::value::PropertyMap;
+use crate::rules::commit::{check_mutation_count, check_unique};
+use crate::rules::index_entries::check_index_entries;
+use crate::rules::limits::check_entity;
+
+use super::scope::Scope;
+
+/// What a write does to the entity itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    Insert,
+    Update,
+    Upsert,
+    Delete,
+}
+
+/// One write of a commit, before its companions are added: the entity (in the backend's
+/// partition) and the schema that says which companions it has.
+pub(crate) struct Write {
+    pub(crate) op: Op,
+    pub(crate) key: RawKey,
+    pub(crate) properties: PropertyMap,
+    pub(crate) schema: Option<&'static Schema>,
+}
+
+impl Write {
+    /// The write of `entity` in `scope`.
+    pub(crate) fn entity<E: Entity>(scope: &Scope, entity: &E, op: Op) -> Result<Write, Error> {
+        let key = scope.outgoing(entity.entity_key()?.raw())?;
+        let mut properties = entity.to_properties();
+        scope.outgoing_properties(&mut properties);
+        Ok(Write {
+            op,
+            key,
+            properties,
+            schema: Some(E::SCHEMA),
+        })
+    }
+
+    /// The delete of `key` in `scope`.
+    pub(crate) fn delete<E: Entity>(scope: &Scope, key: &Key<E>) -> Result<Write, Error> {
+        Ok(Write {
+            op: Op::Delete,
+            key: scope.outgoing(key.raw())?,
+            properties: PropertyMap::new(),
+            schema: Some(E::SCHEMA),
+        })
+    }
+
+    /// A write of an entity without companions (counter shards themselves).
+    pub(crate) fn raw(op: Op, key: RawKey, properties: PropertyMap) -> Write {
+        Write {
+            op,
+            key,
+            properties,
+            schema: None,
+        }
+    }
+
+    fn replicated(&self) -> bool {
+        self.schema.is_some_and(|s| s.replicas.is_some())
+    }
+}
+
+/// Commits `writes` and their companions in one commit: all or none. Returns the complete
+/// key of each write, in order, in the backend's partition.
+pub(crate) async fn commit(
+    scope: &Scope,
+    writes: Vec<Write>,
+    transaction: Option<&TransactionId>,
+) -> Result<Vec<RawKey>, Error> {
+    let (mutations, primaries) = prepare(scope, writes).await?;
+    let mut keys = scope.backend.commit(mutations, transaction).await?;
+    keys.truncate(primaries);
+    Ok(keys)
+}
+
+/// Every check of a commit (R-A4, R-I5, the 500-mutation limit), done before anything is
+/// sent, then the mutations of the writes (first, in order) and of their companions; and how
+/// many writes there were.
+pub(crate) async fn prepare(
+    scope: &Scope,
+    mut writes: Vec<Write>,
+) -> Result<(Vec<Mutation>, usize), Error> {
+    for write in &writes {
+        if let (Some(schema), Op::Insert | Op::Update | Op::Upsert) = (write.schema, write.op) {
+            check_index_entries(schema, &write.key, &write.properties)?;
+        }
+    }
+    check_unique(writes.iter().map(|w| &w.key))?;
+    // The service refuses these with INVALID_ARGUMENT: there is no entity to name.
+    if let Some(write) = writes
+        .iter()
+        .find(|w| matches!(w.op, Op::Update | Op::Delete) && !w.key.is_complete())
+    {
+        return Err(Error::InvalidKey {
+            key: format!("{:?}", write.key),
+            reason: "an update or a delete needs a complete key (with its id or name)".into(),
+        });
+    }
+    // Replicas are keyed by the entity's complete key: allocate the missing ids first.
+    let incomplete: Vec<usize> = (0..writes.len())
+        .filter(|&i| writes[i].replicated() && !writes[i].key.is_complete())
+        .collect();
+    if !incomplete.is_empty() {
+        let templates = incomplete.iter().map(|&i| writes[i].key.clone()).collect();
+        let allocated = scope.backend.allocate_ids(templates).await?;
+        for (&i, key) in incomplete.iter().zip(allocated) {
+            writes[i].key = key;
+        }
+    }
+    let primaries = writes.len();
+    let mut mutations = Vec::with_capacity(primaries);
+    let mut companions = Vec::new();
+    for write in writes {
+        expand(write, &mut mutations, &mut companions);
+    }
+    mutations.append(&mut companions);
+    for mutation in &mutations {
+        if let Mutation::Insert(key, properties)
+        | Mutation::Update(key, properties)
+        | Mutation::Upsert(key, properties) = mutation
+        {
+            check_entity(key, properties)?;
+        }
+    }
+    check_mutation_count(mutations.len())?;
+    Ok((mutations, primaries))
+}
+
+/// The mutation of one write, and the mutations of its companions.
+fn expand(write: Write, primary: &mut Vec<Mutation>, companions: &mut Vec<Mutation>) {
+    let Write {
+        op,
+        key,
+        properties,
+        schema,
+    } = write;
+    if let Some(schema) = schema {
+        if let Some(replicas) = &schema.replicas {
+            for slot in 0..replicas.copies {
+                let at = companion_key(&key, replicas.kind, slot);
+                companions.push(match op {
+                    Op::Delete => Mutation::Delete(at),
+                    _ => Mutation::Upsert(at, replica(&key, &properties)),
+                });
+            }
+        }
+        if op == Op::Delete {
+            for counter in schema.counters {
+                companions.extend(
+                    (0..counter.shards)
+                        .map(|s| Mutation::Delete(companion_key(&key, counter.kind, s))),
+                );
+            }
+        }
+    }
+    primary.push(match op {
+        Op::Insert => Mutation::Insert(key, properties),
+        Op::Update => Mutation::Update(key, properties),
+        Op::Upsert => Mutation::Upsert(key, properties),
+        Op::Delete => Mutation::Delete(key),
+    });
+}

@@ -1,0 +1,25 @@
+//! The hashes that name stored data (scattered key names, companion entities, composite index
+//! tables) and check cursors: FNV-1a, tiny and stable across releases and platforms. Changing
+//! either function re-keys data already written: `format/golden.rs` pins them.
+
+/// FNV-1a, 64 bits: checksums, fingerprints, scattered key-name prefixes.
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// FNV-1a, 128 bits: for names that must not collide by accident.
+pub(crate) fn fnv1a_128(bytes: &[u8]) -> u128 {
+    bytes
+        .iter()
+        .fold(0x6c62_272e_07bb_0142_62b8_2175_6295_c58d_u128, |h, b| {
+            (h ^ u128::from(*b)).wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b)
+        })
+}
+
+/// The scattered key name of a natural one (R-K4, `KeyName::scattered`): six hex digits of its
+/// hash, a `-`, then the natural name, so consecutive natural names land far apart.
+pub(crate) fn scattered_name(natural: &str) -> String {
+    format!("{:06x}-{natural}", fnv1a(natural.as_bytes()) >> 40)
+}

@@ -1,0 +1,340 @@
+//! The runtime half of the derive: what its generated code calls (through `__private`, which
+//! re-exports it). Not a public API.
+//!
+//! # One error per mistake
+//!
+//! Generated code uses each field's type in several places (writing, reading, the schema…).
+//! If each use required `T: PropertyType`, a field of an unsupported type would be reported
+//! once per use. Instead, the derive emits exactly one assertion per field
+//! (`assert_indexed::<T>()`, `assert_key::<K>()`, …) at the field's type, and every other use
+//! goes through a `Probe`: method resolution picks the real implementation when the bound
+//! holds (a by-reference receiver matches `&Probe<T>` before `&&Probe<T>`), and otherwise a
+//! fallback that type-checks for any `T`. The fallback never runs: the assertion makes the
+//! crate fail to compile whenever it is chosen.
+
+use std::marker::PhantomData;
+
+use crate::error::Error;
+use crate::model::entity::{Entity, KeyField};
+use crate::model::key::{Key, KeyId, RawKey};
+use crate::model::name::KeyName;
+use crate::model::property_type::{Indexable, Projectable, Projects, PropertyType, ShardIndexable};
+use crate::model::scalar::{Blob, Timestamp};
+use crate::model::schema::Schema;
+use crate::model::value::{DecodeError, PropertyMap, Value};
+use datastore_entity_names::{NameRole, check};
+
+/// A stand-in for the field type `T`, whose methods dispatch to the real implementation when
+/// `T` has the needed trait and to a never-run fallback otherwise (see the module docs).
+pub struct Probe<T>(PhantomData<fn() -> T>);
+
+impl<T> Probe<T> {
+    /// The probe of `T`.
+    pub const fn new() -> Self {
+        Probe(PhantomData)
+    }
+}
+
+impl<T> Default for Probe<T> {
+    fn default() -> Self {
+        Probe::new()
+    }
+}
+
+/// Reads property `name` out of `properties` as a `T` (missing → `T::from_missing`).
+pub fn take<T: PropertyType>(properties: &mut PropertyMap, name: &str) -> Result<T, DecodeError> {
+    properties
+        .take_as(name, T::read_stored, T::from_value)
+        .unwrap_or_else(T::from_missing)
+}
+
+/// Property values: writing, reading, and the embedded schema.
+pub trait PropertyProbe<T> {
+    /// Stores `value` under `name`.
+    fn put(&self, properties: &mut PropertyMap, name: &'static str, value: &T, excluded: bool);
+    /// Reads property `name`.
+    fn take(&self, properties: &mut PropertyMap, name: &str) -> Result<T, DecodeError>;
+    /// The schema of an embedded entity type.
+    fn embedded(&self) -> Option<&'static Schema>;
+}
+
+impl<T: PropertyType> PropertyProbe<T> for Probe<T> {
+    fn put(&self, properties: &mut PropertyMap, name: &'static str, value: &T, excluded: bool) {
+        properties.put_stored(name, excluded, |w| value.write_stored(w));
+    }
+    fn take(&self, properties: &mut PropertyMap, name: &str) -> Result<T, DecodeError> {
+        take(properties, name)
+    }
+    fn embedded(&self) -> Option<&'static Schema> {
+        T::EMBEDDED
+    }
+}
+
+/// Never runs: the field's assertion fails to compile when this is chosen.
+pub trait PropertyFallback<T> {
+    /// See [`PropertyProbe::put`].
+    fn put(&self, _: &mut PropertyMap, _: &'static str, _: &T, _: bool) {
+        unreachable!("the derive's assertion rejects this field type")
+    }
+    /// See [`PropertyProbe::take`].
+    fn take(&self, _: &mut PropertyMap, _: &str) -> Result<T, DecodeError> {
+        unreachable!("the derive's assertion rejects this field type")
+    }
+    /// See [`PropertyProbe::embedded`].
+    fn embedded(&self) -> Option<&'static Schema> {
+        unreachable!("the derive's assertion rejects this field type")
+    }
+}
+impl<T> PropertyFallback<T> for &Probe<T> {}
+
+/// A field that can hold bytes marked `#[blob]` (R-P1).
+#[diagnostic::on_unimplemented(
+    message = "`#[blob]` needs a `Vec<u8>` or `Option<Vec<u8>>` field, not `{Self}`",
+    label = "not bytes",
+    note = "use `#[blob]` only on byte vectors, or use the `Blob` type without `#[blob]`"
+)]
+pub trait BlobField: Sized {
+    /// The stored form.
+    fn to_blob(&self) -> Value;
+    /// Reads the stored form back.
+    fn from_blob(value: Option<Value>) -> Result<Self, DecodeError>;
+}
+
+impl BlobField for Vec<u8> {
+    fn to_blob(&self) -> Value {
+        Value::Blob(Blob::from(self.clone()))
+    }
+    fn from_blob(value: Option<Value>) -> Result<Self, DecodeError> {
+        match value {
+            // A projection returns bytes as the index holds them: a string, read back as bytes.
+            Some(value) => Blob::from_index_value(value).map(Blob::into_vec),
+            None => Blob::from_missing().map(Blob::into_vec),
+        }
+    }
+}
+
+impl BlobField for Option<Vec<u8>> {
+    fn to_blob(&self) -> Value {
+        self.as_ref().map_or(Value::Null, BlobField::to_blob)
+    }
+    fn from_blob(value: Option<Value>) -> Result<Self, DecodeError> {
+        match value {
+            None | Some(Value::Null) => Ok(None),
+            value => Vec::<u8>::from_blob(value).map(Some),
+        }
+    }
+}
+
+/// Reads a `#[blob]` field.
+pub fn take_blob<T: BlobField>(properties: &mut PropertyMap, name: &str) -> Result<T, DecodeError> {
+    T::from_blob(properties.remove(name).map(|p| p.value))
+}
+
+/// `#[blob]` fields.
+pub trait BlobProbe<T> {
+    /// Stores the bytes under `name`.
+    fn put_blob(&self, properties: &mut PropertyMap, name: &'static str, value: &T, excluded: bool);
+    /// Reads the bytes of property `name`.
+    fn take_blob(&self, properties: &mut PropertyMap, name: &str) -> Result<T, DecodeError>;
+}
+
+impl<T: BlobField> BlobProbe<T> for Probe<T> {
+    fn put_blob(
+        &self,
+        properties: &mut PropertyMap,
+        name: &'static str,
+        value: &T,
+        excluded: bool,
+    ) {
+        let blob = value.to_blob();
+        properties.put_stored(name, excluded, |w| w.value(&blob));
+    }
+    fn take_blob(&self, properties: &mut PropertyMap, name: &str) -> Result<T, DecodeError> {
+        take_blob(properties, name)
+    }
+}
+
+/// Never runs: the field's assertion fails to compile when this is chosen.
+pub trait BlobFallback<T> {
+    /// See [`BlobProbe::put_blob`].
+    fn put_blob(&self, _: &mut PropertyMap, _: &'static str, _: &T, _: bool) {
+        unreachable!("the derive's assertion rejects this field type")
+    }
+    /// See [`BlobProbe::take_blob`].
+    fn take_blob(&self, _: &mut PropertyMap, _: &str) -> Result<T, DecodeError> {
+        unreachable!("the derive's assertion rejects this field type")
+    }
+}
+impl<T> BlobFallback<T> for &Probe<T> {}
+
+/// The `#[key]` field.
+pub trait KeyProbe<K> {
+    /// The field's value from a stored key.
+    fn key_field(&self, key: &RawKey) -> Result<K, DecodeError>;
+    /// The entity's key from its fields.
+    fn entity_key<E: Entity>(&self, parent: Option<&RawKey>, key: &K) -> Result<Key<E>, Error>;
+}
+
+impl<K: KeyField> KeyProbe<K> for Probe<K> {
+    fn key_field(&self, key: &RawKey) -> Result<K, DecodeError> {
+        K::from_id_or_name(key.id_or_name())
+    }
+    fn entity_key<E: Entity>(&self, parent: Option<&RawKey>, key: &K) -> Result<Key<E>, Error> {
+        Ok(Key::new(parent, key.to_id_or_name()?))
+    }
+}
+
+/// Never runs: the key field's assertion fails to compile when this is chosen.
+pub trait KeyFallback<K> {
+    /// See [`KeyProbe::key_field`].
+    fn key_field(&self, _: &RawKey) -> Result<K, DecodeError> {
+        unreachable!("the derive's assertion rejects this key type")
+    }
+    /// See [`KeyProbe::entity_key`].
+    fn entity_key<E: Entity>(&self, _: Option<&RawKey>, _: &K) -> Result<Key<E>, Error> {
+        unreachable!("the derive's assertion rejects this key type")
+    }
+}
+impl<K> KeyFallback<K> for &Probe<K> {}
+
+/// `#[sharded_index]` fields.
+pub trait ShardIndexProbe<T> {
+    /// The value in sort order, `None` for no companion.
+    fn sort_value(&self, value: &T) -> Option<i64>;
+}
+
+impl<T: ShardIndexable> ShardIndexProbe<T> for Probe<T> {
+    fn sort_value(&self, value: &T) -> Option<i64> {
+        value.sort_value()
+    }
+}
+
+/// Never runs: the field's assertion fails to compile when this is chosen.
+pub trait ShardIndexFallback<T> {
+    /// See [`ShardIndexProbe::sort_value`].
+    fn sort_value(&self, _: &T) -> Option<i64> {
+        unreachable!("the derive's assertion rejects this field type")
+    }
+}
+impl<T> ShardIndexFallback<T> for &Probe<T> {}
+
+/// The assertion of a property stored as is (excluded, or acknowledged with `#[index(monotonic)]`).
+pub fn assert_property<T: PropertyType>() {}
+
+/// The assertion of an indexed property: a property type that does not grow with time (R-I3).
+pub fn assert_indexed<T: PropertyType>()
+where
+    T::Growth: Indexable,
+{
+}
+
+/// A field listed in a projection (R-Q2), probed: its projection struct declares the row's
+/// type `D` (spelled by the derive from the field's type), which must be what `T` projects
+/// as, and `T` must not be an embedded entity. A field type that is no property type at all
+/// is reported by the field's own assertion, once; the fallback then says nothing more.
+pub trait ProjectionProbe<T> {
+    /// The assertion.
+    fn projects_as<D>(&self)
+    where
+        T: Projectable<Projected = D>,
+        T::Shape: Projects,
+    {
+    }
+    /// Reads projected property `name` (an index value) as a `D`.
+    fn take_projected<D: PropertyType>(
+        &self,
+        properties: &mut PropertyMap,
+        name: &str,
+    ) -> Result<D, DecodeError> {
+        match properties.remove(name) {
+            Some(property) => D::from_index_value(property.value),
+            None => D::from_missing(),
+        }
+    }
+}
+
+impl<T: PropertyType> ProjectionProbe<T> for Probe<T> {}
+
+/// Never runs: the field's assertion fails to compile when this is chosen.
+pub trait ProjectionFallback<T> {
+    /// See [`ProjectionProbe::projects_as`].
+    fn projects_as<D>(&self) {}
+    /// See [`ProjectionProbe::take_projected`].
+    fn take_projected<D>(&self, _: &mut PropertyMap, _: &str) -> Result<D, DecodeError> {
+        unreachable!("the derive's assertion rejects this field type")
+    }
+}
+impl<T> ProjectionFallback<T> for &Probe<T> {}
+
+/// The assertion of a `#[blob]` field (R-P1).
+pub fn assert_blob<T: BlobField>() {}
+
+/// The assertion of a `#[ttl]` field.
+pub fn assert_ttl<T: TtlField>() {}
+
+/// The assertion of the `#[key]` field.
+pub fn assert_key<K: KeyField>() {}
+
+/// The assertion of a `#[sharded(n)]` field (R-S1).
+pub fn assert_counter<T: CounterField>() {}
+
+/// The assertion of a `#[sharded_index(n)]` field (R-S3).
+pub fn assert_sharded_index<T: ShardIndexable>() {}
+
+/// The types a `#[ttl]` field may have: the service expires the entity at that time.
+#[diagnostic::on_unimplemented(
+    message = "`#[ttl]` needs a `Timestamp` or `Option<Timestamp>` field, not `{Self}`",
+    label = "not a timestamp",
+    note = "the service deletes the entity after the time in its TTL property"
+)]
+pub trait TtlField: PropertyType {}
+impl TtlField for Timestamp {}
+impl TtlField for Option<Timestamp> {}
+
+/// The types a `#[sharded(n)]` counter may have: integers, summed over the shards.
+#[diagnostic::on_unimplemented(
+    message = "`#[sharded]` needs an integer field, not `{Self}`",
+    label = "not an integer counter",
+    note = "a sharded counter is the sum of integers kept in its shards; use i64 (or a smaller integer type)"
+)]
+pub trait CounterField: PropertyType {}
+macro_rules! counter_field {
+    ($($t:ty),*) => {$( impl CounterField for $t {} )*};
+}
+counter_field!(i8, i16, i32, i64, u8, u16, u32);
+
+/// Panics during constant evaluation when `name` is not a valid key name.
+pub const fn assert_key_name(name: &str) {
+    if let Err(violation) = check(NameRole::KeyName, name) {
+        panic!("{}", violation.as_str());
+    }
+}
+
+/// A key name checked by [`assert_key_name`].
+pub fn trusted_key_name(name: &str) -> KeyName {
+    KeyName::trusted(name.to_owned())
+}
+
+/// A key id, panicking during constant evaluation when it is zero or negative (R-K2).
+pub const fn const_key_id(id: i64) -> KeyId {
+    if id <= 0 {
+        panic!("R-K2: numeric ids must be between 1 and i64::MAX");
+    }
+    KeyId::positive(id)
+}
+
+/// The parent field's value from a stored key.
+pub fn parent_field<P: Entity>(key: &RawKey) -> Result<Key<P>, DecodeError> {
+    let found = |what: String| DecodeError {
+        path: String::new(),
+        expected: format!("a parent key of kind `{}`", P::KIND),
+        found: what,
+    };
+    match key.parent() {
+        Some(parent) => {
+            let kind = parent.kind().to_owned();
+            Key::from_raw(parent).map_err(|_| found(format!("a parent of kind `{kind}`")))
+        }
+        None => Err(found("a root key with no parent".to_owned())),
+    }
+}

@@ -1,0 +1,340 @@
+//! Values as the store holds them: [`Value`], [`Property`], the [`PropertyMap`] of an entity
+//! (defined here, with `Value`, because each holds the other; its operations are in `map.rs`),
+//! and the service's order of values.
+
+use std::sync::OnceLock;
+
+use crate::error::Error;
+use crate::model::key::RawKey;
+use crate::model::scalar::{Blob, GeoPoint, Timestamp};
+
+/// One stored property: its value and whether it is excluded from indexes (R-I1).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Property {
+    /// The value; an array holds one value per element.
+    pub value: Value,
+    /// Excluded properties (and everything inside them) cannot be filtered, ordered or projected on.
+    pub excluded: bool,
+}
+
+impl Property {
+    /// An indexed property.
+    pub fn indexed(value: Value) -> Property {
+        Property {
+            value,
+            excluded: false,
+        }
+    }
+
+    /// A property excluded from indexes.
+    pub fn excluded(value: Value) -> Property {
+        Property {
+            value,
+            excluded: true,
+        }
+    }
+}
+
+/// A stored value: every type the service knows.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// No value.
+    Null,
+    /// A boolean.
+    Boolean(bool),
+    /// A 64-bit signed integer.
+    Integer(i64),
+    /// A 64-bit float; NaN and the infinities are stored as they are.
+    Double(f64),
+    /// A point in time, in microseconds.
+    Timestamp(Timestamp),
+    /// A UTF-8 string (R-P1).
+    String(String),
+    /// Bytes (R-P1).
+    Blob(Blob),
+    /// A latitude/longitude pair.
+    GeoPoint(GeoPoint),
+    /// A reference to another entity.
+    Key(RawKey),
+    /// An array; it matches filters on any of its elements.
+    Array(Vec<Value>),
+    /// An embedded entity, indexed under `outer.inner` paths (R-P2).
+    Entity(PropertyMap),
+}
+
+impl Value {
+    /// The type's name, as used in error messages.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Null => "null",
+            Value::Boolean(_) => "boolean",
+            Value::Integer(_) => "integer",
+            Value::Double(_) => "double",
+            Value::Timestamp(_) => "timestamp",
+            Value::String(_) => "string",
+            Value::Blob(_) => "blob",
+            Value::GeoPoint(_) => "geo point",
+            Value::Key(_) => "key",
+            Value::Array(_) => "array",
+            Value::Entity(_) => "embedded entity",
+        }
+    }
+}
+
+/// The properties of an entity (or of an embedded entity), by name, in name order.
+///
+/// Built for the conversions every read and write makes: the names live in one buffer and
+/// the properties in one vector, so a map of any size costs two allocations (plus its
+/// values' own), and looking a name up is a binary search over a few contiguous entries.
+/// A map the embedded engine returns (or the derive builds) holds the engine's stored form,
+/// decoded only when a `&Property` is asked for: the derive's conversions read and write
+/// fields straight from and to it.
+///
+/// ```
+/// # use datastore_entity::{Property, PropertyMap, Value};
+/// let mut properties = PropertyMap::new();
+/// properties.insert("title", Property::indexed(Value::String("Hello".into())));
+/// properties.insert("body", Property::excluded(Value::String("…".into())));
+/// assert_eq!(properties.len(), 2);
+/// assert_eq!(properties["title"].value, Value::String("Hello".into()));
+/// let names: Vec<&str> = properties.keys().collect();
+/// assert_eq!(names, ["body", "title"]);
+/// ```
+#[derive(Clone, Default)]
+pub struct PropertyMap {
+    pub(crate) repr: Repr,
+}
+
+#[derive(Clone)]
+pub(crate) enum Repr {
+    Entries(Entries),
+    Stored(Stored),
+}
+
+impl Default for Repr {
+    fn default() -> Repr {
+        Repr::Entries(Entries::default())
+    }
+}
+
+/// Decoded properties.
+#[derive(Clone, Default)]
+pub(crate) struct Entries {
+    /// Every name, back to back (removed names stay until the map is dropped).
+    pub(crate) names: String,
+    /// Sorted by name.
+    pub(crate) entries: Vec<Entry>,
+}
+
+#[derive(Clone)]
+pub(crate) struct Entry {
+    pub(crate) start: u32,
+    pub(crate) len: u32,
+    pub(crate) property: Property,
+}
+
+/// Properties in the embedded engine's stored form, decoded only if something asks for a
+/// `&Property`: the derive reads its fields straight out of the bytes.
+#[derive(Clone)]
+pub(crate) struct Stored {
+    pub(crate) bytes: Vec<u8>,
+    /// Where each property is, in name order; the first `front` were taken out.
+    pub(crate) slots: Vec<Slot>,
+    pub(crate) front: usize,
+    /// Whether `bytes` holds exactly the slots (none was taken out).
+    pub(crate) exact: bool,
+    pub(crate) decoded: OnceLock<Entries>,
+}
+
+/// Where one property lies in stored bytes: its name, its value, whether it is excluded.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Slot {
+    pub(crate) name: (u32, u32),
+    pub(crate) value: (u32, u32),
+    pub(crate) excluded: bool,
+}
+
+impl Entries {
+    pub(crate) fn name(&self, entry: &Entry) -> &str {
+        let start = entry.start as usize;
+        self.names
+            .get(start..start + entry.len as usize)
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn find(&self, name: &str) -> Result<usize, usize> {
+        self.entries.binary_search_by(|e| self.name(e).cmp(name))
+    }
+
+    pub(crate) fn insert(&mut self, name: &str, property: Property) -> Option<Property> {
+        // Properties usually arrive in name order: appending needs no search.
+        let position = match self.entries.last() {
+            Some(last) if self.name(last) < name => Err(self.entries.len()),
+            None => Err(0),
+            Some(_) => self.find(name),
+        };
+        match position {
+            Ok(i) => Some(std::mem::replace(&mut self.entries[i].property, property)),
+            Err(i) => {
+                let start = self.names.len();
+                self.names.push_str(name);
+                let entry = Entry {
+                    start: u32::try_from(start).unwrap_or(u32::MAX),
+                    len: u32::try_from(name.len()).unwrap_or(u32::MAX),
+                    property,
+                };
+                self.entries.insert(i, entry);
+                None
+            }
+        }
+    }
+}
+
+impl Stored {
+    pub(crate) fn name(&self, slot: &Slot) -> &str {
+        std::str::from_utf8(self.range(slot.name)).unwrap_or_default()
+    }
+
+    pub(crate) fn range(&self, (start, end): (u32, u32)) -> &[u8] {
+        self.bytes
+            .get(start as usize..end as usize)
+            .unwrap_or_default()
+    }
+
+    /// The slots not taken out.
+    pub(crate) fn live(&self) -> &[Slot] {
+        self.slots.get(self.front..).unwrap_or_default()
+    }
+
+    /// `name`'s place among all the slots (live ones only).
+    pub(crate) fn find(&self, name: &str) -> Result<usize, usize> {
+        self.live()
+            .binary_search_by(|s| self.range(s.name).cmp(name.as_bytes()))
+            .map(|i| i + self.front)
+            .map_err(|i| i + self.front)
+    }
+}
+
+/// A value that did not have the shape a field expects, found while loading.
+///
+/// The derive turns it into [`Error::Decode`], adding the kind.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecodeError {
+    /// Where inside the property (`.inner`, `[2]`), innermost last; empty for the property itself.
+    pub path: String,
+    /// What the field expects.
+    pub expected: String,
+    /// What was stored.
+    pub found: String,
+}
+
+impl DecodeError {
+    /// The stored value is not what the field expects.
+    pub fn new(expected: impl Into<String>, found: impl Into<String>) -> DecodeError {
+        DecodeError {
+            path: String::new(),
+            expected: expected.into(),
+            found: found.into(),
+        }
+    }
+
+    /// The stored value is not of the expected type.
+    pub fn mismatch(expected: impl Into<String>, found: &Value) -> DecodeError {
+        DecodeError {
+            path: String::new(),
+            expected: expected.into(),
+            found: found.type_name().to_owned(),
+        }
+    }
+
+    /// Prefixes the path with an outer step (`.name` or `[i]`).
+    pub fn within(mut self, step: &str) -> DecodeError {
+        self.path.insert_str(0, step);
+        self
+    }
+
+    /// The error of loading property `property` of kind `kind`.
+    pub fn into_error(self, kind: &str, property: &str) -> Error {
+        Error::Decode {
+            kind: kind.to_owned(),
+            property: format!("{property}{}", self.path),
+            expected: self.expected,
+            found: self.found,
+        }
+    }
+}
+
+/// The service's order of values, also across types, as Google's Datastore emulator orders
+/// them: null; integers and timestamps (together, by number and microseconds); booleans;
+/// strings and byte strings (together, by bytes); doubles (NaN last); geo points; keys;
+/// then arrays and embedded entities (which the service does not index as whole values).
+pub fn compare_values(a: &Value, b: &Value) -> std::cmp::Ordering {
+    fn rank(v: &Value) -> u8 {
+        match v {
+            Value::Null => 0,
+            Value::Integer(_) | Value::Timestamp(_) => 1,
+            Value::Boolean(_) => 2,
+            Value::String(_) | Value::Blob(_) => 3,
+            Value::Double(_) => 4,
+            Value::GeoPoint(_) => 5,
+            Value::Key(_) => 6,
+            Value::Array(_) => 7,
+            Value::Entity(_) => 8,
+        }
+    }
+    fn fixed_point(v: &Value) -> Option<i64> {
+        match v {
+            Value::Integer(i) => Some(*i),
+            Value::Timestamp(t) => Some(t.as_micros()),
+            _ => None,
+        }
+    }
+    fn bytes(v: &Value) -> Option<&[u8]> {
+        match v {
+            Value::String(s) => Some(s.as_bytes()),
+            Value::Blob(b) => Some(b),
+            _ => None,
+        }
+    }
+    if let (Some(x), Some(y)) = (fixed_point(a), fixed_point(b)) {
+        return x.cmp(&y);
+    }
+    if let (Some(x), Some(y)) = (bytes(a), bytes(b)) {
+        return x.cmp(y);
+    }
+    match (a, b) {
+        (Value::Boolean(x), Value::Boolean(y)) => x.cmp(y),
+        (Value::Double(x), Value::Double(y)) => compare_doubles(*x, *y),
+        (Value::Key(x), Value::Key(y)) => x.cmp(y),
+        (Value::GeoPoint(x), Value::GeoPoint(y)) => compare_doubles(x.latitude(), y.latitude())
+            .then_with(|| compare_doubles(x.longitude(), y.longitude())),
+        (Value::Array(x), Value::Array(y)) => x
+            .iter()
+            .zip(y)
+            .map(|(a, b)| compare_values(a, b))
+            .find(|o| o.is_ne())
+            .unwrap_or_else(|| x.len().cmp(&y.len())),
+        (Value::Entity(x), Value::Entity(y)) => x
+            .iter()
+            .zip(y)
+            .map(|((an, av), (bn, bv))| {
+                an.cmp(bn)
+                    .then_with(|| compare_values(&av.value, &bv.value))
+            })
+            .find(|o| o.is_ne())
+            .unwrap_or_else(|| x.len().cmp(&y.len())),
+        _ => rank(a).cmp(&rank(b)),
+    }
+}
+
+/// Doubles in numeric order with NaN last (and equal to itself); -0.0 equals 0.0.
+fn compare_doubles(x: f64, y: f64) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    match (x.is_nan(), y.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        // Neither is NaN, so the partial order is total here.
+        (false, false) => x.partial_cmp(&y).unwrap_or(Ordering::Equal),
+    }
+}

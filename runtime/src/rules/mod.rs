@@ -1,0 +1,9 @@
+//! The service's rules, checked before anything is sent (and by the embedded engine itself, so
+//! a raw [`Backend`](crate::backend::Backend) call is held to them too): one entity's limits
+//! (`limits`), one commit's (`commit`), an entity's index entries (`index_entries`, R-I5),
+//! and a query's filter tree (`filter`).
+
+pub(crate) mod commit;
+pub(crate) mod filter;
+pub(crate) mod index_entries;
+pub(crate) mod limits;

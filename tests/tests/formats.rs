@@ -1,0 +1,328 @@
+//! Golden tests of every byte format that names stored data (`runtime/src/format/`, and the
+//! stored form of entities, `runtime/src/model/stored.rs`): fixed inputs are written through
+//! the public API and what lands in storage — names, property layouts, cursor text, and every
+//! table of a `Db::open` file — is compared with `tests/golden/formats.txt`.
+//!
+//! A difference here means data written by an earlier version is no longer found: each entry
+//! says what it would orphan. Change a format only on purpose, with a migration (and a new
+//! `FORMAT` marker for the file); then regenerate with `GOLDEN=overwrite cargo test -p
+//! datastore-entity-tests --test formats` and review the diff.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use datastore_entity::backend::{QuerySpec, ResultShape};
+use datastore_entity::prelude::*;
+use datastore_entity::{PartitionId, Value};
+use redb::{ReadableDatabase as _, ReadableTable as _, TableHandle as _};
+
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(index(author, -score))]
+struct Article {
+    #[key]
+    slug: KeyName,
+    author: String,
+    score: i64,
+    tags: Vec<String>,
+    #[exclude_from_index]
+    body: String,
+    #[index(monotonic)]
+    at: Timestamp,
+    #[sharded(3)]
+    likes: i64,
+    #[sharded_index(4)]
+    published: Timestamp,
+    place: Option<Place>,
+    link: Option<Key<Article>>,
+    ratio: f64,
+    flag: bool,
+    raw: Blob,
+    geo: GeoPoint,
+}
+
+#[derive(Entity, Debug, Clone, PartialEq)]
+struct Place {
+    city: String,
+}
+
+#[derive(Entity, Debug, Clone, PartialEq)]
+struct Note {
+    #[key]
+    id: KeyId,
+}
+
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[replicated(2)]
+struct Config {
+    #[key]
+    name: KeyName,
+    banner: String,
+}
+
+/// What each golden entry orphans when it changes.
+const MEANING: &[(&str, &str)] = &[
+    (
+        "scattered",
+        "every key named with KeyName::scattered: the same natural name now makes another key",
+    ),
+    (
+        "shard",
+        "every #[sharded] counter: its shards are no longer found, its total reads 0",
+    ),
+    (
+        "replica",
+        "every #[replicated] entity's replicas: reads fall back to the entity, and the old replicas stay behind",
+    ),
+    (
+        "companion",
+        "every #[sharded_index] value: queries through it skip or misorder the entities written before",
+    ),
+    (
+        "cursor",
+        "every cursor users kept (web pages' next links): it is refused or resumes elsewhere",
+    ),
+    (
+        "file",
+        "every Db::open file: its entities, indexes or ids are unreadable or silently wrong",
+    ),
+];
+
+fn article(slug: &str, author: &str, score: i64) -> Article {
+    Article {
+        slug: KeyName::new(slug).unwrap(),
+        author: author.into(),
+        score,
+        tags: vec!["a".into(), "b".into()],
+        body: "text".into(),
+        at: Timestamp::from_micros(1_700_000_000_000_000),
+        likes: 0,
+        published: Timestamp::from_micros(1_700_000_000_000_000 + score),
+        place: Some(Place {
+            city: "Paris".into(),
+        }),
+        link: Some(Article::key(KeyName::new("other").unwrap())),
+        ratio: 0.5,
+        flag: true,
+        raw: Blob::from(vec![0, 255]),
+        geo: GeoPoint::new(48.85, 2.35).unwrap(),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+/// The key names of every entity of `kind` in `db`'s default namespace, by the raw backend.
+async fn names_of(db: &Db, kind: &str) -> Vec<String> {
+    let spec = QuerySpec {
+        partition: PartitionId::default(),
+        kind: kind.to_owned(),
+        shape: ResultShape::KeysOnly,
+        ..QuerySpec::default()
+    };
+    let batch = db.backend().run_query(&spec, None).await.unwrap();
+    batch
+        .results
+        .iter()
+        .map(|r| r.key.name().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Everything the fixed inputs store, as `name = value` entries.
+async fn observed(dir: &std::path::Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    out.insert(
+        "scattered Customer1".into(),
+        KeyName::scattered("Customer1").unwrap().as_str().to_owned(),
+    );
+
+    // Names, companion values and cursors, in memory (counter shards hold random counts).
+    let db = Db::in_memory();
+    let articles = [article("intro", "ann", 3), article("next", "ann", 5)];
+    db.put_many(&articles).await.unwrap();
+    let key = Article::key(KeyName::new("intro").unwrap());
+    // Increments pick a shard at random: go on until each of the 3 exists.
+    for _ in 0..200 {
+        Article::increment_likes(&db, &key, 1).await.unwrap();
+        if names_of(&db, "Article.likes.shard").await.len() == 3 {
+            break;
+        }
+    }
+    for (i, name) in names_of(&db, "Article.likes.shard")
+        .await
+        .iter()
+        .enumerate()
+    {
+        out.insert(format!("shard {i}"), name.clone());
+    }
+    let config = Config {
+        name: KeyName::new("site").unwrap(),
+        banner: "hello".into(),
+    };
+    db.put(&config).await.unwrap();
+    for (i, name) in names_of(&db, "Config.replica").await.iter().enumerate() {
+        out.insert(format!("replica {i}"), name.clone());
+    }
+    let raw = key.raw().clone().with_partition(PartitionId::default());
+    let stored = db.backend().lookup(&[raw], None).await.unwrap();
+    let properties = stored[0].as_ref().expect("the article is stored");
+    match &properties["published_sharded"].value {
+        Value::String(s) => out.insert("companion published_sharded".into(), s.clone()),
+        other => panic!("a companion value is a string, found {other:?}"),
+    };
+    let page = db.query::<Article>().limit(1).fetch().await.unwrap();
+    out.insert("cursor kind scan".into(), page.next.unwrap().to_string());
+    let page = db
+        .query::<Article>()
+        .filter(Article::AUTHOR.eq("ann"))
+        .order(Article::SCORE.desc())
+        .limit(1)
+        .fetch()
+        .await
+        .unwrap();
+    out.insert(
+        "cursor composite index".into(),
+        page.next.unwrap().to_string(),
+    );
+    let page = db
+        .query::<Article>()
+        .filter(Article::TAGS.is_in(["a", "b"]))
+        .limit(1)
+        .fetch()
+        .await
+        .unwrap();
+    out.insert(
+        "cursor merged branches".into(),
+        page.next.unwrap().to_string(),
+    );
+    let page = Article::query_by_published(&db)
+        .limit(1)
+        .fetch()
+        .await
+        .unwrap();
+    out.insert(
+        "cursor sharded index".into(),
+        page.next.unwrap().to_string(),
+    );
+
+    // A file written by fixed, deterministic calls.
+    let path = dir.join("golden.redb");
+    {
+        let db = Db::open(&path).unwrap();
+        db.put_many(&articles).await.unwrap();
+        db.put(&config).await.unwrap();
+        db.put(&Note {
+            id: KeyId::new(7).unwrap(),
+        })
+        .await
+        .unwrap();
+        db.reserve_ids(&[Note::key(KeyId::new(9).unwrap())])
+            .await
+            .unwrap();
+        // The first query of a type declares its composite index: a table, and a meta entry.
+        db.query::<Article>()
+            .filter(Article::AUTHOR.eq("ann"))
+            .order(Article::SCORE.desc())
+            .fetch()
+            .await
+            .unwrap();
+    }
+
+    // Every table of the file, entry by entry.
+    let file = redb::Database::open(&path).unwrap();
+    let read = file.begin_read().unwrap();
+    let mut tables: Vec<String> = read
+        .list_tables()
+        .unwrap()
+        .map(|t| t.name().to_owned())
+        .collect();
+    tables.sort();
+    for name in tables {
+        let definition = redb::TableDefinition::<&[u8], &[u8]>::new(&name);
+        let table = read.open_table(definition).unwrap();
+        let mut entries = String::new();
+        for entry in table.iter().unwrap() {
+            let (k, v) = entry.unwrap();
+            let _ = write!(entries, "\n    {} => {}", hex(k.value()), hex(v.value()));
+        }
+        out.insert(format!("file table {name}"), entries);
+    }
+    out
+}
+
+fn render(entries: &BTreeMap<String, String>) -> String {
+    entries
+        .iter()
+        .map(|(k, v)| format!("{k} = {v}\n"))
+        .collect()
+}
+
+#[tokio::test]
+async fn stored_formats_match_their_golden_bytes() {
+    let dir = std::env::temp_dir().join(format!("formats-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let observed = observed(&dir).await;
+    std::fs::remove_dir_all(&dir).unwrap();
+    let golden_path = concat!(env!("CARGO_MANIFEST_DIR"), "/golden/formats.txt");
+    if std::env::var("GOLDEN").as_deref() == Ok("overwrite") {
+        std::fs::write(golden_path, render(&observed)).unwrap();
+        return;
+    }
+    let golden = std::fs::read_to_string(golden_path).expect("tests/golden/formats.txt");
+    let mut expected = BTreeMap::new();
+    let mut current: Option<(String, String)> = None;
+    for line in golden.lines() {
+        if let Some(entry) = line.strip_prefix("    ") {
+            if let Some((_, value)) = current.as_mut() {
+                value.push_str("\n    ");
+                value.push_str(entry);
+            }
+            continue;
+        }
+        if let Some((k, v)) = current.take() {
+            expected.insert(k, v);
+        }
+        if let Some((k, v)) = line
+            .split_once(" = ")
+            .or_else(|| line.strip_suffix(" =").map(|k| (k, "")))
+        {
+            current = Some((k.to_owned(), v.to_owned()));
+        }
+    }
+    if let Some((k, v)) = current {
+        expected.insert(k, v);
+    }
+    let mut changed = Vec::new();
+    for name in expected.keys().chain(observed.keys()) {
+        if expected.get(name) != observed.get(name) && !changed.contains(name) {
+            changed.push(name.clone());
+        }
+    }
+    let report: Vec<String> = changed
+        .iter()
+        .map(|name| {
+            let meaning = MEANING
+                .iter()
+                .find(|(prefix, _)| name.starts_with(prefix))
+                .map_or("stored data", |(_, m)| m);
+            format!(
+                "- `{name}` changed; this orphans {meaning}\n  expected: {}\n  found:    {}",
+                expected.get(name).map_or("(nothing)", String::as_str),
+                observed.get(name).map_or("(nothing)", String::as_str),
+            )
+        })
+        .collect();
+    assert!(
+        changed.is_empty(),
+        "a stored format changed:\n{}\n(regenerate with GOLDEN=overwrite only if the change is \
+         deliberate and migrated)",
+        report.join("\n")
+    );
+    assert!(
+        expected.len() > 15,
+        "the golden file holds too little to guard anything"
+    );
+}
