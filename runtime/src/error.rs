@@ -264,6 +264,36 @@ pub enum Error {
         reason: String,
     },
 
+    /// A commit was sent but its answer was lost (the connection broke, or the deadline passed
+    /// first): it may or may not have been applied. It is not retried blindly: an upsert
+    /// (`put`) can safely be sent again, an `insert` would then meet its own entity
+    /// (`AlreadyExists`), and a transaction's body would run twice — read the entities back to
+    /// learn what happened.
+    #[error(
+        "the commit's outcome is unknown: it was sent to {endpoint}, but {reason}; it may have \
+         been applied — read the entities back before writing them again (a `put` is safe to \
+         repeat, an `insert` is not)"
+    )]
+    CommitOutcomeUnknown {
+        /// Where the commit was sent.
+        endpoint: String,
+        /// What happened to its answer.
+        reason: String,
+    },
+
+    /// No credentials could be found or used to call Google Cloud. Nothing was sent to the
+    /// service.
+    #[error(
+        "no usable Google Cloud credentials: {reason}; run `gcloud auth application-default \
+         login`, set GOOGLE_APPLICATION_CREDENTIALS to a key file, run on Google Cloud with a \
+         service account, or give `CloudBuilder::credentials` (an emulator needs none: set \
+         DATASTORE_EMULATOR_HOST)"
+    )]
+    Credentials {
+        /// What was missing or failed.
+        reason: String,
+    },
+
     /// The backend cannot do this at all (the embedded engine keeps no past versions to
     /// read at a `read_time`); nothing was sent.
     #[error("not supported by this backend: {reason}")]

@@ -124,11 +124,16 @@ fn healthy(port: u16) -> bool {
 impl Emulator {
     /// Starts the emulator of `backend` on a free loopback port and waits until it answers.
     pub fn start(backend: Backend) -> Result<Emulator, String> {
+        Emulator::start_on(backend, free_port()?)
+    }
+
+    /// Starts the emulator of `backend` on loopback port `port` (to restart one where a
+    /// client expects it) and waits until it answers.
+    pub fn start_on(backend: Backend, port: u16) -> Result<Emulator, String> {
         let (package, file) = backend
             .package()
             .ok_or_else(|| "the embedded engine is not an emulator".to_owned())?;
         let launcher = launcher(package, file)?;
-        let port = free_port()?;
         let mut scratch = String::new();
         let command = match backend {
             // In memory, strongly consistent (as `--testing`), and refusing queries that need

@@ -13,6 +13,7 @@ use datastore_entity::prelude::*;
 use datastore_entity::{PartitionId, PropertyMap, Value};
 
 pub mod conformance;
+pub mod faults;
 pub mod harness;
 
 /// A blog account.

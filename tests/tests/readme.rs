@@ -317,6 +317,23 @@ async fn cloud_block() -> Result<(), Error> {
     Ok(())
 }
 
+/// README: running in production (compiled, not run: it needs credentials).
+#[rustfmt::skip]
+async fn production_block() -> Result<(), Error> {
+    use datastore_entity::RetryPolicy;
+    use std::time::Duration;
+    let db = Db::cloud_builder("my-project")
+        .timeout(Duration::from_secs(10))        // every call's deadline (default 60 s)
+        .retry(RetryPolicy {                     // idempotent calls and transactions (R-A2)
+            max_attempts: 8,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(5),
+        })
+        .build()
+        .await?;
+    Ok(())
+}
+
 /// Every ```rust block of the README, found here line by line (indentation aside).
 #[test]
 fn every_readme_block_is_compiled_here() {
@@ -334,7 +351,7 @@ fn every_readme_block_is_compiled_here() {
         );
     }
     assert_eq!(
-        blocks, 6,
+        blocks, 7,
         "the README's rust blocks changed: compile each new one here"
     );
 }

@@ -1,8 +1,10 @@
 //! A handle on Google Cloud: [`Db::cloud`] and [`CloudBuilder`] (feature `cloud`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::backend::cloud::Settings;
+use crate::backend::retry::RetryPolicy;
 use crate::error::Error;
 use crate::model::key::PartitionId;
 
@@ -41,15 +43,51 @@ impl CloudBuilder {
         self
     }
 
+    /// The deadline of every call (default 60 s, as Google's clients): a call, with its
+    /// retries, that has no answer by then fails ([`Error::Unavailable`], or for a commit
+    /// [`Error::CommitOutcomeUnknown`]) instead of waiting on a stalled connection for ever.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.settings.timeout = timeout;
+        self
+    }
+
+    /// How calls are retried: lookups, queries, aggregations, begin, rollback and id
+    /// allocation are retried on `UNAVAILABLE`, a broken connection or a read's
+    /// `DEADLINE_EXCEEDED`, with full-jitter exponential backoff, within the deadline; a
+    /// commit is never sent twice. Transactions retry their body with the same policy
+    /// (R-A2). Default: 8 attempts, backoff from 100 ms up to 5 s.
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.settings.retry = retry;
+        self
+    }
+
+    /// Trusts these PEM root certificates for TLS instead of the default roots (Mozilla's,
+    /// which hold Google's): for an endpoint behind a proxy with its own certificate
+    /// authority.
+    pub fn tls_roots(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.settings.roots = Some(pem.into());
+        self
+    }
+
+    /// Sends no credentials, even over TLS: for an emulator or a proxy that authenticates
+    /// the calls itself (an `http://` endpoint never sends any).
+    pub fn without_credentials(mut self) -> Self {
+        self.settings.anonymous = true;
+        self
+    }
+
     /// Connects, and returns a handle on the project's database in the default namespace.
+    /// Missing or unusable credentials are [`Error::Credentials`] before anything is sent
+    /// to the service; an unreachable endpoint is [`Error::Unavailable`].
     pub async fn build(self) -> Result<Db, Error> {
         let partition = PartitionId {
             project_id: self.settings.project_id.clone(),
             database_id: self.settings.database_id.clone(),
             namespace: String::new(),
         };
+        let retry = self.settings.retry;
         let cloud = self.settings.connect().await?;
-        Ok(Db::with_backend_in(Arc::new(cloud), partition))
+        Ok(Db::with_backend_in(Arc::new(cloud), partition).with_retry(retry))
     }
 }
 
@@ -73,10 +111,7 @@ impl Db {
     /// ```
     pub fn cloud_builder(project_id: impl Into<String>) -> CloudBuilder {
         CloudBuilder {
-            settings: Settings {
-                project_id: project_id.into(),
-                ..Settings::default()
-            },
+            settings: Settings::new(project_id.into()),
         }
     }
 }

@@ -1,33 +1,36 @@
 //! The Google Cloud backend: Firestore in Datastore mode (or Google's emulators) over gRPC,
 //! with `gcloud-sdk`'s generated client and its Application Default Credentials.
 //!
-//! The service's limits are handled here so users never meet them by surprise: lookups over
-//! 1,000 keys are split, and `deferred` keys fetched again until none remain; query batches
-//! that are `NOT_FINISHED` continue; an entity over 1 MiB is refused before anything is sent
-//! (commits over 500 mutations are refused above this layer, for every backend). Every call
-//! carries the routing header with the project and database.
+//! `connect.rs` makes the connection (TLS, credentials), `call.rs` each call (deadline,
+//! retries, errors, tracing), `convert.rs` the protobuf messages. The service's limits are
+//! handled here so users never meet them by surprise: lookups over 1,000 keys are split, and
+//! `deferred` keys fetched again until none remain; query batches that are `NOT_FINISHED`
+//! continue; an entity over 1 MiB is refused before anything is sent (commits over 500
+//! mutations are refused above this layer, for every backend). Every call carries the routing
+//! header with the project and database.
 
+mod call;
+mod connect;
 mod convert;
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use gcloud_sdk::google::datastore::v1 as pb;
-use gcloud_sdk::google::datastore::v1::datastore_client::DatastoreClient;
 use gcloud_sdk::prost::Message as _;
-use gcloud_sdk::tonic::transport::Channel;
-use gcloud_sdk::tonic::{self, Code};
-use gcloud_sdk::{GoogleApi, GoogleAuthMiddleware};
 
 /// The builder of a handle on Google Cloud, where earlier releases had it.
 pub use crate::db::cloud::CloudBuilder;
 
+pub(crate) use self::connect::Settings;
+
+use self::call::{About, Calls, Client, Sending};
 use self::convert::Partitions;
 use super::{Backend, BoxFuture, Mutation, TransactionId, TransactionMode};
 use crate::error::Error;
 use crate::model::key::{PartitionId, RawKey};
 use crate::model::value::{PropertyMap, Value};
 use crate::query::spec::{Aggregation, QueryBatch, QueryResult, QuerySpec};
+use crate::rules::limits::MAX_ENTITY_BYTES;
 
 /// The most keys the service looks up in one call.
 const MAX_LOOKUP_KEYS: usize = 1_000;
@@ -35,52 +38,58 @@ const MAX_LOOKUP_KEYS: usize = 1_000;
 /// The most keys `allocate_ids` / `reserve_ids` send in one call.
 const MAX_ID_KEYS: usize = 500;
 
-use crate::rules::limits::MAX_ENTITY_BYTES;
-
-/// The service's production endpoint.
-const PRODUCTION_ENDPOINT: &str = "https://datastore.googleapis.com";
-
-/// The gRPC client: authenticated for Google Cloud, or plain HTTP/2 for an emulator.
-#[derive(Clone)]
-enum Client {
-    Google(GoogleApi<DatastoreClient<GoogleAuthMiddleware>>),
-    Plain(DatastoreClient<Channel>),
-}
-
 /// Google Cloud Firestore in Datastore mode (or an emulator of it), over gRPC.
 pub struct Cloud {
-    client: Client,
+    calls: Calls,
     partitions: Partitions,
-    /// `x-goog-request-params`: routes every call to the project and database.
-    routing: tonic::metadata::MetadataValue<tonic::metadata::Ascii>,
-    endpoint: String,
 }
 
 impl std::fmt::Debug for Cloud {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cloud")
-            .field("endpoint", &self.endpoint)
+            .field("endpoint", &self.calls.endpoint)
             .field("project_id", &self.partitions.project_id)
             .field("database_id", &self.partitions.database_id)
+            .field("timeout", &self.calls.timeout)
             .finish_non_exhaustive()
     }
 }
 
-/// Calls `method` with `request` on whichever client the backend has.
+/// Makes call `method` with `request` (see `call.rs`), on whichever client the backend has.
 macro_rules! call {
-    ($self:ident, $method:ident, $request:expr) => {{
-        let mut request = tonic::Request::new($request);
-        request
-            .metadata_mut()
-            .insert("x-goog-request-params", $self.routing.clone());
-        let response = match &$self.client {
-            Client::Google(api) => api.get().$method(request).await,
-            Client::Plain(client) => client.clone().$method(request).await,
-        };
-        response
-            .map(tonic::Response::into_inner)
-            .map_err(status_error)
-    }};
+    ($self:ident, $method:ident, $about:expr, $request:expr) => {
+        $self
+            .calls
+            .run($about, $request, |client, request| async move {
+                match client {
+                    Client::Google(mut c) => c.$method(request).await,
+                    Client::Plain(mut c) => c.$method(request).await,
+                }
+            })
+            .await
+    };
+}
+
+/// What a call on `keys` is about.
+fn about_keys<'k>(rpc: &'static str, sending: Sending, keys: &'k [RawKey]) -> About<'k> {
+    About {
+        rpc,
+        sending,
+        namespace: keys.first().map_or("", RawKey::namespace),
+        kind: keys.first().map_or("", RawKey::kind),
+        count: keys.len(),
+    }
+}
+
+/// What a call about no entity is about.
+fn about_nothing(rpc: &'static str) -> About<'static> {
+    About {
+        rpc,
+        sending: Sending::Idempotent,
+        namespace: "",
+        kind: "",
+        count: 0,
+    }
 }
 
 /// A refused query as a query error (a bad cursor as a cursor error: the service says
@@ -100,155 +109,6 @@ fn query_error(kind: &str, has_cursor: bool, error: Error) -> Error {
         }
         other => other,
     }
-}
-
-/// A service status as our error, keeping the code and the message (a missing composite
-/// index keeps the service's recommended index).
-fn status_error(status: tonic::Status) -> Error {
-    let message = status.message().to_owned();
-    match status.code() {
-        Code::Aborted => Error::Aborted { reason: message },
-        Code::Unavailable => Error::Unavailable { reason: message },
-        Code::AlreadyExists => Error::AlreadyExists { key: message },
-        Code::NotFound => Error::NotFound { key: message },
-        Code::InvalidArgument if message.contains("transaction has expired or is invalid") => {
-            Error::TransactionClosed
-        }
-        Code::FailedPrecondition if message.contains("index") => {
-            let index_yaml = message
-                .split_once("recommended index is:")
-                .map_or_else(String::new, |(_, index)| index.trim().to_owned());
-            Error::MissingIndex {
-                message,
-                index_yaml,
-            }
-        }
-        code => Error::Service {
-            code: code_name(code).to_owned(),
-            message,
-        },
-    }
-}
-
-/// The canonical name of a gRPC status code.
-fn code_name(code: Code) -> &'static str {
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
-    }
-}
-
-fn transport_error(endpoint: &str, error: impl std::fmt::Display) -> Error {
-    Error::Unavailable {
-        reason: format!("cannot connect to {endpoint}: {error}"),
-    }
-}
-
-/// Where a [`Cloud`] backend connects, and how it authenticates (set through the `Db`'s
-/// `CloudBuilder`).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Settings {
-    pub(crate) project_id: String,
-    pub(crate) database_id: String,
-    pub(crate) endpoint: Option<String>,
-    pub(crate) credentials: Option<gcloud_sdk::google_cloud_auth::credentials::Credentials>,
-}
-
-impl Settings {
-    /// Connects to the endpoint the settings name (or `DATASTORE_EMULATOR_HOST`, or Google
-    /// Cloud) with their credentials.
-    pub(crate) async fn connect(self) -> Result<Cloud, Error> {
-        if self.project_id.is_empty() {
-            return Err(Error::InvalidKey {
-                key: String::new(),
-                reason: "the project id is empty; give the Google Cloud project to connect to"
-                    .into(),
-            });
-        }
-        let emulator = std::env::var("DATASTORE_EMULATOR_HOST")
-            .ok()
-            .filter(|h| !h.trim().is_empty());
-        let endpoint = self
-            .endpoint
-            .clone()
-            .or(emulator)
-            .unwrap_or_else(|| PRODUCTION_ENDPOINT.to_owned());
-        let endpoint = if endpoint.contains("://") {
-            endpoint
-        } else {
-            format!("http://{endpoint}")
-        };
-        let client = if endpoint.starts_with("http://") {
-            // An emulator: plain HTTP/2, no credentials, nothing else contacted.
-            let channel = Channel::from_shared(endpoint.clone())
-                .map_err(|e| transport_error(&endpoint, e))?
-                .connect_timeout(Duration::from_secs(10))
-                .connect()
-                .await
-                .map_err(|e| transport_error(&endpoint, e))?;
-            Client::Plain(DatastoreClient::new(channel))
-        } else {
-            let api = match self.credentials {
-                Some(credentials) => {
-                    GoogleApi::from_function_with_credentials(
-                        DatastoreClient::new,
-                        &endpoint,
-                        None,
-                        credentials,
-                    )
-                    .await
-                }
-                None => GoogleApi::from_function(DatastoreClient::new, &endpoint, None).await,
-            }
-            .map_err(|e| transport_error(&endpoint, e))?;
-            Client::Google(api)
-        };
-        let routing = format!(
-            "project_id={}&database_id={}",
-            url_encode(&self.project_id),
-            url_encode(&self.database_id)
-        );
-        let routing = routing
-            .parse()
-            .map_err(|_| transport_error(&endpoint, "the project or database id is not ASCII"))?;
-        tracing::debug!(%endpoint, database = %self.database_id, "connected to Datastore");
-        Ok(Cloud {
-            client,
-            partitions: Partitions {
-                project_id: self.project_id,
-                database_id: self.database_id,
-            },
-            routing,
-            endpoint,
-        })
-    }
-}
-
-/// Percent-encodes what a routing header value must not hold raw.
-fn url_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                char::from(b).to_string()
-            }
-            other => format!("%{other:02X}"),
-        })
-        .collect()
 }
 
 impl Cloud {
@@ -271,6 +131,7 @@ impl Cloud {
                 let response = call!(
                     self,
                     lookup,
+                    about_keys("lookup", Sending::Idempotent, chunk),
                     pb::LookupRequest {
                         project_id: self.partitions.project_id.clone(),
                         database_id: self.partitions.database_id.clone(),
@@ -339,6 +200,7 @@ impl Cloud {
         let response = call!(
             self,
             commit,
+            about_keys("commit", Sending::Once, &keys),
             pb::CommitRequest {
                 project_id: self.partitions.project_id.clone(),
                 database_id: self.partitions.database_id.clone(),
@@ -373,6 +235,13 @@ impl Cloud {
             let response = call!(
                 self,
                 run_query,
+                About {
+                    rpc: "run_query",
+                    sending: Sending::Idempotent,
+                    namespace: &spec.partition.namespace,
+                    kind: &spec.kind,
+                    count: 0,
+                },
                 pb::RunQueryRequest {
                     project_id: self.partitions.project_id.clone(),
                     database_id: self.partitions.database_id.clone(),
@@ -469,6 +338,13 @@ impl Backend for Cloud {
             let response = call!(
                 self,
                 run_aggregation_query,
+                About {
+                    rpc: "run_aggregation_query",
+                    sending: Sending::Idempotent,
+                    namespace: &query.partition.namespace,
+                    kind: &query.kind,
+                    count: 0,
+                },
                 pb::RunAggregationQueryRequest {
                     project_id: self.partitions.project_id.clone(),
                     database_id: self.partitions.database_id.clone(),
@@ -522,6 +398,7 @@ impl Backend for Cloud {
             let response = call!(
                 self,
                 begin_transaction,
+                about_nothing("begin_transaction"),
                 pb::BeginTransactionRequest {
                     project_id: self.partitions.project_id.clone(),
                     database_id: self.partitions.database_id.clone(),
@@ -538,6 +415,7 @@ impl Backend for Cloud {
             call!(
                 self,
                 rollback,
+                about_nothing("rollback"),
                 pb::RollbackRequest {
                     project_id: self.partitions.project_id.clone(),
                     database_id: self.partitions.database_id.clone(),
@@ -556,6 +434,7 @@ impl Backend for Cloud {
                 let response = call!(
                     self,
                     allocate_ids,
+                    about_keys("allocate_ids", Sending::Idempotent, chunk),
                     pb::AllocateIdsRequest {
                         project_id: self.partitions.project_id.clone(),
                         database_id: self.partitions.database_id.clone(),
@@ -577,6 +456,7 @@ impl Backend for Cloud {
                 call!(
                     self,
                     reserve_ids,
+                    about_keys("reserve_ids", Sending::Idempotent, chunk),
                     pb::ReserveIdsRequest {
                         project_id: self.partitions.project_id.clone(),
                         database_id: self.partitions.database_id.clone(),
@@ -592,7 +472,10 @@ impl Backend for Cloud {
 
 #[cfg(test)]
 mod tests {
+    use super::call::status_error;
+    use super::connect::url_encode;
     use super::*;
+    use gcloud_sdk::tonic;
 
     #[test]
     fn service_statuses_keep_their_code_and_message() {
