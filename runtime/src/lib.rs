@@ -64,6 +64,7 @@ pub use query::descriptor::{
     AtMost10, AtMost30, Count, Excluded, Filter, InValues, IndexMarker, Indexed, NotInValues,
     Order, PropertyPath, Queryable,
 };
+pub use query::explain::{ExecutionStats, Explanation};
 pub use query::spec::Operator;
 pub use query::{Cursor, KeysOnlyQuery, Numeric, Page, ProjectionQuery, Query};
 pub use rules::commit::MAX_MUTATIONS;

@@ -12,6 +12,7 @@ use crate::model::key::{PartitionId, RawKey};
 use crate::model::scalar::Timestamp;
 use crate::model::schema::Schema;
 use crate::model::value::{PropertyMap, Value};
+use crate::query::explain::Explanation;
 /// The query vocabulary, where the backends' callers have always found it.
 pub use crate::query::spec::{
     Aggregation, FilterNode, PropertyFilter, PropertyOrder, QueryBatch, QueryResult, QuerySpec,
@@ -124,6 +125,78 @@ pub trait Backend: Send + Sync + 'static {
         self.rollback(transaction)
     }
 
+    /// Begins a transaction with its first lookup, and returns both: one call where the
+    /// service allows it (its `new_transaction` read option), else begin, then look up (the
+    /// default, right for a backend in the same process).
+    fn begin_with_lookup<'a>(
+        &'a self,
+        keys: &'a [RawKey],
+        partition: &'a PartitionId,
+        mode: &'a TransactionMode,
+    ) -> BoxFuture<'a, Result<(TransactionId, Vec<Option<PropertyMap>>), Error>> {
+        Box::pin(async move {
+            let id = self.begin_transaction(partition, mode).await?;
+            let found = self.lookup(keys, Some(&id)).await;
+            began(self, id, found).await
+        })
+    }
+
+    /// Begins a transaction with its first query: see [`begin_with_lookup`](Backend::begin_with_lookup).
+    fn begin_with_query<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        mode: &'a TransactionMode,
+    ) -> BoxFuture<'a, Result<(TransactionId, QueryBatch), Error>> {
+        Box::pin(async move {
+            let id = self.begin_transaction(&query.partition, mode).await?;
+            let batch = self.run_query(query, Some(&id)).await;
+            began(self, id, batch).await
+        })
+    }
+
+    /// Begins a transaction with its first aggregation: see
+    /// [`begin_with_lookup`](Backend::begin_with_lookup).
+    fn begin_with_aggregation<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        aggregation: &'a Aggregation,
+        mode: &'a TransactionMode,
+    ) -> BoxFuture<'a, Result<(TransactionId, Value), Error>> {
+        Box::pin(async move {
+            let id = self.begin_transaction(&query.partition, mode).await?;
+            let value = self.run_aggregation(query, aggregation, Some(&id)).await;
+            began(self, id, value).await
+        })
+    }
+
+    /// Commits the writes of a read-write transaction that read nothing: one call where the
+    /// service allows it (a single-use transaction), else begin, then commit (the default).
+    fn begin_with_commit<'a>(
+        &'a self,
+        mutations: Vec<Mutation>,
+        partition: &'a PartitionId,
+        mode: &'a TransactionMode,
+    ) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
+        Box::pin(async move {
+            let id = self.begin_transaction(partition, mode).await?;
+            self.commit(mutations, Some(&id)).await
+        })
+    }
+
+    /// How a query is answered (Query Explain), and with `analyze` its answer (one batch) and
+    /// what it read. A backend that cannot tell refuses with [`Error::Unsupported`] (the
+    /// default).
+    fn explain<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        analyze: bool,
+    ) -> BoxFuture<'a, Result<(Option<QueryBatch>, Explanation), Error>> {
+        let _ = (query, analyze);
+        Box::pin(std::future::ready(Err(Error::Unsupported {
+            reason: "this backend cannot explain queries".to_owned(),
+        })))
+    }
+
     /// Completes incomplete keys with scattered, never-used ids (R-K1).
     fn allocate_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<Vec<RawKey>, Error>>;
 
@@ -137,5 +210,23 @@ pub trait Backend: Send + Sync + 'static {
     fn declare<'a>(&'a self, schema: &'static Schema) -> BoxFuture<'a, Result<(), Error>> {
         let _ = schema;
         Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+/// The transaction `id` a read began, with the read's answer; if the read failed, the
+/// transaction is rolled back (best effort: nobody else knows its handle).
+async fn began<B: Backend + ?Sized, T>(
+    backend: &B,
+    id: TransactionId,
+    read: Result<T, Error>,
+) -> Result<(TransactionId, T), Error> {
+    match read {
+        Ok(value) => Ok((id, value)),
+        Err(error) => {
+            if let Err(rollback) = backend.rollback(&id).await {
+                tracing::debug!(%rollback, "rollback of a transaction whose first read failed");
+            }
+            Err(error)
+        }
     }
 }

@@ -76,6 +76,17 @@ impl CloudBuilder {
         self
     }
 
+    /// Whether a transaction's first lookup, query or aggregation begins it (the service's
+    /// `new_transaction`), so begin, read and commit take two round trips instead of three; a
+    /// transaction that reads nothing is committed in one (a single-use transaction) either
+    /// way. Default: on for Google Cloud (`https://`), off for emulators (`http://`), because
+    /// the Firestore emulator leaves a lock behind a lookup that begins a transaction, and the
+    /// transaction then times out on it.
+    pub fn begin_transactions_with_reads(mut self, on: bool) -> Self {
+        self.settings.begin_with_reads = Some(on);
+        self
+    }
+
     /// Connects, and returns a handle on the project's database in the default namespace.
     /// Missing or unusable credentials are [`Error::Credentials`] before anything is sent
     /// to the service; an unreachable endpoint is [`Error::Unavailable`].

@@ -18,11 +18,12 @@ use crate::model::key::{Key, RawKey};
 use crate::model::property_type::PropertyType;
 use crate::model::value::{PropertyMap, Value};
 use crate::query::descriptor::{Filter, Order, PropertyPath, Queryable};
+use crate::query::explain::Explanation;
 use crate::query::spec::{Aggregation, PropertyOrder, QueryBatch, QuerySpec, ResultShape};
 use crate::rules::filter::check;
 
 use super::read::with_counters;
-use super::scope::{Scope, TxRef, noted};
+use super::scope::{Scope, TxRef};
 
 /// An opaque position in a query's results (R-Q3).
 ///
@@ -242,14 +243,19 @@ impl<E: Entity> Query<E> {
     /// One batch from the backend.
     pub(crate) async fn run(&self) -> Result<QueryBatch, Error> {
         self.checked()?;
-        self.scope.backend.declare(E::SCHEMA).await?;
-        let transaction = self.transaction.as_ref();
-        let batch = self
-            .scope
-            .backend
-            .run_query(&self.spec, transaction.map(TxRef::id))
-            .await;
-        noted(transaction, batch)
+        let backend = &*self.scope.backend;
+        backend.declare(E::SCHEMA).await?;
+        let spec = &self.spec;
+        match &self.transaction {
+            None => backend.run_query(spec, None).await,
+            Some(tx) => {
+                tx.read(
+                    |id| async move { backend.run_query(spec, Some(&id)).await },
+                    |mode| async move { backend.begin_with_query(spec, &mode).await },
+                )
+                .await
+            }
+        }
     }
 
     /// Entities from query rows, their counters filled with one lookup (R-S1).
@@ -257,15 +263,7 @@ impl<E: Entity> Query<E> {
         &self,
         mut rows: Vec<(RawKey, PropertyMap)>,
     ) -> Result<Vec<E>, Error> {
-        let transaction = self.transaction.as_ref();
-        let filled = with_counters(
-            &self.scope,
-            E::SCHEMA,
-            &mut rows,
-            transaction.map(TxRef::id),
-        )
-        .await;
-        noted(transaction, filled)?;
+        with_counters(&self.scope, E::SCHEMA, &mut rows, self.transaction.as_ref()).await?;
         rows.into_iter()
             .map(|(key, properties)| E::from_entity(&key, properties))
             .collect()
@@ -274,14 +272,69 @@ impl<E: Entity> Query<E> {
     /// Runs an aggregation over the query's rows (its `limit`, if any, caps them).
     async fn aggregate(&self, aggregation: Aggregation) -> Result<Value, Error> {
         self.checked()?;
-        self.scope.backend.declare(E::SCHEMA).await?;
-        let transaction = self.transaction.as_ref();
-        let value = self
-            .scope
-            .backend
-            .run_aggregation(&self.spec, &aggregation, transaction.map(TxRef::id))
-            .await;
-        noted(transaction, value)
+        let backend = &*self.scope.backend;
+        backend.declare(E::SCHEMA).await?;
+        let (spec, aggregation) = (&self.spec, &aggregation);
+        match &self.transaction {
+            None => backend.run_aggregation(spec, aggregation, None).await,
+            Some(tx) => {
+                tx.read(
+                    |id| async move { backend.run_aggregation(spec, aggregation, Some(&id)).await },
+                    |mode| async move {
+                        backend
+                            .begin_with_aggregation(spec, aggregation, &mode)
+                            .await
+                    },
+                )
+                .await
+            }
+        }
+    }
+
+    /// How the query would be answered — its plan and the indexes it reads — without running
+    /// it (Query Explain). On Google Cloud it is the service's plan; on the embedded engine its
+    /// own planner's choice: the kind's keys, a built-in index, a zigzag merge of equality
+    /// filters' indexes, a declared composite index, merged branches, or every entity of the
+    /// kind.
+    pub async fn explain(self) -> Result<Explanation, Error> {
+        Ok(self.explain_run(false).await?.1)
+    }
+
+    /// Runs the query (one page) and says how it was answered and what it read: the results,
+    /// index entries and entities it read (and, on Google Cloud, the read operations billed
+    /// and the time taken).
+    pub async fn explain_analyze(self) -> Result<(Page<E>, Explanation), Error> {
+        let (batch, explanation) = self.explain_run(true).await?;
+        let batch = batch.ok_or_else(|| Error::Service {
+            code: "INTERNAL".to_owned(),
+            message: "an analyzed query came back without its results".to_owned(),
+        })?;
+        let next = next_cursor(&batch);
+        let rows = batch
+            .results
+            .into_iter()
+            .map(|r| (r.key, r.properties))
+            .collect();
+        Ok((
+            Page {
+                items: self.entities(rows).await?,
+                next,
+            },
+            explanation,
+        ))
+    }
+
+    async fn explain_run(&self, analyze: bool) -> Result<(Option<QueryBatch>, Explanation), Error> {
+        self.checked()?;
+        let backend = &*self.scope.backend;
+        backend.declare(E::SCHEMA).await?;
+        if self.transaction.is_some() {
+            return Err(Error::Unsupported {
+                reason: "Query Explain runs outside transactions; explain the query on the `Db`"
+                    .to_owned(),
+            });
+        }
+        backend.explain(&self.spec, analyze).await
     }
 
     /// How many results the query has (a COUNT aggregation: the service counts index entries,

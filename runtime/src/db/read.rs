@@ -2,7 +2,6 @@
 //! companions — a random replica of each replicated entity, every shard of every counter
 //! (R-S1, R-S2) — and turns what comes back into typed entities.
 
-use crate::backend::TransactionId;
 use crate::error::Error;
 use crate::format::companion::{check_owner, companion_key, from_replica, shard_count};
 use crate::model::entity::Entity;
@@ -10,7 +9,7 @@ use crate::model::key::{Key, RawKey};
 use crate::model::schema::{CounterSchema, Schema};
 use crate::model::value::{Property, PropertyMap, Value};
 
-use super::scope::Scope;
+use super::scope::{Scope, TxRef, lookup};
 
 /// The error of a counter whose total does not fit an `i64`.
 pub(crate) fn overflow(counter: &CounterSchema) -> Error {
@@ -51,7 +50,7 @@ pub(crate) fn sum_shards(
 pub(crate) async fn load<E: Entity>(
     scope: &Scope,
     keys: &[Key<E>],
-    transaction: Option<&TransactionId>,
+    transaction: Option<&TxRef>,
 ) -> Result<Vec<Option<E>>, Error> {
     let schema = E::SCHEMA;
     let owners: Vec<RawKey> = keys
@@ -59,24 +58,24 @@ pub(crate) async fn load<E: Entity>(
         .map(|k| scope.outgoing(k.raw()))
         .collect::<Result<_, _>>()?;
     let shards_each: usize = schema.counters.iter().map(|c| c.shards as usize).sum();
-    let mut lookup = Vec::with_capacity(owners.len() * (1 + shards_each));
+    let mut wanted = Vec::with_capacity(owners.len() * (1 + shards_each));
     for owner in &owners {
-        lookup.push(match &schema.replicas {
+        wanted.push(match &schema.replicas {
             None => owner.clone(),
             Some(r) => companion_key(owner, r.kind, fastrand::u32(..r.copies.max(1))),
         });
     }
     for owner in &owners {
-        lookup.extend(shard_keys(schema, owner));
+        wanted.extend(shard_keys(schema, owner));
     }
-    let mut found = scope.backend.lookup(&lookup, transaction).await?;
+    let mut found = lookup(scope, &wanted, transaction).await?;
     let shard_results = found.split_off(owners.len());
     let mut entities: Vec<Option<PropertyMap>> = Vec::with_capacity(owners.len());
     let mut missing = Vec::new();
     for (i, (slot, owner)) in found.into_iter().zip(&owners).enumerate() {
         entities.push(match (&schema.replicas, slot) {
             (None, slot) => slot,
-            (_, Some(replica)) => Some(from_replica(owner, &lookup[i], replica)?),
+            (_, Some(replica)) => Some(from_replica(owner, &wanted[i], replica)?),
             (_, None) => {
                 missing.push(i);
                 None
@@ -85,12 +84,12 @@ pub(crate) async fn load<E: Entity>(
     }
     if !missing.is_empty() {
         let originals: Vec<RawKey> = missing.iter().map(|&i| owners[i].clone()).collect();
-        let again = scope.backend.lookup(&originals, transaction).await?;
+        let again = lookup(scope, &originals, transaction).await?;
         for (i, slot) in missing.into_iter().zip(again) {
             entities[i] = slot;
         }
     }
-    let mut shard_results = lookup[owners.len()..].iter().cloned().zip(shard_results);
+    let mut shard_results = wanted[owners.len()..].iter().cloned().zip(shard_results);
     owners
         .iter()
         .zip(entities)
@@ -122,17 +121,17 @@ pub(crate) async fn with_counters(
     scope: &Scope,
     schema: &'static Schema,
     rows: &mut [(RawKey, PropertyMap)],
-    transaction: Option<&TransactionId>,
+    transaction: Option<&TxRef>,
 ) -> Result<(), Error> {
     if schema.counters.is_empty() || rows.is_empty() {
         return Ok(());
     }
-    let lookup: Vec<RawKey> = rows
+    let wanted: Vec<RawKey> = rows
         .iter()
         .flat_map(|(owner, _)| shard_keys(schema, owner))
         .collect();
-    let found = scope.backend.lookup(&lookup, transaction).await?;
-    let mut shard_results = lookup.into_iter().zip(found);
+    let found = lookup(scope, &wanted, transaction).await?;
+    let mut shard_results = wanted.into_iter().zip(found);
     for (owner, properties) in rows {
         let totals = schema
             .counters

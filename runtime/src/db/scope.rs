@@ -1,10 +1,11 @@
 //! What every call of the `Db` layer runs against: a backend bound to one partition
 //! ([`Scope`]), and, inside a transaction, the transaction's handle ([`TxRef`]).
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::backend::{Backend, TransactionId};
+use crate::backend::{Backend, TransactionId, TransactionMode};
 use crate::error::Error;
 use crate::model::key::{PartitionId, RawKey};
 use crate::model::stored::lacks_partition;
@@ -58,30 +59,57 @@ impl Scope {
     }
 }
 
-/// A transaction as the calls made inside it see it: its handle, and whether one of them met
-/// contention (the attempt is then retried, whatever the body made of the error).
+/// A transaction as the calls made inside it see it: its mode, whether it has begun (the
+/// first read begins it, in the same call where the backend allows: `Backend::begin_with_*`),
+/// and whether a call inside it met contention (the attempt is then retried, whatever the
+/// body made of the error).
 #[derive(Clone, Debug)]
 pub(crate) struct TxRef {
-    id: TransactionId,
-    contended: Arc<AtomicBool>,
+    shared: Arc<TxShared>,
+}
+
+#[derive(Debug)]
+struct TxShared {
+    mode: TransactionMode,
+    partition: PartitionId,
+    id: tokio::sync::OnceCell<TransactionId>,
+    contended: AtomicBool,
 }
 
 impl TxRef {
-    /// The handle of transaction `id`, which no call has met contention in yet.
-    pub(crate) fn new(id: TransactionId) -> TxRef {
+    /// A transaction of `mode` in `partition`, not begun yet.
+    pub(crate) fn new(mode: TransactionMode, partition: PartitionId) -> TxRef {
         TxRef {
-            id,
-            contended: Arc::new(AtomicBool::new(false)),
+            shared: Arc::new(TxShared {
+                mode,
+                partition,
+                id: tokio::sync::OnceCell::new(),
+                contended: AtomicBool::new(false),
+            }),
         }
     }
 
-    pub(crate) fn id(&self) -> &TransactionId {
-        &self.id
+    /// Records the handle of a transaction begun on its own.
+    pub(crate) fn set_begun(&self, id: TransactionId) {
+        let _ = self.shared.id.set(id);
+    }
+
+    /// The transaction's handle, once a call has begun it.
+    pub(crate) fn begun(&self) -> Option<&TransactionId> {
+        self.shared.id.get()
+    }
+
+    pub(crate) fn mode(&self) -> &TransactionMode {
+        &self.shared.mode
+    }
+
+    pub(crate) fn partition(&self) -> &PartitionId {
+        &self.shared.partition
     }
 
     /// Whether a call inside the transaction met contention.
     pub(crate) fn contended(&self) -> bool {
-        self.contended.load(Ordering::Relaxed)
+        self.shared.contended.load(Ordering::Relaxed)
     }
 
     /// Passes `result` through, noting contention.
@@ -89,16 +117,60 @@ impl TxRef {
         if let Err(error) = &result
             && error.is_retryable()
         {
-            self.contended.store(true, Ordering::Relaxed);
+            self.shared.contended.store(true, Ordering::Relaxed);
         }
         result
     }
+
+    /// Makes a read inside the transaction: `read` with its handle once it has begun, else
+    /// `begin` (the read that begins it, returning the handle too). Reads made at the same time
+    /// before it has begun wait for the one that begins it.
+    pub(crate) async fn read<T, R, RF, B, BF>(&self, read: R, begin: B) -> Result<T, Error>
+    where
+        R: FnOnce(TransactionId) -> RF,
+        RF: Future<Output = Result<T, Error>>,
+        B: FnOnce(TransactionMode) -> BF,
+        BF: Future<Output = Result<(TransactionId, T), Error>>,
+    {
+        let result = async {
+            if let Some(id) = self.begun() {
+                return read(id.clone()).await;
+            }
+            let mut first = None;
+            let id = self
+                .shared
+                .id
+                .get_or_try_init(|| async {
+                    let (id, value) = begin(self.shared.mode.clone()).await?;
+                    first = Some(value);
+                    Ok::<_, Error>(id)
+                })
+                .await?;
+            match first {
+                Some(value) => Ok(value),
+                None => read(id.clone()).await,
+            }
+        }
+        .await;
+        self.note(result)
+    }
 }
 
-/// Passes the result of a call made inside `transaction` (if any) through, noting contention.
-pub(crate) fn noted<T>(transaction: Option<&TxRef>, result: Result<T, Error>) -> Result<T, Error> {
+/// Looks `keys` up, inside `transaction` if any (beginning it if this is its first read).
+pub(crate) async fn lookup(
+    scope: &Scope,
+    keys: &[RawKey],
+    transaction: Option<&TxRef>,
+) -> Result<Vec<Option<PropertyMap>>, Error> {
+    let backend = &*scope.backend;
     match transaction {
-        Some(tx) => tx.note(result),
-        None => result,
+        None => backend.lookup(keys, None).await,
+        Some(tx) => {
+            tx.read(
+                |id| async move { backend.lookup(keys, Some(&id)).await },
+                |mode| async move { backend.begin_with_lookup(keys, tx.partition(), &mode).await },
+            )
+            .await
+        }
     }
 }

@@ -14,7 +14,7 @@ use crate::model::value::PropertyMap;
 use super::Db;
 use super::query::Query;
 use super::read;
-use super::scope::TxRef;
+use super::scope::{TxRef, lookup};
 use super::write::{self, Op, Write};
 
 impl Db {
@@ -228,21 +228,28 @@ impl Db {
                 previous: previous.take(),
             },
         };
-        let id = self
-            .backend()
-            .begin_transaction(self.partition(), &mode)
-            .await
-            .map_err(Failed::Ours)?;
-        *previous = Some(id.clone());
+        // Begun by its first read (or its commit): a transaction costs no round trip of its
+        // own where the backend can begin it with a call it makes anyway. A read of the past
+        // begins at once, so a backend that keeps no past refuses it before the body runs.
+        let read_time = matches!(access, Access::ReadOnly { read_time: Some(_) });
+        let handle = TxRef::new(mode, self.partition().clone());
+        if read_time {
+            let id = self
+                .backend()
+                .begin_transaction(handle.partition(), handle.mode())
+                .await
+                .map_err(Failed::Ours)?;
+            handle.set_begun(id);
+        }
         let tx = Tx {
             inner: Arc::new(TxInner {
                 db: self.clone(),
-                handle: TxRef::new(id),
+                handle,
                 read_only: matches!(access, Access::ReadOnly { .. }),
                 state: Mutex::new(TxState::default()),
             }),
         };
-        match body(tx.clone()).await {
+        let outcome = match body(tx.clone()).await {
             Ok(value) => tx.commit().await.map(|()| value).map_err(Failed::Ours),
             Err(error) => {
                 tx.rollback().await;
@@ -251,7 +258,9 @@ impl Db {
                     contended: tx.inner.handle.contended(),
                 })
             }
-        }
+        };
+        *previous = tx.inner.handle.begun().cloned();
+        outcome
     }
 }
 
@@ -319,7 +328,7 @@ struct TxState {
 impl std::fmt::Debug for Tx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tx")
-            .field("id", self.inner.handle.id())
+            .field("id", &self.inner.handle.begun())
             .finish()
     }
 }
@@ -350,7 +359,7 @@ impl Tx {
     pub async fn get_many<E: Entity>(&self, keys: &[Key<E>]) -> Result<Vec<Option<E>>, Error> {
         self.check_open()?;
         let handle = &self.inner.handle;
-        handle.note(read::load(&self.inner.db.scope, keys, Some(handle.id())).await)
+        handle.note(read::load(&self.inner.db.scope, keys, Some(handle)).await)
     }
 
     /// Reads entities by their keys in the backend's partition, inside the transaction.
@@ -359,14 +368,7 @@ impl Tx {
         keys: &[RawKey],
     ) -> Result<Vec<Option<PropertyMap>>, Error> {
         self.check_open()?;
-        let handle = &self.inner.handle;
-        handle.note(
-            self.inner
-                .db
-                .backend()
-                .lookup(keys, Some(handle.id()))
-                .await,
-        )
+        lookup(&self.inner.db.scope, keys, Some(&self.inner.handle)).await
     }
 
     /// A query inside the transaction (use `.ancestor(…)` for a strongly consistent one).
@@ -479,10 +481,15 @@ impl Tx {
             }
             (std::mem::take(&mut state.writes), state.error.take())
         };
+        let backend = self.inner.db.backend();
+        let handle = &self.inner.handle;
         if self.inner.read_only {
             self.state().ended = true;
-            let backend = self.inner.db.backend();
-            return backend.end_read_only(self.inner.handle.id()).await;
+            return match handle.begun() {
+                Some(id) => backend.end_read_only(id).await,
+                // It read nothing: there is nothing to end.
+                None => Ok(()),
+            };
         }
         let prepared = match error {
             Some(error) => Err(error),
@@ -497,12 +504,15 @@ impl Tx {
             }
         };
         self.state().ended = true;
-        self.inner
-            .db
-            .backend()
-            .commit(mutations, Some(self.inner.handle.id()))
-            .await
-            .map(drop)
+        match handle.begun() {
+            Some(id) => backend.commit(mutations, Some(id)).await.map(drop),
+            None if mutations.is_empty() => Ok(()),
+            // It read nothing: its commit begins it.
+            None => backend
+                .begin_with_commit(mutations, handle.partition(), handle.mode())
+                .await
+                .map(drop),
+        }
     }
 
     /// Best effort (R-A2): a failing rollback is logged, not raised.
@@ -514,13 +524,11 @@ impl Tx {
             }
             state.ended = true;
         }
-        if let Err(error) = self
-            .inner
-            .db
-            .backend()
-            .rollback(self.inner.handle.id())
-            .await
-        {
+        let Some(id) = self.inner.handle.begun() else {
+            // It never began: there is nothing to roll back.
+            return;
+        };
+        if let Err(error) = self.inner.db.backend().rollback(id).await {
             tracing::warn!(%error, "transaction rollback failed; the service will expire it");
         }
     }

@@ -3,6 +3,7 @@
 //! (`db.query::<E>()`) is the `Db`'s (`db/query.rs`), re-exported here where it has always been.
 
 pub(crate) mod descriptor;
+pub(crate) mod explain;
 pub(crate) mod spec;
 
 pub use crate::db::query::{Cursor, KeysOnlyQuery, Numeric, Page, ProjectionQuery, Query};

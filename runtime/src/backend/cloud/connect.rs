@@ -4,6 +4,7 @@
 //! credentials, or none). Credentials are checked before anything is sent to the service, so a
 //! machine without them gets [`Error::Credentials`] at once, never a panic or a hang.
 
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use gcloud_sdk::google::datastore::v1::datastore_client::DatastoreClient;
@@ -55,6 +56,9 @@ pub(crate) struct Settings {
     pub(crate) roots: Option<Vec<u8>>,
     pub(crate) timeout: Duration,
     pub(crate) retry: RetryPolicy,
+    /// Whether a transaction's first read begins it; `None`: on Google Cloud (`https://`),
+    /// not on emulators.
+    pub(crate) begin_with_reads: Option<bool>,
 }
 
 impl Settings {
@@ -69,6 +73,7 @@ impl Settings {
             roots: None,
             timeout: DEFAULT_TIMEOUT,
             retry: DEFAULT_RETRY,
+            begin_with_reads: None,
         }
     }
 
@@ -161,6 +166,11 @@ impl Settings {
         })?;
         tracing::debug!(%endpoint, database = %self.database_id, secure, "connected to Datastore");
         Ok(Cloud {
+            // The Firestore emulator mishandles a lookup that begins a transaction (the read
+            // locks in a transaction other than the one it returns: tests/tests/rpcs.rs), so
+            // emulators begin transactions on their own unless told otherwise.
+            begin_with_reads: self.begin_with_reads.unwrap_or(secure),
+            aggregations_begin: AtomicBool::new(true),
             calls: Calls {
                 client,
                 routing,

@@ -14,9 +14,12 @@ mod connect;
 mod convert;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use gcloud_sdk::google::datastore::v1 as pb;
 use gcloud_sdk::prost::Message as _;
+use gcloud_sdk::prost_types;
 
 /// The builder of a handle on Google Cloud, where earlier releases had it.
 pub use crate::db::cloud::CloudBuilder;
@@ -29,6 +32,7 @@ use super::{Backend, BoxFuture, Mutation, TransactionId, TransactionMode};
 use crate::error::Error;
 use crate::model::key::{PartitionId, RawKey};
 use crate::model::value::{PropertyMap, Value};
+use crate::query::explain::{ExecutionStats, Explanation};
 use crate::query::spec::{Aggregation, QueryBatch, QueryResult, QuerySpec};
 use crate::rules::limits::MAX_ENTITY_BYTES;
 
@@ -42,6 +46,11 @@ const MAX_ID_KEYS: usize = 500;
 pub struct Cloud {
     calls: Calls,
     partitions: Partitions,
+    /// Whether a transaction's first read begins it (one round trip less).
+    begin_with_reads: bool,
+    /// Whether an aggregation that is asked to begin a transaction does (the Firestore
+    /// emulator's returns none: then transactions begin on their own before aggregations).
+    aggregations_begin: AtomicBool,
 }
 
 impl std::fmt::Debug for Cloud {
@@ -111,18 +120,82 @@ fn query_error(kind: &str, has_cursor: bool, error: Error) -> Error {
     }
 }
 
+/// Where a read reads.
+#[derive(Debug, Clone, Copy)]
+enum Read<'a> {
+    /// Outside any transaction.
+    Outside,
+    /// In this transaction.
+    In(&'a TransactionId),
+    /// In a new transaction of this mode, which the read begins (`new_transaction`).
+    Begin(&'a TransactionMode),
+}
+
+impl<'a> Read<'a> {
+    fn of(transaction: Option<&'a TransactionId>) -> Read<'a> {
+        transaction.map_or(Read::Outside, Read::In)
+    }
+
+    fn begins(self) -> bool {
+        matches!(self, Read::Begin(_))
+    }
+
+    /// The read once the transaction it began, if any, is `begun`.
+    fn after(self, begun: Option<&'a TransactionId>) -> Read<'a> {
+        match (self, begun) {
+            (Read::Begin(_), Some(id)) => Read::In(id),
+            (read, _) => read,
+        }
+    }
+}
+
+/// The transaction a read that was to begin one began.
+fn began(begun: Option<TransactionId>) -> Result<TransactionId, Error> {
+    begun
+        .filter(|id| !id.0.is_empty())
+        .ok_or_else(|| Error::Service {
+            code: "INTERNAL".to_owned(),
+            message: "a read asked to begin a transaction, and the service began none".to_owned(),
+        })
+}
+
+/// The service's options of a transaction of `mode`.
+fn transaction_options(mode: &TransactionMode) -> pb::TransactionOptions {
+    let mode = match mode {
+        TransactionMode::ReadWrite { previous } => {
+            pb::transaction_options::Mode::ReadWrite(pb::transaction_options::ReadWrite {
+                previous_transaction: previous.as_ref().map(|p| p.0.clone()).unwrap_or_default(),
+            })
+        }
+        TransactionMode::ReadOnly { read_time } => {
+            pb::transaction_options::Mode::ReadOnly(pb::transaction_options::ReadOnly {
+                read_time: read_time.map(convert::timestamp),
+            })
+        }
+    };
+    pb::TransactionOptions { mode: Some(mode) }
+}
+
 impl Cloud {
-    fn read_options(transaction: Option<&TransactionId>) -> Option<pb::ReadOptions> {
-        transaction.map(|t| pb::ReadOptions {
-            consistency_type: Some(pb::read_options::ConsistencyType::Transaction(t.0.clone())),
+    fn read_options(read: &Read<'_>) -> Option<pb::ReadOptions> {
+        use pb::read_options::ConsistencyType;
+        let consistency = match read {
+            Read::Outside => return None,
+            Read::In(t) => ConsistencyType::Transaction(t.0.clone()),
+            Read::Begin(mode) => ConsistencyType::NewTransaction(transaction_options(mode)),
+        };
+        Some(pb::ReadOptions {
+            consistency_type: Some(consistency),
         })
     }
 
+    /// Looks `keys` up; a read that begins a transaction returns it.
     async fn lookup_keys(
         &self,
         keys: &[RawKey],
-        transaction: Option<&TransactionId>,
-    ) -> Result<Vec<Option<PropertyMap>>, Error> {
+        read: Read<'_>,
+    ) -> Result<(Option<TransactionId>, Vec<Option<PropertyMap>>), Error> {
+        let mut begun: Option<TransactionId> = None;
         let mut found: HashMap<RawKey, PropertyMap> = HashMap::with_capacity(keys.len());
         for chunk in keys.chunks(MAX_LOOKUP_KEYS) {
             let mut pending: Vec<pb::Key> = chunk.iter().map(|k| self.partitions.key(k)).collect();
@@ -135,11 +208,16 @@ impl Cloud {
                     pb::LookupRequest {
                         project_id: self.partitions.project_id.clone(),
                         database_id: self.partitions.database_id.clone(),
-                        read_options: Self::read_options(transaction),
+                        // The rest of a lookup that began a transaction (other chunks,
+                        // deferred keys) reads in it.
+                        read_options: Self::read_options(&read.after(begun.as_ref())),
                         keys: std::mem::take(&mut pending),
                         ..pb::LookupRequest::default()
                     }
                 )?;
+                if begun.is_none() && read.begins() {
+                    begun = Some(TransactionId(response.transaction));
+                }
                 for result in response.found {
                     let Some(entity) = result.entity else {
                         continue;
@@ -151,13 +229,16 @@ impl Cloud {
                 pending = response.deferred;
             }
         }
-        Ok(keys.iter().map(|k| found.get(k).cloned()).collect())
+        Ok((begun, keys.iter().map(|k| found.get(k).cloned()).collect()))
     }
 
+    /// Commits `mutations` outside a transaction, in `transaction`, or (with `single_use`) in
+    /// a transaction of that mode the commit itself begins and ends.
     async fn commit_mutations(
         &self,
         mutations: Vec<Mutation>,
         transaction: Option<&TransactionId>,
+        single_use: Option<&TransactionMode>,
     ) -> Result<Vec<RawKey>, Error> {
         use pb::mutation::Operation;
         let mut requested = Vec::with_capacity(mutations.len());
@@ -188,14 +269,19 @@ impl Cloud {
                 ..pb::Mutation::default()
             });
         }
-        let (mode, selector) = match transaction {
-            Some(t) => (
-                pb::commit_request::Mode::Transactional,
-                Some(pb::commit_request::TransactionSelector::Transaction(
-                    t.0.clone(),
+        use pb::commit_request::{Mode, TransactionSelector};
+        let (mode, selector) = match (transaction, single_use) {
+            (Some(t), _) => (
+                Mode::Transactional,
+                Some(TransactionSelector::Transaction(t.0.clone())),
+            ),
+            (None, Some(mode)) => (
+                Mode::Transactional,
+                Some(TransactionSelector::SingleUseTransaction(
+                    transaction_options(mode),
                 )),
             ),
-            None => (pb::commit_request::Mode::NonTransactional, None),
+            (None, None) => (Mode::NonTransactional, None),
         };
         let response = call!(
             self,
@@ -219,11 +305,13 @@ impl Cloud {
         Ok(keys)
     }
 
+    /// Runs `spec`; a read that begins a transaction returns it.
     async fn query(
         &self,
         spec: &QuerySpec,
-        transaction: Option<&TransactionId>,
-    ) -> Result<QueryBatch, Error> {
+        read: Read<'_>,
+    ) -> Result<(Option<TransactionId>, QueryBatch), Error> {
+        let mut begun: Option<TransactionId> = None;
         use pb::query_result_batch::MoreResultsType as More;
         // One result more than asked, to know whether the page is the last one.
         let wanted = spec.limit;
@@ -242,21 +330,15 @@ impl Cloud {
                     kind: &spec.kind,
                     count: 0,
                 },
-                pb::RunQueryRequest {
-                    project_id: self.partitions.project_id.clone(),
-                    database_id: self.partitions.database_id.clone(),
-                    partition_id: Some(self.partitions.partition(&spec.partition)),
-                    read_options: Self::read_options(transaction),
-                    query_type: Some(pb::run_query_request::QueryType::Query(
-                        self.partitions.query(&spec, ask),
-                    )),
-                    ..pb::RunQueryRequest::default()
-                }
+                self.run_query_request(&spec, ask, read.after(begun.as_ref()), None)
             )
             .map_err(|e| {
                 let has_cursor = spec.start_cursor.is_some() || spec.end_cursor.is_some();
                 query_error(&spec.kind, has_cursor, e)
             })?;
+            if begun.is_none() && read.begins() {
+                begun = Some(TransactionId(response.transaction));
+            }
             let batch = response.batch.unwrap_or_default();
             for result in batch.entity_results {
                 let Some(entity) = result.entity else {
@@ -278,7 +360,7 @@ impl Cloud {
             }
             break batch.end_cursor;
         };
-        match wanted {
+        let batch = match wanted {
             Some(w) if results.len() > w => {
                 results.truncate(w);
                 // A page of none (a limit of 0) ends where it started.
@@ -286,20 +368,185 @@ impl Cloud {
                     Some(last) => last.cursor.clone(),
                     None => start.unwrap_or_default(),
                 };
-                Ok(QueryBatch {
+                QueryBatch {
                     results,
                     end_cursor,
                     more_results: true,
-                })
+                }
             }
             // Fewer than asked: the query is finished (the legacy emulator says "more after
             // the limit" whenever a limit is set, which cannot be true here).
-            _ => Ok(QueryBatch {
+            _ => QueryBatch {
                 results,
                 end_cursor,
                 more_results: false,
+            },
+        };
+        Ok((begun, batch))
+    }
+
+    /// Runs `aggregation` over `query`'s rows; a read that begins a transaction returns it.
+    async fn aggregate(
+        &self,
+        query: &QuerySpec,
+        aggregation: &Aggregation,
+        read: Read<'_>,
+    ) -> Result<(Option<TransactionId>, Value), Error> {
+        let response = call!(
+            self,
+            run_aggregation_query,
+            About {
+                rpc: "run_aggregation_query",
+                sending: Sending::Idempotent,
+                namespace: &query.partition.namespace,
+                kind: &query.kind,
+                count: 0,
+            },
+            pb::RunAggregationQueryRequest {
+                project_id: self.partitions.project_id.clone(),
+                database_id: self.partitions.database_id.clone(),
+                partition_id: Some(self.partitions.partition(&query.partition)),
+                read_options: Self::read_options(&read),
+                query_type: Some(
+                    pb::run_aggregation_query_request::QueryType::AggregationQuery(
+                        self.partitions.aggregation(query, aggregation),
+                    )
+                ),
+                ..pb::RunAggregationQueryRequest::default()
+            }
+        )
+        .map_err(|e| query_error(&query.kind, false, e))?;
+        let value = response
+            .batch
+            .and_then(|b| b.aggregation_results.into_iter().next())
+            .and_then(|mut r| r.aggregate_properties.remove(convert::AGGREGATE));
+        let begun = read.begins().then(|| TransactionId(response.transaction));
+        match value {
+            Some(value) => Ok((begun, self.partitions.property(value)?.value)),
+            None => Err(Error::Service {
+                code: "INTERNAL".to_owned(),
+                message: "the aggregation query returned no result".to_owned(),
             }),
         }
+    }
+
+    /// The request of one batch of `spec` (at most `limit` results), read as `read`, with the
+    /// service's Query Explain when `explain` is set (`Some(analyze)`).
+    fn run_query_request(
+        &self,
+        spec: &QuerySpec,
+        limit: Option<usize>,
+        read: Read<'_>,
+        explain: Option<bool>,
+    ) -> pb::RunQueryRequest {
+        pb::RunQueryRequest {
+            project_id: self.partitions.project_id.clone(),
+            database_id: self.partitions.database_id.clone(),
+            partition_id: Some(self.partitions.partition(&spec.partition)),
+            read_options: Self::read_options(&read),
+            query_type: Some(pb::run_query_request::QueryType::Query(
+                self.partitions.query(spec, limit),
+            )),
+            explain_options: explain.map(|analyze| pb::ExplainOptions { analyze }),
+            ..pb::RunQueryRequest::default()
+        }
+    }
+
+    /// Query Explain: the service's plan of `spec` and, with `analyze`, one batch of it and its
+    /// execution statistics.
+    async fn explain_query(
+        &self,
+        spec: &QuerySpec,
+        analyze: bool,
+    ) -> Result<(Option<QueryBatch>, Explanation), Error> {
+        use pb::query_result_batch::MoreResultsType as More;
+        let request = self.run_query_request(spec, spec.limit, Read::Outside, Some(analyze));
+        let response = call!(
+            self,
+            run_query,
+            About {
+                rpc: "run_query",
+                sending: Sending::Idempotent,
+                namespace: &spec.partition.namespace,
+                kind: &spec.kind,
+                count: 0,
+            },
+            request
+        )
+        .map_err(|e| query_error(&spec.kind, spec.start_cursor.is_some(), e))?;
+        let explained = response.explain_metrics.is_some();
+        let metrics = response.explain_metrics.unwrap_or_default();
+        let indexes_used = metrics
+            .plan_summary
+            .map(|plan| plan.indexes_used)
+            .unwrap_or_default()
+            .iter()
+            .map(|index| {
+                let text = |name: &str| match index.fields.get(name).and_then(|v| v.kind.as_ref()) {
+                    Some(prost_types::value::Kind::StringValue(s)) => s.clone(),
+                    _ => String::new(),
+                };
+                format!("{} {}", spec.kind, text("properties"))
+                    .trim()
+                    .to_owned()
+            })
+            .collect();
+        let plan = match explained {
+            true => "the service's plan",
+            // Google's emulators answer the query and ignore `explain_options`.
+            false => "none: the service did not explain the query (Google's emulators do not)",
+        };
+        let mut explanation = Explanation {
+            plan: plan.to_owned(),
+            indexes_used,
+            stats: None,
+        };
+        if !analyze {
+            return Ok((None, explanation));
+        }
+        let batch = response.batch.unwrap_or_default();
+        let mut results = Vec::with_capacity(batch.entity_results.len());
+        for result in batch.entity_results {
+            let Some(entity) = result.entity else {
+                continue;
+            };
+            let Some(key) = entity.key else { continue };
+            results.push(QueryResult {
+                key: self.partitions.raw_key(key)?,
+                properties: self.partitions.property_map(entity.properties)?,
+                cursor: result.cursor,
+            });
+        }
+        let more = More::try_from(batch.more_results).unwrap_or(More::NoMoreResults);
+        if let Some(stats) = metrics.execution_stats {
+            let debug = |name: &str| {
+                stats
+                    .debug_stats
+                    .as_ref()
+                    .and_then(|d| d.fields.get(name))
+                    .and_then(|v| match v.kind.as_ref() {
+                        Some(prost_types::value::Kind::StringValue(s)) => s.parse().ok(),
+                        Some(prost_types::value::Kind::NumberValue(n)) => Some(*n as u64),
+                        _ => None,
+                    })
+                    .unwrap_or(0)
+            };
+            explanation.stats = Some(ExecutionStats {
+                results_returned: stats.results_returned.max(0) as u64,
+                index_entries_scanned: debug("index_entries_scanned"),
+                entities_scanned: debug("documents_scanned"),
+                read_operations: Some(stats.read_operations.max(0) as u64),
+                execution_duration: stats
+                    .execution_duration
+                    .and_then(|d| Duration::try_from(d).ok()),
+            });
+        }
+        let batch = QueryBatch {
+            results,
+            end_cursor: batch.end_cursor,
+            more_results: more != More::NoMoreResults,
+        };
+        Ok((Some(batch), explanation))
     }
 }
 
@@ -309,7 +556,7 @@ impl Backend for Cloud {
         keys: &'a [RawKey],
         transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<Vec<Option<PropertyMap>>, Error>> {
-        Box::pin(self.lookup_keys(keys, transaction))
+        Box::pin(async move { Ok(self.lookup_keys(keys, Read::of(transaction)).await?.1) })
     }
 
     fn commit<'a>(
@@ -317,7 +564,7 @@ impl Backend for Cloud {
         mutations: Vec<Mutation>,
         transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
-        Box::pin(self.commit_mutations(mutations, transaction))
+        Box::pin(self.commit_mutations(mutations, transaction, None))
     }
 
     fn run_query<'a>(
@@ -325,7 +572,15 @@ impl Backend for Cloud {
         query: &'a QuerySpec,
         transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<QueryBatch, Error>> {
-        Box::pin(self.query(query, transaction))
+        Box::pin(async move { Ok(self.query(query, Read::of(transaction)).await?.1) })
+    }
+
+    fn explain<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        analyze: bool,
+    ) -> BoxFuture<'a, Result<(Option<QueryBatch>, Explanation), Error>> {
+        Box::pin(self.explain_query(query, analyze))
     }
 
     fn run_aggregation<'a>(
@@ -335,41 +590,8 @@ impl Backend for Cloud {
         transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<Value, Error>> {
         Box::pin(async move {
-            let response = call!(
-                self,
-                run_aggregation_query,
-                About {
-                    rpc: "run_aggregation_query",
-                    sending: Sending::Idempotent,
-                    namespace: &query.partition.namespace,
-                    kind: &query.kind,
-                    count: 0,
-                },
-                pb::RunAggregationQueryRequest {
-                    project_id: self.partitions.project_id.clone(),
-                    database_id: self.partitions.database_id.clone(),
-                    partition_id: Some(self.partitions.partition(&query.partition)),
-                    read_options: Self::read_options(transaction),
-                    query_type: Some(
-                        pb::run_aggregation_query_request::QueryType::AggregationQuery(
-                            self.partitions.aggregation(query, aggregation),
-                        )
-                    ),
-                    ..pb::RunAggregationQueryRequest::default()
-                }
-            )
-            .map_err(|e| query_error(&query.kind, false, e))?;
-            let value = response
-                .batch
-                .and_then(|b| b.aggregation_results.into_iter().next())
-                .and_then(|mut r| r.aggregate_properties.remove(convert::AGGREGATE));
-            match value {
-                Some(value) => Ok(self.partitions.property(value)?.value),
-                None => Err(Error::Service {
-                    code: "INTERNAL".to_owned(),
-                    message: "the aggregation query returned no result".to_owned(),
-                }),
-            }
+            let read = Read::of(transaction);
+            Ok(self.aggregate(query, aggregation, read).await?.1)
         })
     }
 
@@ -379,22 +601,6 @@ impl Backend for Cloud {
         mode: &'a TransactionMode,
     ) -> BoxFuture<'a, Result<TransactionId, Error>> {
         Box::pin(async move {
-            let mode = match mode {
-                TransactionMode::ReadWrite { previous } => {
-                    pb::transaction_options::Mode::ReadWrite(pb::transaction_options::ReadWrite {
-                        previous_transaction: previous
-                            .as_ref()
-                            .map(|p| p.0.clone())
-                            .unwrap_or_default(),
-                    })
-                }
-                TransactionMode::ReadOnly { read_time } => {
-                    pb::transaction_options::Mode::ReadOnly(pb::transaction_options::ReadOnly {
-                        read_time: read_time.map(convert::timestamp),
-                    })
-                }
-            };
-            let options = pb::TransactionOptions { mode: Some(mode) };
             let response = call!(
                 self,
                 begin_transaction,
@@ -402,12 +608,78 @@ impl Backend for Cloud {
                 pb::BeginTransactionRequest {
                     project_id: self.partitions.project_id.clone(),
                     database_id: self.partitions.database_id.clone(),
-                    transaction_options: Some(options),
+                    transaction_options: Some(transaction_options(mode)),
                     ..pb::BeginTransactionRequest::default()
                 }
             )?;
             Ok(TransactionId(response.transaction))
         })
+    }
+
+    fn begin_with_lookup<'a>(
+        &'a self,
+        keys: &'a [RawKey],
+        partition: &'a PartitionId,
+        mode: &'a TransactionMode,
+    ) -> BoxFuture<'a, Result<(TransactionId, Vec<Option<PropertyMap>>), Error>> {
+        Box::pin(async move {
+            if !self.begin_with_reads {
+                let id = self.begin_transaction(partition, mode).await?;
+                return Ok((id.clone(), self.lookup_keys(keys, Read::In(&id)).await?.1));
+            }
+            match self.lookup_keys(keys, Read::Begin(mode)).await? {
+                (Some(id), found) => Ok((began(Some(id))?, found)),
+                // No key, no call: begin on its own.
+                (None, found) => Ok((self.begin_transaction(partition, mode).await?, found)),
+            }
+        })
+    }
+
+    fn begin_with_query<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        mode: &'a TransactionMode,
+    ) -> BoxFuture<'a, Result<(TransactionId, QueryBatch), Error>> {
+        Box::pin(async move {
+            if !self.begin_with_reads {
+                let id = self.begin_transaction(&query.partition, mode).await?;
+                return Ok((id.clone(), self.query(query, Read::In(&id)).await?.1));
+            }
+            let (begun, batch) = self.query(query, Read::Begin(mode)).await?;
+            Ok((began(begun)?, batch))
+        })
+    }
+
+    fn begin_with_aggregation<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        aggregation: &'a Aggregation,
+        mode: &'a TransactionMode,
+    ) -> BoxFuture<'a, Result<(TransactionId, Value), Error>> {
+        Box::pin(async move {
+            if self.begin_with_reads && self.aggregations_begin.load(Ordering::Relaxed) {
+                match self
+                    .aggregate(query, aggregation, Read::Begin(mode))
+                    .await?
+                {
+                    (Some(id), value) if !id.0.is_empty() => return Ok((id, value)),
+                    // Answered outside any transaction: from now on, begin first.
+                    _ => self.aggregations_begin.store(false, Ordering::Relaxed),
+                }
+            }
+            let id = self.begin_transaction(&query.partition, mode).await?;
+            let value = self.aggregate(query, aggregation, Read::In(&id)).await?.1;
+            Ok((id, value))
+        })
+    }
+
+    fn begin_with_commit<'a>(
+        &'a self,
+        mutations: Vec<Mutation>,
+        _partition: &'a PartitionId,
+        mode: &'a TransactionMode,
+    ) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
+        Box::pin(self.commit_mutations(mutations, None, Some(mode)))
     }
 
     fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>> {
@@ -516,6 +788,46 @@ mod tests {
             ),
             Error::InvalidCursor { .. }
         ));
+    }
+
+    #[tokio::test]
+    async fn explain_sends_the_services_explain_options() {
+        let cloud = Settings::new("p".to_owned());
+        let cloud = Cloud {
+            calls: Calls {
+                client: Client::Plain(
+                    gcloud_sdk::google::datastore::v1::datastore_client::DatastoreClient::new(
+                        tonic::transport::Endpoint::from_static("http://127.0.0.1:9")
+                            .connect_lazy(),
+                    ),
+                ),
+                routing: "project_id=p".parse().unwrap(),
+                endpoint: "http://127.0.0.1:9".to_owned(),
+                database: String::new(),
+                timeout: cloud.timeout,
+                retry: cloud.retry,
+            },
+            partitions: Partitions {
+                project_id: "p".to_owned(),
+                database_id: String::new(),
+            },
+            begin_with_reads: false,
+            aggregations_begin: AtomicBool::new(true),
+        };
+        let spec = QuerySpec {
+            kind: "Post".to_owned(),
+            limit: Some(3),
+            ..QuerySpec::default()
+        };
+        for analyze in [false, true] {
+            let request = cloud.run_query_request(&spec, spec.limit, Read::Outside, Some(analyze));
+            assert_eq!(
+                request.explain_options,
+                Some(pb::ExplainOptions { analyze })
+            );
+        }
+        let plain = cloud.run_query_request(&spec, spec.limit, Read::Outside, None);
+        assert_eq!(plain.explain_options, None);
     }
 
     #[test]

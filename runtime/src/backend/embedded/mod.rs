@@ -45,6 +45,7 @@ use crate::model::entity::Entity;
 use crate::model::key::{IdOrName, KeyId, PartitionId, RawKey};
 use crate::model::schema::Schema;
 use crate::model::value::{PropertyMap, Value};
+use crate::query::explain::Explanation;
 use crate::query::spec::{Aggregation, Operator, QueryBatch, QuerySpec, ResultShape};
 use crate::rules::limits::check_entity;
 
@@ -84,7 +85,7 @@ impl std::fmt::Debug for Embedded {
 const ID_BLOCK: u64 = 1024;
 
 struct State {
-    store: Box<dyn Store>,
+    store: Box<dyn Store + Send>,
     strict: bool,
     /// Declared composite indexes, by kind.
     composites: HashMap<String, Vec<Composite>>,
@@ -141,7 +142,7 @@ impl Embedded {
         })
     }
 
-    fn with_store(store: Box<dyn Store>) -> Embedded {
+    fn with_store(store: Box<dyn Store + Send>) -> Embedded {
         Embedded {
             state: Mutex::new(State::new(store)),
         }
@@ -191,6 +192,14 @@ impl Backend for Embedded {
         transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<QueryBatch, Error>> {
         ready(self.state().run_query(query, transaction))
+    }
+
+    fn explain<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        analyze: bool,
+    ) -> BoxFuture<'a, Result<(Option<QueryBatch>, Explanation), Error>> {
+        ready(self.state().explain(query, analyze))
     }
 
     fn run_aggregation<'a>(
@@ -348,7 +357,7 @@ fn transaction_number(transaction: &TransactionId) -> Result<u64, Error> {
 }
 
 impl State {
-    fn new(store: Box<dyn Store>) -> State {
+    fn new(store: Box<dyn Store + Send>) -> State {
         State {
             store,
             strict: true,
@@ -879,11 +888,16 @@ impl State {
 
     /// The answer to a query, recording nothing.
     fn evaluate(&self, query: &QuerySpec) -> Result<QueryBatch, Error> {
+        self.evaluate_in(&*self.store, query)
+    }
+
+    /// Answers `query` from `store` (the engine's, or a view of it that counts what is read).
+    fn evaluate_in(&self, store: &dyn Store, query: &QuerySpec) -> Result<QueryBatch, Error> {
         let prepared = Prepared::new(query)?;
         let composites = self.composites(&query.kind);
         if prepared.branch_count() == 1 {
             let access = plan::choose(&prepared, composites, self.strict)?;
-            return plan::run(&*self.store, &prepared, &access);
+            return plan::run(store, &prepared, &access);
         }
         let plans = (0..prepared.branch_count())
             .map(|i| {
@@ -897,8 +911,34 @@ impl State {
             .any(|(_, access)| *access == plan::Access::Scan)
         {
             // A branch no index serves: every entity of the kind is evaluated, once.
-            true => plan::run(&*self.store, &prepared, &plan::Access::Scan),
-            false => plan::merged(&*self.store, &prepared, &plans),
+            true => plan::run(store, &prepared, &plan::Access::Scan),
+            false => plan::merged(store, &prepared, &plans),
         }
+    }
+
+    /// How `query` is answered (the plan of each branch of its filter), and, with `analyze`,
+    /// its answer and what it read.
+    fn explain(
+        &self,
+        query: &QuerySpec,
+        analyze: bool,
+    ) -> Result<(Option<QueryBatch>, Explanation), Error> {
+        let prepared = Prepared::new(query)?;
+        let composites = self.composites(&query.kind);
+        let plans = (0..prepared.branch_count())
+            .map(|i| {
+                let branch = prepared.branch(i);
+                let access = plan::choose(&branch, composites, self.strict)?;
+                Ok((branch, access))
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        let mut explanation = plan::explain(&prepared, &plans);
+        if !analyze {
+            return Ok((None, explanation));
+        }
+        let counting = store::Counting::new(&*self.store);
+        let batch = self.evaluate_in(&counting, query)?;
+        explanation.stats = Some(counting.stats(batch.results.len()));
+        Ok((Some(batch), explanation))
     }
 }
