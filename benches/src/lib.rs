@@ -6,6 +6,8 @@
 //! commands, the machine and the ratios.
 #![allow(missing_docs)]
 
+pub mod wire;
+
 use std::future::Future;
 
 use datastore_entity::prelude::*;

@@ -27,6 +27,9 @@ pub(crate) mod retry;
 /// A boxed future, so the trait can be used as `dyn Backend`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// What a lookup finds: one slot per key, in the order of the keys.
+pub type Found = Vec<Option<PropertyMap>>;
+
 /// A transaction handle issued by [`Backend::begin_transaction`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TransactionId(pub Vec<u8>);
@@ -133,7 +136,7 @@ pub trait Backend: Send + Sync + 'static {
         keys: &'a [RawKey],
         partition: &'a PartitionId,
         mode: &'a TransactionMode,
-    ) -> BoxFuture<'a, Result<(TransactionId, Vec<Option<PropertyMap>>), Error>> {
+    ) -> BoxFuture<'a, Result<(TransactionId, Found), Error>> {
         Box::pin(async move {
             let id = self.begin_transaction(partition, mode).await?;
             let found = self.lookup(keys, Some(&id)).await;

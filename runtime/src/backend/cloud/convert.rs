@@ -4,6 +4,9 @@ use gcloud_sdk::google::datastore::v1 as pb;
 use gcloud_sdk::google::r#type::LatLng;
 use gcloud_sdk::prost_types;
 
+use gcloud_sdk::prost::Message as _;
+
+use crate::backend::Mutation;
 use crate::error::Error;
 use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
 use crate::model::name::KeyName;
@@ -13,6 +16,7 @@ use crate::model::value::{Property, PropertyMap, Value};
 use crate::query::spec::{
     Aggregation, FilterNode, Operator, PropertyOrder, QuerySpec, ResultShape,
 };
+use crate::rules::limits::MAX_ENTITY_BYTES;
 
 /// How the service's partitions map to ours: the database and project of the handle fill
 /// in what a response leaves empty.
@@ -23,6 +27,34 @@ pub(super) struct Partitions {
 }
 
 impl Partitions {
+    /// One mutation, as the service receives it; an entity over 1 MiB encoded is refused.
+    pub(super) fn mutation(&self, mutation: Mutation) -> Result<pb::Mutation, Error> {
+        use pb::mutation::Operation;
+        let operation = match &mutation {
+            Mutation::Insert(k, p) | Mutation::Update(k, p) | Mutation::Upsert(k, p) => {
+                let entity = self.entity(k, p);
+                let size = entity.encoded_len();
+                if size > MAX_ENTITY_BYTES {
+                    return Err(Error::EntityTooLarge {
+                        key: format!("{k:?}"),
+                        size,
+                        max: MAX_ENTITY_BYTES,
+                    });
+                }
+                match mutation {
+                    Mutation::Insert(..) => Operation::Insert(entity),
+                    Mutation::Update(..) => Operation::Update(entity),
+                    _ => Operation::Upsert(entity),
+                }
+            }
+            Mutation::Delete(k) => Operation::Delete(self.key(k)),
+        };
+        Ok(pb::Mutation {
+            operation: Some(operation),
+            ..pb::Mutation::default()
+        })
+    }
+
     pub(super) fn key(&self, key: &RawKey) -> pb::Key {
         let partition = key.partition();
         pb::Key {

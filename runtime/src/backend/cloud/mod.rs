@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use gcloud_sdk::google::datastore::v1 as pb;
-use gcloud_sdk::prost::Message as _;
 use gcloud_sdk::prost_types;
 
 /// The builder of a handle on Google Cloud, where earlier releases had it.
@@ -28,13 +27,13 @@ pub(crate) use self::connect::Settings;
 
 use self::call::{About, Calls, Client, Sending};
 use self::convert::Partitions;
-use super::{Backend, BoxFuture, Mutation, TransactionId, TransactionMode};
+use super::{Backend, BoxFuture, Found, Mutation, TransactionId, TransactionMode};
 use crate::error::Error;
+use crate::model::entity::Entity;
 use crate::model::key::{PartitionId, RawKey};
 use crate::model::value::{PropertyMap, Value};
 use crate::query::explain::{ExecutionStats, Explanation};
 use crate::query::spec::{Aggregation, QueryBatch, QueryResult, QuerySpec};
-use crate::rules::limits::MAX_ENTITY_BYTES;
 
 /// The most keys the service looks up in one call.
 const MAX_LOOKUP_KEYS: usize = 1_000;
@@ -240,35 +239,12 @@ impl Cloud {
         transaction: Option<&TransactionId>,
         single_use: Option<&TransactionMode>,
     ) -> Result<Vec<RawKey>, Error> {
-        use pb::mutation::Operation;
-        let mut requested = Vec::with_capacity(mutations.len());
-        let mut keys = Vec::with_capacity(mutations.len());
-        for mutation in mutations {
-            let operation = match &mutation {
-                Mutation::Insert(k, p) | Mutation::Update(k, p) | Mutation::Upsert(k, p) => {
-                    let entity = self.partitions.entity(k, p);
-                    let size = entity.encoded_len();
-                    if size > MAX_ENTITY_BYTES {
-                        return Err(Error::EntityTooLarge {
-                            key: format!("{k:?}"),
-                            size,
-                            max: MAX_ENTITY_BYTES,
-                        });
-                    }
-                    match mutation {
-                        Mutation::Insert(..) => Operation::Insert(entity),
-                        Mutation::Update(..) => Operation::Update(entity),
-                        _ => Operation::Upsert(entity),
-                    }
-                }
-                Mutation::Delete(k) => Operation::Delete(self.partitions.key(k)),
-            };
-            keys.push(mutation.key().clone());
-            requested.push(pb::Mutation {
-                operation: Some(operation),
-                ..pb::Mutation::default()
-            });
-        }
+        let keys: Vec<RawKey> = mutations.iter().map(|m| m.key().clone()).collect();
+        let requested = mutations
+            .into_iter()
+            .map(|m| self.partitions.mutation(m))
+            .collect::<Result<Vec<_>, Error>>()?;
+        let mut keys = keys;
         use pb::commit_request::{Mode, TransactionSelector};
         let (mode, selector) = match (transaction, single_use) {
             (Some(t), _) => (
@@ -420,7 +396,7 @@ impl Cloud {
             .batch
             .and_then(|b| b.aggregation_results.into_iter().next())
             .and_then(|mut r| r.aggregate_properties.remove(convert::AGGREGATE));
-        let begun = read.begins().then(|| TransactionId(response.transaction));
+        let begun = read.begins().then_some(TransactionId(response.transaction));
         match value {
             Some(value) => Ok((begun, self.partitions.property(value)?.value)),
             None => Err(Error::Service {
@@ -621,7 +597,7 @@ impl Backend for Cloud {
         keys: &'a [RawKey],
         partition: &'a PartitionId,
         mode: &'a TransactionMode,
-    ) -> BoxFuture<'a, Result<(TransactionId, Vec<Option<PropertyMap>>), Error>> {
+    ) -> BoxFuture<'a, Result<(TransactionId, Found), Error>> {
         Box::pin(async move {
             if !self.begin_with_reads {
                 let id = self.begin_transaction(partition, mode).await?;
@@ -740,6 +716,96 @@ impl Backend for Cloud {
             Ok(())
         })
     }
+}
+
+/// The `CommitRequest` a `put_many` of `entities` sends to project `project_id`'s default
+/// database and namespace (upserts, outside a transaction), built as the backend builds it:
+/// for benchmarks, and tools that look at what goes on the wire.
+///
+/// ```
+/// # use datastore_entity::prelude::*;
+/// #[derive(Entity, Debug, PartialEq)]
+/// struct Note {
+///     #[key]
+///     id: KeyId,
+///     text: String,
+/// }
+///
+/// let notes = [Note { id: KeyId::new(1)?, text: "hello".into() }];
+/// let request = datastore_entity::backend::cloud::commit_request("my-project", &notes)?;
+/// assert_eq!(request.mutations.len(), 1);
+/// let back: Vec<Note> = datastore_entity::backend::cloud::entities_from_lookup(
+///     "my-project",
+///     gcloud_sdk::google::datastore::v1::LookupResponse {
+///         found: request
+///             .mutations
+///             .into_iter()
+///             .filter_map(|m| match m.operation {
+///                 Some(gcloud_sdk::google::datastore::v1::mutation::Operation::Upsert(e)) => {
+///                     Some(gcloud_sdk::google::datastore::v1::EntityResult {
+///                         entity: Some(e),
+///                         ..Default::default()
+///                     })
+///                 }
+///                 _ => None,
+///             })
+///             .collect(),
+///         ..Default::default()
+///     },
+/// )?;
+/// assert_eq!(back, notes);
+/// # Ok::<(), Error>(())
+/// ```
+pub fn commit_request<E: Entity>(
+    project_id: &str,
+    entities: &[E],
+) -> Result<pb::CommitRequest, Error> {
+    let partition = PartitionId {
+        project_id: project_id.to_owned(),
+        ..PartitionId::default()
+    };
+    let partitions = Partitions {
+        project_id: project_id.to_owned(),
+        database_id: String::new(),
+    };
+    let mutations = entities
+        .iter()
+        .map(|entity| {
+            let key = entity
+                .entity_key()?
+                .into_raw()
+                .with_partition(partition.clone());
+            partitions.mutation(Mutation::Upsert(key, entity.to_properties()))
+        })
+        .collect::<Result<_, Error>>()?;
+    Ok(pb::CommitRequest {
+        project_id: project_id.to_owned(),
+        mode: pb::commit_request::Mode::NonTransactional as i32,
+        mutations,
+        ..pb::CommitRequest::default()
+    })
+}
+
+/// The entities a `LookupResponse` of project `project_id` holds, read as the backend reads
+/// them (for benchmarks and tools; see [`commit_request`]).
+pub fn entities_from_lookup<E: Entity>(
+    project_id: &str,
+    response: pb::LookupResponse,
+) -> Result<Vec<E>, Error> {
+    let partitions = Partitions {
+        project_id: project_id.to_owned(),
+        database_id: String::new(),
+    };
+    response
+        .found
+        .into_iter()
+        .filter_map(|found| found.entity)
+        .filter_map(|entity| Some((entity.key?, entity.properties)))
+        .map(|(key, properties)| {
+            let key = partitions.raw_key(key)?;
+            E::from_entity(&key, partitions.property_map(properties)?)
+        })
+        .collect()
 }
 
 #[cfg(test)]
