@@ -281,6 +281,17 @@ pub enum Error {
         reason: String,
     },
 
+    /// Text that is not what it should be (a timestamp, a key).
+    #[error("`{text}` is not {what}: {reason}")]
+    Parse {
+        /// What the text should have been.
+        what: &'static str,
+        /// The text.
+        text: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// No credentials could be found or used to call Google Cloud. Nothing was sent to the
     /// service.
     #[error(

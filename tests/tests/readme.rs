@@ -57,6 +57,7 @@ fn the_declarations_block_runs() {
 /// README: storing and querying, on the types of the declarations block.
 mod db_block {
     use datastore_entity::prelude::*;
+    use std::time::Duration;
 
     #[derive(Entity, Debug, Clone, PartialEq)]
     #[entity(kind = "Account")]
@@ -141,7 +142,7 @@ mod db_block {
             let both = tx.get_many(&[ann_key.clone(), bob_key.clone()]).await?;
             Ok::<_, Error>(both.iter().flatten().map(|a| a.balance).sum::<i64>())
         }).await?;
-        let ten_minutes_ago = Timestamp::from_micros(Timestamp::now().as_micros() - 600_000_000);
+        let ten_minutes_ago = Timestamp::now() - Duration::from_secs(600);
         let then = db.read_only_transaction_at(ten_minutes_ago, async |tx| { // the data back then:
             tx.get(&ann_key).await                        // Google Cloud only (the embedded engine
         }).await;                                          // keeps no versions: Error::Unsupported)

@@ -243,10 +243,11 @@ async fn counter_overflow_is_an_error_and_writes_nothing() {
     let db = Db::in_memory();
     let key = db.put(&article("big")).await.unwrap();
     Article::increment_views(&db, &key, i64::MAX).await.unwrap();
-    // Whichever shard the next increment picks, the total would overflow; a shard holding
-    // i64::MAX overflows on its own, others when summed.
-    let mut failures = 0;
-    for _ in 0..40 {
+    // An increment into the shard that holds i64::MAX overflows on its own (an error, nothing
+    // written); one into another shard succeeds, and then the total overflows when summed.
+    // The shard is random: go on until both happened.
+    let (mut failures, mut summed) = (0, false);
+    for _ in 0..1_000 {
         match Article::increment_views(&db, &key, i64::MAX).await {
             Ok(()) => {}
             Err(Error::CounterOverflow { field, .. }) => {
@@ -255,14 +256,18 @@ async fn counter_overflow_is_an_error_and_writes_nothing() {
             }
             Err(other) => panic!("{other}"),
         }
-        if failures > 0 {
+        summed = matches!(
+            Article::views_total(&db, &key).await,
+            Err(Error::CounterOverflow { .. })
+        );
+        if failures > 0 && summed {
             break;
         }
     }
-    assert!(matches!(
-        Article::views_total(&db, &key).await,
-        Err(Error::CounterOverflow { .. })
-    ));
+    assert!(
+        failures > 0 && summed,
+        "{failures} failures, summed: {summed}"
+    );
 }
 
 fn config(version: i64) -> SiteConfig {

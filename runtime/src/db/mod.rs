@@ -165,7 +165,8 @@ impl Db {
 
     /// `key` in this handle's partition: a key without a partition (from a generated
     /// builder) takes the handle's; a key of another partition is [`Error::WrongPartition`].
-    /// Keys a `Db` returns are already bound, so this is how to compare a built key with them.
+    /// A built key already equals the same key of the default namespace; in another namespace,
+    /// this is how to compare a built key with the keys the handle returns.
     ///
     /// ```
     /// # use datastore_entity::prelude::*;

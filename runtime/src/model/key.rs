@@ -208,8 +208,13 @@ impl fmt::Display for PartitionId {
 /// A key built in code (by the generated builders) has no partition until a `Db` uses it,
 /// and then takes that handle's; a key a `Db` returns carries its partition, and a handle of
 /// another partition refuses it ([`Error::WrongPartition`]), so one tenant's key never
-/// reads another tenant's entity. Keys of different partitions are different keys.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// reads another tenant's entity.
+///
+/// Two keys are equal (and hash alike) when their paths, databases and namespaces are: a key
+/// without a partition counts as the default database and namespace, so a key built in code
+/// equals the same key a `Db` of the default namespace returns, and keys of different
+/// namespaces are never equal. (The project is not compared: a handle reads one project.)
+#[derive(Clone)]
 pub struct RawKey {
     partition: Option<PartitionId>,
     path: Vec<PathElement>,
@@ -370,6 +375,41 @@ impl RawKey {
             key: format!("{self:?}"),
             reason,
         }
+    }
+}
+
+impl RawKey {
+    /// What identifies the key for equality, hashing and order: database, namespace, path.
+    fn identity(&self) -> (&str, &str, &[PathElement]) {
+        (self.database(), self.namespace(), &self.path)
+    }
+}
+
+impl PartialEq for RawKey {
+    fn eq(&self, other: &RawKey) -> bool {
+        self.identity() == other.identity()
+    }
+}
+
+impl Eq for RawKey {}
+
+impl Hash for RawKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.identity().hash(state);
+    }
+}
+
+impl PartialOrd for RawKey {
+    fn partial_cmp(&self, other: &RawKey) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// By database, then namespace, then path (the service's order of keys within a namespace:
+/// element by element, a parent before its children, ids before names).
+impl Ord for RawKey {
+    fn cmp(&self, other: &RawKey) -> Ordering {
+        self.identity().cmp(&other.identity())
     }
 }
 

@@ -1,18 +1,30 @@
 //! The value types the service has and Rust lacks: [`Timestamp`], [`Blob`], [`GeoPoint`].
 
 use std::fmt;
-use std::ops::Deref;
+use std::ops::{Add, AddAssign, Deref, Sub, SubAssign};
+use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::Error;
 
 /// A point in time with microsecond precision, as the service stores it.
 ///
+/// It adds and subtracts `std::time::Duration`s (saturating at the ends of its range; the
+/// `checked_` methods say when they would), the difference of two is a `Duration`, and it
+/// reads and writes RFC 3339. Nanoseconds, which the service does not keep, are truncated.
+///
 /// ```
+/// use std::time::Duration;
 /// use datastore_entity::Timestamp;
+///
 /// let t = Timestamp::from_micros(1_700_000_000_000_000);
 /// assert_eq!(t.as_micros(), 1_700_000_000_000_000);
 /// assert_eq!(t.to_string(), "2023-11-14T22:13:20.000000Z");
+/// assert_eq!("2023-11-14T23:13:20+01:00".parse::<Timestamp>()?, t);
+/// let later = t + Duration::from_secs(600);
+/// assert_eq!(later - t, Duration::from_secs(600));
+/// assert_eq!(t.checked_duration_since(later), None);
+/// # Ok::<(), datastore_entity::Error>(())
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
 pub struct Timestamp(i64);
@@ -80,6 +92,165 @@ impl fmt::Display for Timestamp {
             secs % 60,
             micros_of_day % 1_000_000
         )
+    }
+}
+
+impl Timestamp {
+    /// The time `duration` after this one; `None` beyond the range of microseconds an `i64`
+    /// holds (about ±292,000 years).
+    pub fn checked_add(self, duration: Duration) -> Option<Timestamp> {
+        let micros = i64::try_from(duration.as_micros()).ok()?;
+        self.0.checked_add(micros).map(Timestamp)
+    }
+
+    /// The time `duration` before this one; `None` beyond the range.
+    pub fn checked_sub(self, duration: Duration) -> Option<Timestamp> {
+        let micros = i64::try_from(duration.as_micros()).ok()?;
+        self.0.checked_sub(micros).map(Timestamp)
+    }
+
+    /// How long after `earlier` this is; `None` when `earlier` is later.
+    pub fn checked_duration_since(self, earlier: Timestamp) -> Option<Duration> {
+        let micros = self.0.checked_sub(earlier.0)?;
+        u64::try_from(micros).ok().map(Duration::from_micros)
+    }
+
+    /// How long after `earlier` this is; zero when `earlier` is later (as `Instant` does).
+    pub fn duration_since(self, earlier: Timestamp) -> Duration {
+        self.checked_duration_since(earlier).unwrap_or_default()
+    }
+}
+
+/// `t + duration`, saturating at the ends of the range.
+impl Add<Duration> for Timestamp {
+    type Output = Timestamp;
+    fn add(self, duration: Duration) -> Timestamp {
+        self.checked_add(duration).unwrap_or(Timestamp(i64::MAX))
+    }
+}
+
+/// `t - duration`, saturating at the ends of the range.
+impl Sub<Duration> for Timestamp {
+    type Output = Timestamp;
+    fn sub(self, duration: Duration) -> Timestamp {
+        self.checked_sub(duration).unwrap_or(Timestamp(i64::MIN))
+    }
+}
+
+impl AddAssign<Duration> for Timestamp {
+    fn add_assign(&mut self, duration: Duration) {
+        *self = *self + duration;
+    }
+}
+
+impl SubAssign<Duration> for Timestamp {
+    fn sub_assign(&mut self, duration: Duration) {
+        *self = *self - duration;
+    }
+}
+
+/// `later - earlier`: how long after `earlier` `later` is, zero when `earlier` is later (as
+/// `Instant` does; [`Timestamp::checked_duration_since`] tells the two apart).
+impl Sub<Timestamp> for Timestamp {
+    type Output = Duration;
+    fn sub(self, earlier: Timestamp) -> Duration {
+        self.duration_since(earlier)
+    }
+}
+
+/// Days since 1970-01-01 of a date of the proleptic Gregorian calendar (Howard Hinnant's
+/// days-from-civil).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let yoe = year - era * 400;
+    let doy = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// RFC 3339: `2023-11-14T22:13:20Z`, `2023-11-14T23:13:20.5+01:00`, `2023-11-14 22:13:20z`.
+/// Fractions finer than a microsecond are truncated (the service keeps microseconds).
+impl FromStr for Timestamp {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Timestamp, Error> {
+        let refused = |reason: &str| Error::Parse {
+            what: "an RFC 3339 timestamp",
+            text: text.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let bytes = text.as_bytes();
+        let number = |at: usize, len: usize| -> Result<i64, Error> {
+            let digits = bytes
+                .get(at..at + len)
+                .filter(|d| d.iter().all(u8::is_ascii_digit))
+                .ok_or_else(|| refused("expected YYYY-MM-DDTHH:MM:SS"))?;
+            Ok(digits.iter().fold(0, |n, d| n * 10 + i64::from(d - b'0')))
+        };
+        let separator = |at: usize, allowed: &[u8]| match bytes.get(at) {
+            Some(b) if allowed.contains(b) => Ok(()),
+            _ => Err(refused("expected YYYY-MM-DDTHH:MM:SS")),
+        };
+        let year = number(0, 4)?;
+        separator(4, b"-")?;
+        let month = number(5, 2)?;
+        separator(7, b"-")?;
+        let day = number(8, 2)?;
+        separator(10, b"Tt ")?;
+        let hour = number(11, 2)?;
+        separator(13, b":")?;
+        let minute = number(14, 2)?;
+        separator(16, b":")?;
+        let second = number(17, 2)?;
+        if !(1..=12).contains(&month) || !(1..=days_in_month(year, month)).contains(&day) {
+            return Err(refused("no such date"));
+        }
+        if hour > 23 || minute > 59 || second > 59 {
+            return Err(refused("no such time of day"));
+        }
+        let mut at = 19;
+        let mut micros = 0;
+        if bytes.get(at) == Some(&b'.') {
+            at += 1;
+            let start = at;
+            while bytes.get(at).is_some_and(u8::is_ascii_digit) {
+                if at - start < 6 {
+                    micros = micros * 10 + i64::from(bytes[at] - b'0');
+                }
+                at += 1;
+            }
+            if at == start {
+                return Err(refused("a fraction of a second needs digits"));
+            }
+            micros *= 10_i64.pow(6_u32.saturating_sub((at - start) as u32));
+        }
+        let offset = match bytes.get(at) {
+            Some(b'Z' | b'z') if at + 1 == bytes.len() => 0,
+            Some(sign @ (b'+' | b'-')) if at + 6 == bytes.len() => {
+                separator(at + 3, b":")?;
+                let (hours, minutes) = (number(at + 1, 2)?, number(at + 4, 2)?);
+                if hours > 23 || minutes > 59 {
+                    return Err(refused("no such offset"));
+                }
+                let offset = (hours * 60 + minutes) * 60;
+                if *sign == b'-' { -offset } else { offset }
+            }
+            _ => return Err(refused("expected Z or an offset like +01:00 at the end")),
+        };
+        let seconds =
+            days_from_civil(year, month, day) * 86_400 + hour * 3_600 + minute * 60 + second
+                - offset;
+        Ok(Timestamp(seconds * 1_000_000 + micros))
     }
 }
 
