@@ -61,7 +61,7 @@ pub trait PropertyType: Sized {
     fn from_missing() -> Result<Self, DecodeError> {
         Err(DecodeError {
             path: String::new(),
-            expected: std::any::type_name::<Self>().to_owned(),
+            expected: short_type_name(std::any::type_name::<Self>()),
             found: "no such property".to_owned(),
         })
     }
@@ -214,7 +214,6 @@ macro_rules! simple_property {
 }
 simple_property! {
     bool => Boolean, "boolean";
-    f64 => Double, "double";
     GeoPoint => GeoPoint, "geo point";
     RawKey => Key, "key";
 }
@@ -272,6 +271,27 @@ impl PropertyType for Blob {
     }
 }
 
+impl PropertyType for f64 {
+    type Operand = f64;
+    type Growth = Steady;
+    fn to_value(&self) -> Value {
+        Value::Double(*self)
+    }
+    fn write_stored(&self, w: &mut StoredWriter<'_>) {
+        w.double(*self);
+    }
+    fn from_value(value: Value) -> Result<Self, DecodeError> {
+        match value {
+            Value::Double(d) => Ok(d),
+            // An integer where the struct now has a floating-point field reads as that number
+            // (as NDB does): widening, exact up to 2^53.
+            #[allow(clippy::cast_precision_loss)]
+            Value::Integer(i) => Ok(i as f64),
+            other => Err(DecodeError::mismatch("double", &other)),
+        }
+    }
+}
+
 impl PropertyType for f32 {
     type Operand = f32;
     type Growth = Steady;
@@ -283,6 +303,9 @@ impl PropertyType for f32 {
             // Narrowing is the point of an f32 field; NaN and infinities survive it.
             #[allow(clippy::cast_possible_truncation)]
             Value::Double(d) => Ok(d as f32),
+            // An integer stored where the field is now a float reads as that number.
+            #[allow(clippy::cast_precision_loss)]
+            Value::Integer(i) => Ok(i as f32),
             other => Err(DecodeError::mismatch("double", &other)),
         }
     }
@@ -493,5 +516,42 @@ impl ShardIndexable for Timestamp {
 impl<T: ShardIndexable> ShardIndexable for Option<T> {
     fn sort_value(&self) -> Option<i64> {
         self.as_ref().and_then(T::sort_value)
+    }
+}
+
+/// A type's name as a struct spells it: every path cut to its last segment
+/// (`core::option::Option<alloc::string::String>` is `Option<String>`).
+pub(crate) fn short_type_name(full: &str) -> String {
+    let mut out = String::with_capacity(full.len());
+    let mut segment = String::new();
+    let mut chars = full.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == ':' && chars.peek() == Some(&':') {
+            chars.next();
+            segment.clear();
+        } else if c.is_alphanumeric() || c == '_' {
+            segment.push(c);
+        } else {
+            out.push_str(&segment);
+            segment.clear();
+            out.push(c);
+        }
+    }
+    out.push_str(&segment);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_type_name;
+
+    #[test]
+    fn type_names_are_spelled_as_in_a_struct() {
+        assert_eq!(short_type_name("alloc::string::String"), "String");
+        assert_eq!(
+            short_type_name("core::option::Option<alloc::vec::Vec<my::Address>>"),
+            "Option<Vec<Address>>"
+        );
+        assert_eq!(short_type_name("(i64, [u8; 4])"), "(i64, [u8; 4])");
     }
 }

@@ -20,6 +20,7 @@ macro_rules! values_tests {
             values_an_entity_over_1_mib_is_refused,
             values_an_array_inside_an_array_is_refused,
             values_empty_arrays_read_back_empty,
+            values_an_integer_reads_as_a_float_field,
         );
     };
 }
@@ -166,4 +167,60 @@ pub async fn values_empty_arrays_read_back_empty(t: Ctx) {
     let back = t.db.get(&sample_key("empty")).await.unwrap().unwrap();
     assert!(back.tags.is_empty());
     assert_eq!(back, entity);
+}
+
+/// Issue #16: an integer stored where the struct now has an `f64` (or `f32`) reads as that
+/// number, as NDB reads it; other mismatches stay errors, and a missing property names the
+/// field's type as the struct spells it.
+pub async fn values_an_integer_reads_as_a_float_field(t: Ctx) {
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    #[entity(kind = "Reading")]
+    struct Before {
+        #[key]
+        id: KeyId,
+        value: i64,
+        small: i64,
+    }
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    #[entity(kind = "Reading")]
+    struct After {
+        #[key]
+        id: KeyId,
+        value: f64,
+        small: f32,
+    }
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    #[entity(kind = "Reading")]
+    struct Later {
+        #[key]
+        id: KeyId,
+        value: f64,
+        unit: String,
+    }
+    let id = KeyId::new(1).unwrap();
+    t.db.put(&Before {
+        id,
+        value: 1 << 40,
+        small: -3,
+    })
+    .await
+    .unwrap();
+    let read = t.db.get(&After::key(id)).await.unwrap().unwrap();
+    assert_eq!(
+        read,
+        After {
+            id,
+            value: (1_i64 << 40) as f64,
+            small: -3.0
+        }
+    );
+    match t.db.get(&Later::key(id)).await {
+        Err(Error::Decode {
+            property, expected, ..
+        }) => {
+            assert_eq!(property, "unit");
+            assert_eq!(expected, "String", "the type as the struct spells it");
+        }
+        other => panic!("a missing String is a decode error, found {other:?}"),
+    }
 }
