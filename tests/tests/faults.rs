@@ -1,5 +1,5 @@
-//! The Google Cloud backend under the network's faults, on the Firestore emulator in
-//! Datastore mode, through the harness's fault proxy (`tests/src/faults.rs`): reads, queries
+//! The Google Cloud backend under the network's faults, on both of Google's emulators (the
+//! Firestore emulator in Datastore mode and the legacy Datastore emulator), through the harness's fault proxy (`tests/src/faults.rs`): reads, queries
 //! and transactions survive a blip; a black hole ends in an error within the deadline; a
 //! commit whose answer is lost says so and is never replayed; no acknowledged write is lost;
 //! no transaction body's writes are applied twice; a restarted emulator is reconnected to.
@@ -14,10 +14,15 @@ use datastore_entity_tests::faults::{Fault, FaultProxy};
 use datastore_entity_tests::harness::{Backend, Emulator, PROJECT};
 use datastore_entity_tests::{Account, account, account_key};
 
-/// The emulator for this binary, or why there is none (CI must have it).
-fn emulator() -> Option<&'static Emulator> {
-    static EMULATOR: std::sync::OnceLock<Result<Emulator, String>> = std::sync::OnceLock::new();
-    match EMULATOR.get_or_init(|| Emulator::start(Backend::Firestore)) {
+/// The emulator of `backend` for this binary, or why there is none (CI must have it).
+fn emulator(backend: Backend) -> Option<&'static Emulator> {
+    static FIRESTORE: std::sync::OnceLock<Result<Emulator, String>> = std::sync::OnceLock::new();
+    static DATASTORE: std::sync::OnceLock<Result<Emulator, String>> = std::sync::OnceLock::new();
+    let cell = match backend {
+        Backend::Datastore => &DATASTORE,
+        _ => &FIRESTORE,
+    };
+    match cell.get_or_init(|| Emulator::start(backend)) {
         Ok(emulator) => Some(emulator),
         Err(reason) if std::env::var_os("CI").is_some() => {
             panic!("CI needs the emulator: {reason}")
@@ -30,8 +35,12 @@ fn emulator() -> Option<&'static Emulator> {
 }
 
 /// A `Db` on the emulator through a fault proxy, in a namespace of its own, with `timeout`.
-async fn through_proxy(name: &str, timeout: Duration) -> Option<(Db, FaultProxy)> {
-    let emulator = emulator()?;
+async fn through_proxy(
+    backend: Backend,
+    name: &str,
+    timeout: Duration,
+) -> Option<(Db, FaultProxy)> {
+    let emulator = emulator(backend)?;
     let proxy = FaultProxy::start(emulator.port).await;
     let db = Db::cloud_builder(PROJECT)
         .endpoint(proxy.endpoint())
@@ -44,9 +53,9 @@ async fn through_proxy(name: &str, timeout: Duration) -> Option<(Db, FaultProxy)
     Some((db, proxy))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reads_and_queries_survive_a_reset_of_every_connection() {
-    let Some((db, proxy)) = through_proxy("faults-reset", Duration::from_secs(20)).await else {
+async fn reads_and_queries_survive_a_reset_of_every_connection(backend: Backend) {
+    let Some((db, proxy)) = through_proxy(backend, "faults-reset", Duration::from_secs(20)).await
+    else {
         return;
     };
     let key = db.put(&account("ann")).await.unwrap();
@@ -67,9 +76,9 @@ async fn reads_and_queries_survive_a_reset_of_every_connection() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reads_survive_a_server_that_refuses_connections_for_a_while() {
-    let Some((db, proxy)) = through_proxy("faults-refuse", Duration::from_secs(20)).await else {
+async fn reads_survive_a_server_that_refuses_connections_for_a_while(backend: Backend) {
+    let Some((db, proxy)) = through_proxy(backend, "faults-refuse", Duration::from_secs(20)).await
+    else {
         return;
     };
     let key = db.put(&account("ann")).await.unwrap();
@@ -90,10 +99,9 @@ async fn reads_survive_a_server_that_refuses_connections_for_a_while() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_black_hole_ends_in_an_error_within_the_deadline() {
+async fn a_black_hole_ends_in_an_error_within_the_deadline(backend: Backend) {
     let deadline = Duration::from_secs(2);
-    let Some((db, proxy)) = through_proxy("faults-hole", deadline).await else {
+    let Some((db, proxy)) = through_proxy(backend, "faults-hole", deadline).await else {
         return;
     };
     let key = db.put(&account("ann")).await.unwrap();
@@ -128,9 +136,9 @@ async fn a_black_hole_ends_in_an_error_within_the_deadline() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_commit_whose_answer_is_lost_is_unknown_and_never_replayed() {
-    let Some((db, proxy)) = through_proxy("faults-answer", Duration::from_secs(2)).await else {
+async fn a_commit_whose_answer_is_lost_is_unknown_and_never_replayed(backend: Backend) {
+    let Some((db, proxy)) = through_proxy(backend, "faults-answer", Duration::from_secs(2)).await
+    else {
         return;
     };
     proxy.set(Fault::SwallowAnswers);
@@ -146,9 +154,11 @@ async fn a_commit_whose_answer_is_lost_is_unknown_and_never_replayed() {
     assert_eq!(found.unwrap().email, "ann@example.com");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn under_repeated_resets_no_acknowledged_write_is_lost_and_no_body_is_applied_twice() {
-    let Some((db, proxy)) = through_proxy("faults-chaos", Duration::from_secs(5)).await else {
+async fn under_repeated_resets_no_acknowledged_write_is_lost_and_no_body_is_applied_twice(
+    backend: Backend,
+) {
+    let Some((db, proxy)) = through_proxy(backend, "faults-chaos", Duration::from_secs(5)).await
+    else {
         return;
     };
     db.put(&account("counter")).await.unwrap();
@@ -219,10 +229,9 @@ async fn under_repeated_resets_no_acknowledged_write_is_lost_and_no_body_is_appl
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_live_db_reconnects_to_a_restarted_emulator() {
+async fn a_live_db_reconnects_to_a_restarted_emulator(backend: Backend) {
     // An emulator of this test's own, stopped and started again on the same port.
-    let emulator = match Emulator::start(Backend::Firestore) {
+    let emulator = match Emulator::start(backend) {
         Ok(emulator) => emulator,
         Err(reason) if std::env::var_os("CI").is_some() => panic!("CI needs it: {reason}"),
         Err(reason) => return eprintln!("skipped: {reason}"),
@@ -237,7 +246,7 @@ async fn a_live_db_reconnects_to_a_restarted_emulator() {
     let key = db.put(&account("ann")).await.unwrap();
     assert!(db.get(&key).await.unwrap().is_some());
     drop(emulator);
-    let restarted = std::thread::spawn(move || Emulator::start_on(Backend::Firestore, port));
+    let restarted = std::thread::spawn(move || Emulator::start_on(backend, port));
     // The same handle, while the emulator comes back: retried until it answers. The
     // emulator keeps its data in memory, so the entity is gone with the old process.
     let found = db.get(&key).await.unwrap();
@@ -245,3 +254,45 @@ async fn a_live_db_reconnects_to_a_restarted_emulator() {
     db.put(&account("bob")).await.unwrap();
     drop(restarted.join().unwrap().unwrap());
 }
+
+/// Every test above, on one emulator.
+macro_rules! on {
+    ($module:ident, $backend:expr) => {
+        mod $module {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn reads_and_queries_survive_a_reset_of_every_connection() {
+                super::reads_and_queries_survive_a_reset_of_every_connection($backend).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn reads_survive_a_server_that_refuses_connections_for_a_while() {
+                super::reads_survive_a_server_that_refuses_connections_for_a_while($backend).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_black_hole_ends_in_an_error_within_the_deadline() {
+                super::a_black_hole_ends_in_an_error_within_the_deadline($backend).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_commit_whose_answer_is_lost_is_unknown_and_never_replayed() {
+                super::a_commit_whose_answer_is_lost_is_unknown_and_never_replayed($backend).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn under_repeated_resets_no_acknowledged_write_is_lost_and_no_body_is_applied_twice() {
+                super::under_repeated_resets_no_acknowledged_write_is_lost_and_no_body_is_applied_twice($backend).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_live_db_reconnects_to_a_restarted_emulator() {
+                super::a_live_db_reconnects_to_a_restarted_emulator($backend).await
+            }
+        }
+    };
+}
+
+on!(firestore, Backend::Firestore);
+on!(datastore, Backend::Datastore);
