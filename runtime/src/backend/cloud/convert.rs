@@ -14,7 +14,7 @@ use crate::model::scalar::{Blob, GeoPoint, Timestamp};
 use crate::model::schema::Direction;
 use crate::model::value::{Property, PropertyMap, Value};
 use crate::query::spec::{
-    Aggregation, FilterNode, Operator, PropertyOrder, QuerySpec, ResultShape,
+    Aggregation, FilterNode, Operator, PropertyOrder, QueryResult, QuerySpec, ResultShape,
 };
 use crate::rules::limits::MAX_ENTITY_BYTES;
 
@@ -240,6 +240,23 @@ impl Partitions {
             .into_iter()
             .map(|(name, value)| Ok((name, self.property(value)?)))
             .collect()
+    }
+
+    /// A batch's results (an entity without a key is skipped).
+    pub(super) fn results(&self, found: Vec<pb::EntityResult>) -> Result<Vec<QueryResult>, Error> {
+        let mut results = Vec::with_capacity(found.len());
+        for result in found {
+            let Some(entity) = result.entity else {
+                continue;
+            };
+            let Some(key) = entity.key else { continue };
+            results.push(QueryResult {
+                key: self.raw_key(key)?,
+                properties: self.property_map(entity.properties)?,
+                cursor: result.cursor,
+            });
+        }
+        Ok(results)
     }
 
     /// A query as the service takes it. There is no offset (R-Q3).

@@ -316,17 +316,7 @@ impl Cloud {
                 begun = Some(TransactionId(response.transaction));
             }
             let batch = response.batch.unwrap_or_default();
-            for result in batch.entity_results {
-                let Some(entity) = result.entity else {
-                    continue;
-                };
-                let Some(key) = entity.key else { continue };
-                results.push(QueryResult {
-                    key: self.partitions.raw_key(key)?,
-                    properties: self.partitions.property_map(entity.properties)?,
-                    cursor: result.cursor,
-                });
-            }
+            results.extend(self.partitions.results(batch.entity_results)?);
             let more = More::try_from(batch.more_results).unwrap_or(More::NoMoreResults);
             let enough = wanted.is_some_and(|w| results.len() > w);
             if more == More::NotFinished && !enough {
@@ -481,18 +471,7 @@ impl Cloud {
             return Ok((None, explanation));
         }
         let batch = response.batch.unwrap_or_default();
-        let mut results = Vec::with_capacity(batch.entity_results.len());
-        for result in batch.entity_results {
-            let Some(entity) = result.entity else {
-                continue;
-            };
-            let Some(key) = entity.key else { continue };
-            results.push(QueryResult {
-                key: self.partitions.raw_key(key)?,
-                properties: self.partitions.property_map(entity.properties)?,
-                cursor: result.cursor,
-            });
-        }
+        let results = self.partitions.results(batch.entity_results)?;
         let more = More::try_from(batch.more_results).unwrap_or(More::NoMoreResults);
         if let Some(stats) = metrics.execution_stats {
             let debug = |name: &str| {

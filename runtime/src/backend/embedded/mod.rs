@@ -894,18 +894,11 @@ impl State {
     /// Answers `query` from `store` (the engine's, or a view of it that counts what is read).
     fn evaluate_in(&self, store: &dyn Store, query: &QuerySpec) -> Result<QueryBatch, Error> {
         let prepared = Prepared::new(query)?;
-        let composites = self.composites(&query.kind);
         if prepared.branch_count() == 1 {
-            let access = plan::choose(&prepared, composites, self.strict)?;
+            let access = plan::choose(&prepared, self.composites(&query.kind), self.strict)?;
             return plan::run(store, &prepared, &access);
         }
-        let plans = (0..prepared.branch_count())
-            .map(|i| {
-                let branch = prepared.branch(i);
-                let access = plan::choose(&branch, composites, self.strict)?;
-                Ok((branch, access))
-            })
-            .collect::<Result<Vec<_>, Error>>()?;
+        let plans = self.plans(&prepared)?;
         match plans
             .iter()
             .any(|(_, access)| *access == plan::Access::Scan)
@@ -916,6 +909,21 @@ impl State {
         }
     }
 
+    /// Each branch of `prepared`'s filter with the plan that answers it.
+    fn plans<'q>(
+        &self,
+        prepared: &Prepared<'q>,
+    ) -> Result<Vec<(Prepared<'q>, plan::Access)>, Error> {
+        let composites = self.composites(&prepared.query.kind);
+        (0..prepared.branch_count())
+            .map(|i| {
+                let branch = prepared.branch(i);
+                let access = plan::choose(&branch, composites, self.strict)?;
+                Ok((branch, access))
+            })
+            .collect()
+    }
+
     /// How `query` is answered (the plan of each branch of its filter), and, with `analyze`,
     /// its answer and what it read.
     fn explain(
@@ -924,15 +932,7 @@ impl State {
         analyze: bool,
     ) -> Result<(Option<QueryBatch>, Explanation), Error> {
         let prepared = Prepared::new(query)?;
-        let composites = self.composites(&query.kind);
-        let plans = (0..prepared.branch_count())
-            .map(|i| {
-                let branch = prepared.branch(i);
-                let access = plan::choose(&branch, composites, self.strict)?;
-                Ok((branch, access))
-            })
-            .collect::<Result<Vec<_>, Error>>()?;
-        let mut explanation = plan::explain(&prepared, &plans);
+        let mut explanation = plan::explain(&prepared, &self.plans(&prepared)?);
         if !analyze {
             return Ok((None, explanation));
         }
