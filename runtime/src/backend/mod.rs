@@ -140,7 +140,7 @@ pub trait Backend: Send + Sync + 'static {
         Box::pin(async move {
             let id = self.begin_transaction(partition, mode).await?;
             let found = self.lookup(keys, Some(&id)).await;
-            began(self, id, found).await
+            after_begin(self, id, found).await
         })
     }
 
@@ -153,7 +153,7 @@ pub trait Backend: Send + Sync + 'static {
         Box::pin(async move {
             let id = self.begin_transaction(&query.partition, mode).await?;
             let batch = self.run_query(query, Some(&id)).await;
-            began(self, id, batch).await
+            after_begin(self, id, batch).await
         })
     }
 
@@ -168,7 +168,7 @@ pub trait Backend: Send + Sync + 'static {
         Box::pin(async move {
             let id = self.begin_transaction(&query.partition, mode).await?;
             let value = self.run_aggregation(query, aggregation, Some(&id)).await;
-            began(self, id, value).await
+            after_begin(self, id, value).await
         })
     }
 
@@ -216,9 +216,9 @@ pub trait Backend: Send + Sync + 'static {
     }
 }
 
-/// The transaction `id` a read began, with the read's answer; if the read failed, the
+/// The transaction `id` begun for a read, with the read's answer; if the read failed, the
 /// transaction is rolled back (best effort: nobody else knows its handle).
-async fn began<B: Backend + ?Sized, T>(
+pub(crate) async fn after_begin<B: Backend + ?Sized, T>(
     backend: &B,
     id: TransactionId,
     read: Result<T, Error>,

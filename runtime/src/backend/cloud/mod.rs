@@ -27,7 +27,7 @@ pub(crate) use self::connect::Settings;
 
 use self::call::{About, Calls, Client, Sending};
 use self::convert::Partitions;
-use super::{Backend, BoxFuture, Found, Mutation, TransactionId, TransactionMode};
+use super::{Backend, BoxFuture, Found, Mutation, TransactionId, TransactionMode, after_begin};
 use crate::error::Error;
 use crate::model::entity::Entity;
 use crate::model::key::{PartitionId, RawKey};
@@ -86,6 +86,17 @@ fn about_keys<'k>(rpc: &'static str, sending: Sending, keys: &'k [RawKey]) -> Ab
         namespace: keys.first().map_or("", RawKey::namespace),
         kind: keys.first().map_or("", RawKey::kind),
         count: keys.len(),
+    }
+}
+
+/// What a query's call is about.
+fn about_query<'q>(rpc: &'static str, query: &'q QuerySpec) -> About<'q> {
+    About {
+        rpc,
+        sending: Sending::Idempotent,
+        namespace: &query.partition.namespace,
+        kind: &query.kind,
+        count: 0,
     }
 }
 
@@ -299,13 +310,7 @@ impl Cloud {
             let response = call!(
                 self,
                 run_query,
-                About {
-                    rpc: "run_query",
-                    sending: Sending::Idempotent,
-                    namespace: &spec.partition.namespace,
-                    kind: &spec.kind,
-                    count: 0,
-                },
+                about_query("run_query", &spec),
                 self.run_query_request(&spec, ask, read.after(begun.as_ref()), None)
             )
             .map_err(|e| {
@@ -361,13 +366,7 @@ impl Cloud {
         let response = call!(
             self,
             run_aggregation_query,
-            About {
-                rpc: "run_aggregation_query",
-                sending: Sending::Idempotent,
-                namespace: &query.partition.namespace,
-                kind: &query.kind,
-                count: 0,
-            },
+            about_query("run_aggregation_query", query),
             pb::RunAggregationQueryRequest {
                 project_id: self.partitions.project_id.clone(),
                 database_id: self.partitions.database_id.clone(),
@@ -427,19 +426,8 @@ impl Cloud {
     ) -> Result<(Option<QueryBatch>, Explanation), Error> {
         use pb::query_result_batch::MoreResultsType as More;
         let request = self.run_query_request(spec, spec.limit, Read::Outside, Some(analyze));
-        let response = call!(
-            self,
-            run_query,
-            About {
-                rpc: "run_query",
-                sending: Sending::Idempotent,
-                namespace: &spec.partition.namespace,
-                kind: &spec.kind,
-                count: 0,
-            },
-            request
-        )
-        .map_err(|e| query_error(&spec.kind, spec.start_cursor.is_some(), e))?;
+        let response = call!(self, run_query, about_query("run_query", spec), request)
+            .map_err(|e| query_error(&spec.kind, spec.start_cursor.is_some(), e))?;
         let explained = response.explain_metrics.is_some();
         let metrics = response.explain_metrics.unwrap_or_default();
         let indexes_used = metrics
@@ -580,7 +568,8 @@ impl Backend for Cloud {
         Box::pin(async move {
             if !self.begin_with_reads {
                 let id = self.begin_transaction(partition, mode).await?;
-                return Ok((id.clone(), self.lookup_keys(keys, Read::In(&id)).await?.1));
+                let found = self.lookup_keys(keys, Read::In(&id)).await.map(|(_, f)| f);
+                return after_begin(self, id, found).await;
             }
             match self.lookup_keys(keys, Read::Begin(mode)).await? {
                 (Some(id), found) => Ok((began(Some(id))?, found)),
@@ -598,7 +587,8 @@ impl Backend for Cloud {
         Box::pin(async move {
             if !self.begin_with_reads {
                 let id = self.begin_transaction(&query.partition, mode).await?;
-                return Ok((id.clone(), self.query(query, Read::In(&id)).await?.1));
+                let batch = self.query(query, Read::In(&id)).await.map(|(_, b)| b);
+                return after_begin(self, id, batch).await;
             }
             let (begun, batch) = self.query(query, Read::Begin(mode)).await?;
             Ok((began(begun)?, batch))
@@ -623,8 +613,11 @@ impl Backend for Cloud {
                 }
             }
             let id = self.begin_transaction(&query.partition, mode).await?;
-            let value = self.aggregate(query, aggregation, Read::In(&id)).await?.1;
-            Ok((id, value))
+            let value = self
+                .aggregate(query, aggregation, Read::In(&id))
+                .await
+                .map(|(_, v)| v);
+            after_begin(self, id, value).await
         })
     }
 
