@@ -89,6 +89,21 @@ pub fn entity_by_hand(o: &Order) -> pb::Entity {
     }
 }
 
+/// An order's stored properties, as declared.
+const PROPERTIES: [&str; 11] = [
+    "customer",
+    "status",
+    "total_cents",
+    "currency",
+    "items",
+    "discount",
+    "paid",
+    "created",
+    "note",
+    "tags",
+    "shipping",
+];
+
 /// The upserts of `orders`, outside a transaction.
 pub fn commit_by_hand(orders: &[Order]) -> pb::CommitRequest {
     pb::CommitRequest {
@@ -96,9 +111,14 @@ pub fn commit_by_hand(orders: &[Order]) -> pb::CommitRequest {
         mode: pb::commit_request::Mode::NonTransactional as i32,
         mutations: orders
             .iter()
-            .map(|o| pb::Mutation {
-                operation: Some(pb::mutation::Operation::Upsert(entity_by_hand(o))),
-                ..pb::Mutation::default()
+            .map(|o| {
+                // Only the properties the struct knows: others' properties stay as stored.
+                let paths = PROPERTIES.iter().map(|&p| p.to_owned()).collect();
+                pb::Mutation {
+                    operation: Some(pb::mutation::Operation::Upsert(entity_by_hand(o))),
+                    property_mask: Some(pb::PropertyMask { paths }),
+                    ..pb::Mutation::default()
+                }
             })
             .collect(),
         ..pb::CommitRequest::default()

@@ -97,14 +97,14 @@ async fn a_duplicate_key_fails_the_commit_before_anything_is_sent() {
 #[tokio::test]
 async fn the_engine_itself_refuses_duplicate_keys_in_one_commit() {
     // R-A4, at the backend level: a caller of the raw trait gets the same guarantee.
-    use datastore_entity::backend::{Backend, Mutation, embedded::Embedded};
+    use datastore_entity::backend::{Backend, Mask, Mutation, embedded::Embedded};
     let engine = Embedded::new();
     let key = account_key("ann").into_raw();
     let props = account("ann").to_properties();
     let error = engine
         .commit(
             vec![
-                Mutation::Upsert(key.clone(), props.clone()),
+                Mutation::Upsert(key.clone(), props.clone(), Mask::Whole),
                 Mutation::Delete(key.clone()),
             ],
             None,

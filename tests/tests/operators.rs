@@ -8,7 +8,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use datastore_entity::backend::embedded::Embedded;
-use datastore_entity::backend::{Backend, Mutation};
+use datastore_entity::backend::{Backend, Mask, Mutation};
 use datastore_entity::prelude::*;
 use datastore_entity::value::compare_values;
 use datastore_entity::{Error, Filter, Property, PropertyMap, Value};
@@ -521,7 +521,11 @@ proptest! {
                         .filter_map(|(n, v)| Some(((*n).to_owned(), Property::indexed(v.clone()?))))
                         .collect();
                     let key = Tree::key(KeyId::new(i as i64 + 1).unwrap()).into_raw();
-                    Mutation::Upsert(key.with_partition(db.partition().clone()), properties)
+                    Mutation::Upsert(
+                        key.with_partition(db.partition().clone()),
+                        properties,
+                        Mask::Whole,
+                    )
                 })
                 .collect();
             engine.commit(mutations, None).await.unwrap();

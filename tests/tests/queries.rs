@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use datastore_entity::backend::embedded::Embedded;
 use datastore_entity::backend::{
-    Backend, Mutation, PropertyFilter, PropertyOrder, QuerySpec, ResultShape,
+    Backend, Mask, Mutation, PropertyFilter, PropertyOrder, QuerySpec, ResultShape,
 };
 use datastore_entity::prelude::*;
 use datastore_entity::{Direction, Error, Operator, Property, PropertyMap, Value};
@@ -353,7 +353,13 @@ async fn engine_with(entities: Vec<(i64, PropertyMap)>) -> Embedded {
     let engine = Embedded::new();
     let mutations = entities
         .into_iter()
-        .map(|(id, props)| Mutation::Upsert(Item::key(KeyId::new(id).unwrap()).into_raw(), props))
+        .map(|(id, props)| {
+            Mutation::Upsert(
+                Item::key(KeyId::new(id).unwrap()).into_raw(),
+                props,
+                Mask::Whole,
+            )
+        })
         .collect();
     engine.commit(mutations, None).await.unwrap();
     engine

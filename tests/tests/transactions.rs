@@ -348,7 +348,7 @@ async fn contention_met_inside_a_body_with_its_own_error_type_is_retried() {
 async fn a_read_only_transaction_cannot_write_even_through_the_backend() {
     // `ReadTx` has no writes; the engine refuses a read-only transaction's mutations too,
     // as the service does, and writes nothing.
-    use datastore_entity::backend::{Backend as _, Mutation, TransactionMode};
+    use datastore_entity::backend::{Backend as _, Mask, Mutation, TransactionMode};
     let (backend, db) = Instrumented::db();
     let engine = backend.engine();
     let id = engine
@@ -361,7 +361,11 @@ async fn a_read_only_transaction_cannot_write_even_through_the_backend() {
     let key = db.bind(&account_key("ro")).unwrap().into_raw();
     let refused = engine
         .commit(
-            vec![Mutation::Upsert(key, datastore_entity::PropertyMap::new())],
+            vec![Mutation::Upsert(
+                key,
+                datastore_entity::PropertyMap::new(),
+                Mask::Whole,
+            )],
             Some(&id),
         )
         .await;

@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::model::key::{PartitionId, RawKey};
 use crate::model::scalar::Timestamp;
 use crate::model::schema::Schema;
-use crate::model::value::{PropertyMap, Value};
+use crate::model::value::{Property, PropertyMap, Value};
 use crate::query::explain::Explanation;
 /// The query vocabulary, where the backends' callers have always found it.
 pub use crate::query::spec::{
@@ -55,11 +55,11 @@ pub enum TransactionMode {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mutation {
     /// Create; fails with [`Error::AlreadyExists`] if the key exists. An incomplete key gets an id.
-    Insert(RawKey, PropertyMap),
-    /// Replace; fails with [`Error::NotFound`] if the key does not exist.
-    Update(RawKey, PropertyMap),
-    /// Create or replace. An incomplete key gets an id.
-    Upsert(RawKey, PropertyMap),
+    Insert(RawKey, PropertyMap, Mask),
+    /// Change; fails with [`Error::NotFound`] if the key does not exist.
+    Update(RawKey, PropertyMap, Mask),
+    /// Create or change. An incomplete key gets an id.
+    Upsert(RawKey, PropertyMap, Mask),
     /// Remove (removing a missing key is not an error).
     Delete(RawKey),
 }
@@ -68,10 +68,113 @@ impl Mutation {
     /// The key the mutation writes.
     pub fn key(&self) -> &RawKey {
         match self {
-            Mutation::Insert(k, _) | Mutation::Update(k, _) | Mutation::Upsert(k, _) => k,
+            Mutation::Insert(k, ..) | Mutation::Update(k, ..) | Mutation::Upsert(k, ..) => k,
             Mutation::Delete(k) => k,
         }
     }
+}
+
+/// Which stored properties an insert, update or upsert sets (the service's
+/// `Mutation.property_mask`). What a mask leaves out stays as it was stored, with its index
+/// entries: that is how a struct that does not declare a property leaves it alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mask {
+    /// Every property: the stored entity becomes exactly the written one.
+    Whole,
+    /// Only these paths, each a property name followed by names inside embedded entities.
+    /// A path the written entity lacks is removed from the stored one.
+    Paths(Vec<Vec<&'static str>>),
+}
+
+impl Mask {
+    /// The properties an entity type writes: every stored property it declares.
+    pub fn declared(schema: &Schema) -> Mask {
+        Mask::Paths(schema.properties.iter().map(|p| vec![p.name]).collect())
+    }
+
+    /// `self`, each path behind `name` (the mask of an entity embedded as property `name`).
+    pub(crate) fn inside(&self, name: &'static str) -> Mask {
+        match self {
+            Mask::Whole => Mask::Paths(vec![vec![name]]),
+            Mask::Paths(paths) => Mask::Paths(
+                paths
+                    .iter()
+                    .map(|path| std::iter::once(name).chain(path.iter().copied()).collect())
+                    .collect(),
+            ),
+        }
+    }
+
+    /// `self` and `other`'s paths.
+    pub(crate) fn with(self, other: Mask) -> Mask {
+        match (self, other) {
+            (Mask::Paths(mut a), Mask::Paths(b)) => {
+                a.extend(b);
+                Mask::Paths(a)
+            }
+            _ => Mask::Whole,
+        }
+    }
+
+    /// `written` laid over `stored` as this mask says: the entity the write leaves.
+    pub(crate) fn merge(&self, stored: Option<PropertyMap>, written: PropertyMap) -> PropertyMap {
+        match (self, stored) {
+            (Mask::Whole, _) | (_, None) => written,
+            (Mask::Paths(paths), Some(mut stored)) => {
+                for path in paths {
+                    overlay(&mut stored, &written, path);
+                }
+                stored
+            }
+        }
+    }
+}
+
+/// Sets `path` of `stored` to what `written` holds there (removes it when `written` has none).
+fn overlay(stored: &mut PropertyMap, written: &PropertyMap, path: &[&str]) {
+    let Some((&name, rest)) = path.split_first() else {
+        return;
+    };
+    let source = written.get(name);
+    if rest.is_empty() {
+        match source {
+            Some(property) => {
+                stored.insert(name, property.clone());
+            }
+            None => {
+                stored.remove(name);
+            }
+        }
+        return;
+    }
+    let empty = PropertyMap::new();
+    let inner_written = match source.map(|p| &p.value) {
+        Some(Value::Entity(inner)) => inner,
+        _ => &empty,
+    };
+    let (mut inner, excluded) = match stored.remove(name) {
+        Some(Property {
+            value: Value::Entity(inner),
+            excluded,
+        }) => (inner, excluded),
+        // Nothing to remove a path from, and nothing to write.
+        other if source.is_none() => {
+            if let Some(other) = other {
+                stored.insert(name, other);
+            }
+            return;
+        }
+        _ => (PropertyMap::new(), false),
+    };
+    overlay(&mut inner, inner_written, rest);
+    let excluded = source.map_or(excluded, |p| p.excluded);
+    stored.insert(
+        name,
+        Property {
+            value: Value::Entity(inner),
+            excluded,
+        },
+    );
 }
 
 /// A storage backend: the service's calls, untyped.

@@ -202,20 +202,52 @@ impl Db {
         keys.into_iter().map(Key::from_raw).collect()
     }
 
-    async fn commit_one<E: Entity>(&self, entity: &E, op: Op) -> Result<Key<E>, Error> {
-        let write = Write::entity(&self.scope, entity, op)?;
+    async fn commit_one<E: Entity>(&self, write: Write) -> Result<Key<E>, Error> {
         let mut keys = self.commit_typed(vec![write]).await?;
         keys.pop().ok_or_else(|| Error::Unavailable {
             reason: "the backend returned no key for the write".into(),
         })
     }
 
-    /// Writes `entity`, creating or replacing it; returns its complete key (an id is
-    /// allocated for an `Option<KeyId>` key holding `None`). A `#[replicated]` entity is
+    /// Writes `entity`, creating it or setting the properties its type declares; returns its
+    /// complete key (an id is allocated for an `Option<KeyId>` key holding `None`). Stored
+    /// properties the type does not declare (another program's, a newer version's) are left
+    /// as they were, with their index entries: every write of an entity type does that
+    /// ([`replace`](Db::replace) is the one that removes them). A `#[replicated]` entity is
     /// written with its replicas in the same commit; `#[sharded]` counters are not written
     /// (use the generated `increment_*`).
     pub async fn put<E: Entity>(&self, entity: &E) -> Result<Key<E>, Error> {
-        self.commit_one(entity, Op::Upsert).await
+        self.commit_one(Write::entity(&self.scope, entity, Op::Upsert)?)
+            .await
+    }
+
+    /// Writes `entity` as exactly the properties its type declares, creating or replacing
+    /// it: stored properties the type does not declare are **removed** (what [`put`](Db::put)
+    /// keeps). For a deliberate cleanup, once no program reads them any more.
+    ///
+    /// ```
+    /// # use datastore_entity::prelude::*;
+    /// #[derive(Entity, Debug, PartialEq)]
+    /// struct Member { #[key] id: KeyName, email: String }
+    ///
+    /// #[derive(Entity)]
+    /// #[entity(kind = "Member")]
+    /// struct MemberV2 { #[key] id: KeyName, email: String, phone: Option<String> }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let db = Db::in_memory();
+    /// let id = KeyName::new("ann")?;
+    /// db.put(&MemberV2 { id: id.clone(), email: "a@x".into(), phone: Some("555".into()) }).await?;
+    /// db.put(&Member { id: id.clone(), email: "b@x".into() }).await?; // phone kept
+    /// assert_eq!(db.get(&MemberV2::key(id.clone())).await?.unwrap().phone.as_deref(), Some("555"));
+    /// db.replace(&Member { id: id.clone(), email: "c@x".into() }).await?; // phone removed
+    /// assert_eq!(db.get(&MemberV2::key(id)).await?.unwrap().phone, None);
+    /// # Ok::<(), Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn replace<E: Entity>(&self, entity: &E) -> Result<Key<E>, Error> {
+        self.commit_one(Write::entity(&self.scope, entity, Op::Upsert)?.replacing())
+            .await
     }
 
     /// Writes all `entities` in one commit (R-A1): all or none. The same key twice is
@@ -254,12 +286,16 @@ impl Db {
 
     /// Creates `entity`; [`Error::AlreadyExists`] if its key is taken.
     pub async fn insert<E: Entity>(&self, entity: &E) -> Result<Key<E>, Error> {
-        self.commit_one(entity, Op::Insert).await
+        self.commit_one(Write::entity(&self.scope, entity, Op::Insert)?)
+            .await
     }
 
-    /// Replaces `entity`; [`Error::NotFound`] if it does not exist.
+    /// Sets the properties `entity`'s type declares, leaving the others as stored (as
+    /// [`put`](Db::put)); [`Error::NotFound`] if it does not exist.
     pub async fn update<E: Entity>(&self, entity: &E) -> Result<(), Error> {
-        self.commit_one(entity, Op::Update).await.map(drop)
+        self.commit_one::<E>(Write::entity(&self.scope, entity, Op::Update)?)
+            .await
+            .map(drop)
     }
 
     /// Reads one entity by key (R-K5); `None` if it does not exist. `#[sharded]` counters

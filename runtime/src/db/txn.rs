@@ -376,7 +376,8 @@ impl Tx {
         Query::new(self.inner.db.scope.clone(), Some(self.inner.handle.clone()))
     }
 
-    /// Buffers a write of `entity` (create or replace), committed with the transaction, and
+    /// Buffers a write of `entity` (create it, or set the properties its type declares and
+    /// leave the others as stored, as [`Db::put`]), committed with the transaction, and
     /// returns the key it will be written under. An incomplete key (`Option<KeyId>` holding
     /// `None`) gets its id now, from the backend's allocator (one round trip), so the body can
     /// use the key before commit — in a child's key, or a property of another entity. An id
@@ -421,6 +422,17 @@ impl Tx {
     /// ```
     pub async fn put<E: Entity>(&self, entity: &E) -> Result<Key<E>, Error> {
         let result = self.prepare_put(entity).await;
+        self.buffer_put(result)
+    }
+
+    /// Buffers a write of `entity` as exactly the properties its type declares: stored
+    /// properties it does not declare are removed (see [`Db::replace`]).
+    pub async fn replace<E: Entity>(&self, entity: &E) -> Result<Key<E>, Error> {
+        let result = self.prepare_put(entity).await.map(Write::replacing);
+        self.buffer_put(result)
+    }
+
+    fn buffer_put<E: Entity>(&self, result: Result<Write, Error>) -> Result<Key<E>, Error> {
         match result {
             Ok(write) => {
                 let key = Key::from_raw(write.key.clone());

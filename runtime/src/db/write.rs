@@ -3,9 +3,9 @@
 //! each write's companions (replicas, counter shards on delete: `format/companion.rs`), and
 //! sends the mutations in one backend call.
 
-use crate::backend::{Mutation, TransactionId};
+use crate::backend::{Mask, Mutation, TransactionId};
 use crate::error::Error;
-use crate::format::companion::{companion_key, replica};
+use crate::format::companion::{ENTITY, OWNER, companion_key, replica};
 use crate::model::entity::Entity;
 use crate::model::key::{Key, RawKey};
 use crate::model::schema::Schema;
@@ -26,16 +26,19 @@ pub(crate) enum Op {
 }
 
 /// One write of a commit, before its companions are added: the entity (in the backend's
-/// partition) and the schema that says which companions it has.
+/// partition), which of its stored properties it sets, and the schema that says which
+/// companions it has.
 pub(crate) struct Write {
     pub(crate) op: Op,
     pub(crate) key: RawKey,
     pub(crate) properties: PropertyMap,
+    pub(crate) mask: Mask,
     pub(crate) schema: Option<&'static Schema>,
 }
 
 impl Write {
-    /// The write of `entity` in `scope`.
+    /// The write of `entity` in `scope`: the properties its type declares, the others left
+    /// as stored.
     pub(crate) fn entity<E: Entity>(scope: &Scope, entity: &E, op: Op) -> Result<Write, Error> {
         let key = scope.outgoing(entity.entity_key()?.raw())?;
         let mut properties = entity.to_properties();
@@ -44,8 +47,18 @@ impl Write {
             op,
             key,
             properties,
+            mask: Mask::declared(E::SCHEMA),
             schema: Some(E::SCHEMA),
         })
+    }
+
+    /// `self`, replacing the stored entity whole: properties its type does not declare are
+    /// removed.
+    pub(crate) fn replacing(self) -> Write {
+        Write {
+            mask: Mask::Whole,
+            ..self
+        }
     }
 
     /// The delete of `key` in `scope`.
@@ -54,6 +67,7 @@ impl Write {
             op: Op::Delete,
             key: scope.outgoing(key.raw())?,
             properties: PropertyMap::new(),
+            mask: Mask::Whole,
             schema: Some(E::SCHEMA),
         })
     }
@@ -64,6 +78,7 @@ impl Write {
             op,
             key,
             properties,
+            mask: Mask::Whole,
             schema: None,
         }
     }
@@ -128,9 +143,9 @@ pub(crate) async fn prepare(
     }
     mutations.append(&mut companions);
     for mutation in &mutations {
-        if let Mutation::Insert(key, properties)
-        | Mutation::Update(key, properties)
-        | Mutation::Upsert(key, properties) = mutation
+        if let Mutation::Insert(key, properties, _)
+        | Mutation::Update(key, properties, _)
+        | Mutation::Upsert(key, properties, _) = mutation
         {
             check_entity(key, properties)?;
         }
@@ -145,15 +160,21 @@ fn expand(write: Write, primary: &mut Vec<Mutation>, companions: &mut Vec<Mutati
         op,
         key,
         properties,
+        mask,
         schema,
     } = write;
     if let Some(schema) = schema {
         if let Some(replicas) = &schema.replicas {
             for slot in 0..replicas.copies {
                 let at = companion_key(&key, replicas.kind, slot);
+                // A replica holds the entity as one embedded property: the mask reaches into it.
                 companions.push(match op {
                     Op::Delete => Mutation::Delete(at),
-                    _ => Mutation::Upsert(at, replica(&key, &properties)),
+                    _ => Mutation::Upsert(
+                        at,
+                        replica(&key, &properties),
+                        Mask::Paths(vec![vec![OWNER]]).with(mask.inside(ENTITY)),
+                    ),
                 });
             }
         }
@@ -167,9 +188,9 @@ fn expand(write: Write, primary: &mut Vec<Mutation>, companions: &mut Vec<Mutati
         }
     }
     primary.push(match op {
-        Op::Insert => Mutation::Insert(key, properties),
-        Op::Update => Mutation::Update(key, properties),
-        Op::Upsert => Mutation::Upsert(key, properties),
+        Op::Insert => Mutation::Insert(key, properties, mask),
+        Op::Update => Mutation::Update(key, properties, mask),
+        Op::Upsert => Mutation::Upsert(key, properties, mask),
         Op::Delete => Mutation::Delete(key),
     });
 }

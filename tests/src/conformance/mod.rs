@@ -12,6 +12,7 @@ mod arrays;
 mod batches;
 mod crud;
 mod cursors;
+mod evolution;
 mod filters;
 mod ids;
 mod indexes;
@@ -28,6 +29,7 @@ pub use arrays::*;
 pub use batches::*;
 pub use crud::*;
 pub use cursors::*;
+pub use evolution::*;
 pub use filters::*;
 pub use ids::*;
 pub use indexes::*;
@@ -60,6 +62,7 @@ macro_rules! all_conformance_tests {
         $crate::indexes_tests!($backend);
         $crate::transactions_tests!($backend);
         $crate::scale_tests!($backend);
+        $crate::evolution_tests!($backend);
     };
 }
 

@@ -6,7 +6,7 @@ use gcloud_sdk::prost_types;
 
 use gcloud_sdk::prost::Message as _;
 
-use crate::backend::Mutation;
+use crate::backend::{Mask, Mutation};
 use crate::error::Error;
 use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
 use crate::model::name::KeyName;
@@ -30,8 +30,10 @@ impl Partitions {
     /// One mutation, as the service receives it; an entity over 1 MiB encoded is refused.
     pub(super) fn mutation(&self, mutation: Mutation) -> Result<pb::Mutation, Error> {
         use pb::mutation::Operation;
-        let operation = match &mutation {
-            Mutation::Insert(k, p) | Mutation::Update(k, p) | Mutation::Upsert(k, p) => {
+        let (operation, mask) = match &mutation {
+            Mutation::Insert(k, p, mask)
+            | Mutation::Update(k, p, mask)
+            | Mutation::Upsert(k, p, mask) => {
                 let entity = self.entity(k, p);
                 let size = entity.encoded_len();
                 if size > MAX_ENTITY_BYTES {
@@ -41,16 +43,18 @@ impl Partitions {
                         max: MAX_ENTITY_BYTES,
                     });
                 }
-                match mutation {
+                let operation = match mutation {
                     Mutation::Insert(..) => Operation::Insert(entity),
                     Mutation::Update(..) => Operation::Update(entity),
                     _ => Operation::Upsert(entity),
-                }
+                };
+                (operation, property_mask(mask))
             }
-            Mutation::Delete(k) => Operation::Delete(self.key(k)),
+            Mutation::Delete(k) => (Operation::Delete(self.key(k)), None),
         };
         Ok(pb::Mutation {
             operation: Some(operation),
+            property_mask: mask,
             ..pb::Mutation::default()
         })
     }
@@ -417,6 +421,25 @@ fn order(order: &PropertyOrder) -> pb::PropertyOrder {
             Direction::Ascending => pb::property_order::Direction::Ascending,
             Direction::Descending => pb::property_order::Direction::Descending,
         } as i32,
+    }
+}
+
+/// The service's form of a mask: dotted paths, a `.` or `\` in a name escaped with `\`.
+fn property_mask(mask: &Mask) -> Option<pb::PropertyMask> {
+    match mask {
+        Mask::Whole => None,
+        Mask::Paths(paths) => Some(pb::PropertyMask {
+            paths: paths
+                .iter()
+                .map(|path| {
+                    let names: Vec<String> = path
+                        .iter()
+                        .map(|name| name.replace('\\', "\\\\").replace('.', "\\."))
+                        .collect();
+                    names.join(".")
+                })
+                .collect(),
+        }),
     }
 }
 

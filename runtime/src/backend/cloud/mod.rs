@@ -27,7 +27,9 @@ pub(crate) use self::connect::Settings;
 
 use self::call::{About, Calls, Client, Sending};
 use self::convert::Partitions;
-use super::{Backend, BoxFuture, Found, Mutation, TransactionId, TransactionMode, after_begin};
+use super::{
+    Backend, BoxFuture, Found, Mask, Mutation, TransactionId, TransactionMode, after_begin,
+};
 use crate::error::Error;
 use crate::model::entity::Entity;
 use crate::model::key::{PartitionId, RawKey};
@@ -747,7 +749,11 @@ pub fn commit_request<E: Entity>(
                 .entity_key()?
                 .into_raw()
                 .with_partition(partition.clone());
-            partitions.mutation(Mutation::Upsert(key, entity.to_properties()))
+            partitions.mutation(Mutation::Upsert(
+                key,
+                entity.to_properties(),
+                Mask::declared(E::SCHEMA),
+            ))
         })
         .collect::<Result<_, Error>>()?;
     Ok(pb::CommitRequest {

@@ -35,7 +35,7 @@ use std::sync::{Mutex, MutexGuard};
 use self::index::{Composite, check_ancestors, decode_entity, encode_entity, invalid_key};
 use self::scan::Prepared;
 use self::store::{Batch, Memory, Redb, Store};
-use super::{Backend, BoxFuture, Mutation, TransactionId, TransactionMode};
+use super::{Backend, BoxFuture, Mask, Mutation, TransactionId, TransactionMode};
 use crate::error::Error;
 use crate::format::file::{
     ENTITIES, FORMAT, FORMAT_KEY, IDS_KEY, INDEX_PREFIX, META, RESERVED_PREFIX,
@@ -658,21 +658,32 @@ impl State {
         let mut written = Vec::with_capacity(mutations.len());
         for mutation in mutations {
             let (key, properties) = match mutation {
-                Mutation::Insert(k, p) | Mutation::Upsert(k, p) if !k.is_complete() => {
+                Mutation::Insert(k, p, m) | Mutation::Upsert(k, p, m) if !k.is_complete() => {
                     let id = self.allocate_id(&mut batch);
-                    (k.completed(IdOrName::Id(id)), Some(p))
+                    (k.completed(IdOrName::Id(id)), Some((p, m)))
                 }
-                Mutation::Insert(k, p) | Mutation::Update(k, p) | Mutation::Upsert(k, p) => {
-                    (k, Some(p))
-                }
+                Mutation::Insert(k, p, m)
+                | Mutation::Update(k, p, m)
+                | Mutation::Upsert(k, p, m) => (k, Some((p, m))),
                 Mutation::Delete(k) => (k, None),
             };
             tracing::debug!(key = ?key, "commit");
             let at = index::entity_key(&key);
             let composites = self.composites(key.kind());
-            let mut old = match self.load_entity(&at)? {
-                Some(old) => index::entries(&key, &old, composites),
+            let stored = self.load_entity(&at)?;
+            let mut old = match &stored {
+                Some(old) => index::entries(&key, old, composites),
                 None => Vec::new(),
+            };
+            // What the mask leaves out stays as stored, as the service does.
+            let properties = match properties {
+                Some((written, Mask::Whole)) => Some(written),
+                Some((written, mask)) => {
+                    let merged = mask.merge(stored, written);
+                    check_entity(&key, &merged)?;
+                    Some(merged)
+                }
+                None => None,
             };
             let mut new = match &properties {
                 Some(p) => index::entries(&key, p, composites),
@@ -773,7 +784,7 @@ impl State {
                 });
             }
             match mutation {
-                Mutation::Insert(k, p) | Mutation::Upsert(k, p) => {
+                Mutation::Insert(k, p, _) | Mutation::Upsert(k, p, _) => {
                     check_entity(k, p)?;
                     if matches!(mutation, Mutation::Insert(..)) && k.is_complete() && exists(k)? {
                         return Err(Error::AlreadyExists {
@@ -781,10 +792,10 @@ impl State {
                         });
                     }
                 }
-                Mutation::Update(k, _) if !k.is_complete() => {
+                Mutation::Update(k, ..) if !k.is_complete() => {
                     return Err(invalid_key(k, "an update needs a complete key"));
                 }
-                Mutation::Update(k, p) => {
+                Mutation::Update(k, p, _) => {
                     check_entity(k, p)?;
                     if !exists(k)? {
                         return Err(Error::NotFound {

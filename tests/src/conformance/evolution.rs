@@ -1,0 +1,224 @@
+//! Schema changes and data the struct does not know (issue #16): every write of an entity
+//! type leaves the stored properties it does not declare as they were, with their index
+//! entries; `replace` is the one write that removes them.
+//!
+//! The legacy Datastore emulator (`CloudDatastore.jar` 2.3.1) ignores `Mutation.property_mask`
+//! and replaces the entity whole: the tests record that answer. Production (Firestore in
+//! Datastore mode) and its emulator honour the mask.
+
+use datastore_entity::Error;
+use datastore_entity::prelude::*;
+
+use crate::harness::{Backend, Ctx};
+
+#[macro_export]
+macro_rules! evolution_tests {
+    ($backend:expr) => {
+        $crate::conformance!($backend;
+            evolution_an_older_struct_keeps_what_it_does_not_declare,
+            evolution_every_write_of_an_entity_type_keeps_undeclared_properties,
+            evolution_replicas_keep_what_the_struct_does_not_declare,
+            evolution_replace_removes_what_the_struct_does_not_declare,
+        );
+    };
+}
+
+/// The program's newer version: what the store holds.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Member")]
+pub struct Member {
+    #[key]
+    pub id: KeyName,
+    pub email: String,
+    pub phone: Option<String>,
+    pub age: i64,
+    pub tags: Vec<String>,
+}
+
+/// An older version, still running during a rolling deploy: it knows only `email`.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Member")]
+pub struct OldMember {
+    #[key]
+    pub id: KeyName,
+    pub email: String,
+}
+
+fn member(id: &str) -> Member {
+    Member {
+        id: KeyName::new(id).unwrap(),
+        email: format!("{id}@example.com"),
+        phone: Some("555-0100".into()),
+        age: 42,
+        tags: vec!["a".into(), "b".into()],
+    }
+}
+
+/// Whether the backend honours a write's property mask. The legacy emulator does not: what a
+/// struct does not declare is gone after its write, so reading `Member` fails on `age`.
+async fn honours_masks(t: &Ctx, id: &str) -> bool {
+    if t.backend != Backend::Datastore {
+        return true;
+    }
+    match t.db.get(&Member::key(KeyName::new(id).unwrap())).await {
+        Err(Error::Decode { property, .. }) => assert_eq!(property, "age"),
+        other => panic!("the legacy emulator now keeps undeclared properties: {other:?}"),
+    }
+    false
+}
+
+/// The entity as the newer struct reads it, and whether a query on the undeclared (indexed)
+/// properties still finds it: their index entries were kept too.
+async fn read_back(t: &Ctx, id: &str) -> Member {
+    let read = t.db.get(&Member::key(KeyName::new(id).unwrap())).await;
+    let read = read.unwrap().expect("the entity exists");
+    for filter in [
+        Member::PHONE.eq("555-0100"),
+        Member::AGE.eq(42),
+        Member::TAGS.eq("b"),
+    ] {
+        let found = t.db.query::<Member>().filter(filter.clone());
+        let found = found.keys_only().fetch().await;
+        let found = found.unwrap();
+        assert!(
+            found
+                .items
+                .contains(&t.db.bind(&Member::key(KeyName::new(id).unwrap())).unwrap()),
+            "the undeclared property's index entry is gone: {filter:?}"
+        );
+    }
+    read
+}
+
+pub async fn evolution_an_older_struct_keeps_what_it_does_not_declare(t: Ctx) {
+    t.db.put(&member("ann")).await.unwrap();
+    let key = OldMember::key(KeyName::new("ann").unwrap());
+    let mut old = t.db.get(&key).await.unwrap().unwrap();
+    old.email = "ann@new.example".into();
+    t.db.put(&old).await.unwrap();
+    if !honours_masks(&t, "ann").await {
+        return;
+    }
+    let read = read_back(&t, "ann").await;
+    assert_eq!(
+        read,
+        Member {
+            email: "ann@new.example".into(),
+            ..member("ann")
+        },
+        "the old binary changed the email and kept phone, age and tags"
+    );
+}
+
+pub async fn evolution_every_write_of_an_entity_type_keeps_undeclared_properties(t: Ctx) {
+    let ids = ["bea", "cy", "dee", "eve"];
+    t.db.put_many(&ids.map(member)).await.unwrap();
+    let old = |id: &str| OldMember {
+        id: KeyName::new(id).unwrap(),
+        email: format!("{id}@changed"),
+    };
+    t.db.put_many(&[old("bea")]).await.unwrap();
+    t.db.update(&old("cy")).await.unwrap();
+    t.db.transaction(async |tx| {
+        tx.put(&old("dee")).await?;
+        Ok::<_, Error>(())
+    })
+    .await
+    .unwrap();
+    // An insert of a new entity writes what it declares, and nothing else is there.
+    t.db.insert(&old("fay")).await.unwrap();
+    for id in ["bea", "cy", "dee"] {
+        if !honours_masks(&t, id).await {
+            continue;
+        }
+        let read = read_back(&t, id).await;
+        assert_eq!(read.email, format!("{id}@changed"));
+        assert_eq!(read.phone.as_deref(), Some("555-0100"), "{id}");
+        assert_eq!((read.age, read.tags.len()), (42, 2), "{id}");
+    }
+    assert_eq!(read_back(&t, "eve").await, member("eve"));
+    let fay =
+        t.db.get(&OldMember::key(KeyName::new("fay").unwrap()))
+            .await;
+    assert_eq!(fay.unwrap(), Some(old("fay")));
+}
+
+/// A replica holds the entity as one embedded property: the write reaches into it, so a read
+/// served by any replica still sees what the older struct did not declare.
+pub async fn evolution_replicas_keep_what_the_struct_does_not_declare(t: Ctx) {
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    #[entity(kind = "Profile")]
+    #[replicated(3)]
+    struct Profile {
+        #[key]
+        id: KeyName,
+        bio: String,
+        #[exclude_from_index]
+        avatar: Option<String>,
+    }
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    #[entity(kind = "Profile")]
+    #[replicated(3)]
+    struct OldProfile {
+        #[key]
+        id: KeyName,
+        bio: String,
+    }
+    let id = KeyName::new("ann").unwrap();
+    t.db.put(&Profile {
+        id: id.clone(),
+        bio: "hi".into(),
+        avatar: Some("cat.png".into()),
+    })
+    .await
+    .unwrap();
+    t.db.put(&OldProfile {
+        id: id.clone(),
+        bio: "hello".into(),
+    })
+    .await
+    .unwrap();
+    let avatar = match t.backend {
+        Backend::Datastore => None,
+        _ => Some("cat.png"),
+    };
+    // Each read picks a replica at random: enough reads see every one.
+    for _ in 0..24 {
+        let read = t.db.get(&Profile::key(id.clone())).await.unwrap().unwrap();
+        assert_eq!(
+            (read.bio.as_str(), read.avatar.as_deref()),
+            ("hello", avatar)
+        );
+    }
+}
+
+pub async fn evolution_replace_removes_what_the_struct_does_not_declare(t: Ctx) {
+    t.db.put_many(&[member("gus"), member("hal")])
+        .await
+        .unwrap();
+    let old = |id: &str| OldMember {
+        id: KeyName::new(id).unwrap(),
+        email: format!("{id}@only"),
+    };
+    t.db.replace(&old("gus")).await.unwrap();
+    t.db.transaction(async |tx| {
+        tx.replace(&old("hal")).await?;
+        Ok::<_, Error>(())
+    })
+    .await
+    .unwrap();
+    for id in ["gus", "hal"] {
+        match t.db.get(&Member::key(KeyName::new(id).unwrap())).await {
+            Err(Error::Decode { property, .. }) => assert_eq!(property, "age"),
+            other => panic!("`age` was removed: reading it fails, found {other:?}"),
+        }
+        let phones = t.db.query::<Member>().filter(Member::PHONE.eq("555-0100"));
+        let found = phones.keys_only().fetch().await.unwrap();
+        let key = t.db.bind(&Member::key(KeyName::new(id).unwrap())).unwrap();
+        assert!(!found.items.contains(&key), "no index entry is left");
+        assert_eq!(
+            t.db.get(&OldMember::key(KeyName::new(id).unwrap())).await,
+            Ok(Some(old(id)))
+        );
+    }
+}
