@@ -5,7 +5,8 @@ use heck::{ToKebabCase, ToLowerCamelCase, ToPascalCase, ToShoutySnakeCase, ToSna
 use proc_macro2::Span;
 
 use crate::attr::{
-    Count, EntityInput, FieldFlags, IndexDecl, NameLit, ProjectionDecl, field_flags, replicated,
+    Count, DefaultAttr, EntityInput, FieldFlags, IndexDecl, NameLit, ProjectionDecl, field_flags,
+    replicated,
 };
 
 /// How a stored name was obtained, for error messages that say what to change.
@@ -127,6 +128,10 @@ pub(crate) struct Field {
     pub flags: FieldFlags,
     /// The stored property name (meaningful for properties only).
     pub name: Name,
+    /// `#[property(default)]` / `#[property(default = "path")]`.
+    pub default: Option<DefaultAttr>,
+    /// `#[property(alias = "...")]`: former names, read when `name` is absent.
+    pub aliases: Vec<Name>,
 }
 
 impl Field {
@@ -237,6 +242,8 @@ impl Entity {
                     ty: field.ty,
                     flags,
                     name,
+                    default: field.default,
+                    aliases: field.alias.iter().map(Name::from_lit).collect(),
                 })
             })
             .collect();

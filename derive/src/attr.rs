@@ -53,6 +53,56 @@ pub(crate) struct FieldInput {
     pub ty: syn::Type,
     pub attrs: Vec<syn::Attribute>,
     pub rename: Option<NameLit>,
+    pub default: Option<DefaultAttr>,
+    #[darling(multiple)]
+    pub alias: Vec<NameLit>,
+}
+
+/// `#[property(default)]` (the field type's `Default`) or `#[property(default = "path")]` (a
+/// function), for entities stored without the property.
+#[derive(Clone)]
+pub(crate) enum DefaultAttr {
+    /// `default`: the span of the word.
+    Trait(Span),
+    /// `default = "path::to_fn"`: the path, spanned at the literal.
+    Function(syn::Path),
+}
+
+impl DefaultAttr {
+    pub(crate) fn span(&self) -> Span {
+        match self {
+            DefaultAttr::Trait(span) => *span,
+            DefaultAttr::Function(path) => path.span(),
+        }
+    }
+}
+
+impl FromMeta for DefaultAttr {
+    fn from_meta(item: &syn::Meta) -> darling::Result<Self> {
+        match item {
+            syn::Meta::Path(path) => Ok(DefaultAttr::Trait(path.span())),
+            syn::Meta::NameValue(syn::MetaNameValue {
+                value:
+                    syn::Expr::Lit(syn::ExprLit {
+                        lit: syn::Lit::Str(lit),
+                        ..
+                    }),
+                ..
+            }) => lit
+                .parse::<syn::Path>()
+                .map(DefaultAttr::Function)
+                .map_err(|e| {
+                    darling::Error::custom(format!(
+                        "{e}; write the function's path, such as `default = \"path::to_fn\"`"
+                    ))
+                    .with_span(lit)
+                }),
+            other => Err(darling::Error::custom(
+                "write `default` (the type's `Default`) or `default = \"path::to_fn\"`",
+            )
+            .with_span(other)),
+        }
+    }
 }
 
 /// A name given as a literal: a string, or a byte string that must be UTF-8 (R-N1).
@@ -327,6 +377,8 @@ pub(crate) fn lenient(input: &syn::DeriveInput) -> EntityInput {
                 ty: field.ty.clone(),
                 attrs: field.attrs.clone(),
                 rename: None,
+                default: None,
+                alias: Vec::new(),
             })
             .collect(),
         _ => Vec::new(),

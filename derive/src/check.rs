@@ -26,6 +26,7 @@ pub(crate) fn check(entity: &Entity, hard: &mut Errors, soft: &mut Errors) {
     at_most_one(entity, Role::Parent, "#[parent]", hard);
     embedded_needs_no_kind_or_parent(entity, hard);
     key_and_parent_are_not_properties(entity, soft);
+    aliases_and_defaults(entity, soft);
     parent_is_a_key(entity, hard);
     bytes_need_blob(entity, soft);
     known_unsupported_types(entity, soft);
@@ -121,6 +122,61 @@ fn unique_property_names(entity: &Entity, errors: &mut Errors) {
                     shown(&field.name.text())
                 ),
             ));
+        }
+    }
+}
+
+/// `#[property(alias)]` and `#[property(default)]` apply to stored properties; an alias is a
+/// valid property name (R-N1…R-N7) that no property or other alias of the entity uses.
+fn aliases_and_defaults(entity: &Entity, errors: &mut Errors) {
+    for field in entity.fields.iter().filter(|f| !f.stored()) {
+        let what = match field.role() {
+            Role::Key => "the `#[key]` field",
+            Role::Parent => "the `#[parent]` field",
+            Role::Property => "a `#[sharded]` counter, which lives in its shards",
+        };
+        let aliases = field.aliases.iter().map(|a| (a.span, "alias"));
+        let default = field.default.as_ref().map(|d| (d.span(), "default"));
+        for (span, attr) in aliases.chain(default) {
+            errors.push(error(
+                span,
+                format!(
+                    "`#[property({attr})]` cannot be used on {what}: it applies to stored \
+                     properties\nhelp: remove it"
+                ),
+            ));
+        }
+    }
+    let mut taken: HashMap<Vec<u8>, String> = HashMap::new();
+    for field in entity.stored() {
+        taken.insert(
+            field.name.bytes.clone(),
+            format!("the property of field `{}`", field.ident),
+        );
+        if field.flags.sharded_index.is_some() {
+            let owner = format!("the companion property of field `{}`", field.ident);
+            taken.insert(field.companion().into_bytes(), owner);
+        }
+    }
+    for field in entity.stored() {
+        for alias in &field.aliases {
+            if datastore_entity_names::check_bytes(NameRole::Property, &alias.bytes).is_err() {
+                name(NameRole::Property, alias, errors);
+                continue;
+            }
+            let owner = format!("an alias of field `{}`", field.ident);
+            if let Some(user) = taken.insert(alias.bytes.clone(), owner) {
+                errors.push(error(
+                    alias.span,
+                    format!(
+                        "the alias {} is already {user}: an alias is a former name that no \
+                         other property of `{}` uses, or a write would remove it\nhelp: remove \
+                         this alias",
+                        shown(&alias.text()),
+                        entity.ident
+                    ),
+                ));
+            }
         }
     }
 }

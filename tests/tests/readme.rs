@@ -111,7 +111,7 @@ mod db_block {
         draft: Post,
     ) -> Result<(), AppError> {
         let db = Db::in_memory();                          // the embedded engine, the default
-        db.put(&account).await?;                           // create or replace; returns the key
+        db.put(&account).await?;                           // create, or set what the type declares; returns the key
         let keys = db.put_many(&posts).await?;             // one commit (R-A1); a key twice is an error (R-A4)
         let ann: Option<Account> = db.get(&Account::key(KeyName::new("ann")?)).await?;
         let found = db.get_many(&keys).await?;             // one lookup; one slot per key, in order
@@ -335,6 +335,76 @@ async fn production_block() -> Result<(), Error> {
     Ok(())
 }
 
+/// README: existing data and schema changes, run on the embedded engine after version 1
+/// of the program wrote `ann`.
+#[rustfmt::skip]
+async fn evolution_block(db: &Db) -> Result<(), Error> {
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    #[entity(kind = "Member")]
+    pub struct Member {                        // version 2 of the program
+        #[key]
+        pub id: KeyName,
+        #[property(alias = "mail")]            // version 1 called it `mail`: read either,
+        pub email: String,                     // a write stores `email` and removes `mail`
+        #[property(default)]                   // missing in version 1's entities: 0
+        pub visits: i64,
+        #[property(default = "member_since")]  // missing: the function's value
+        #[exclude_from_index]                  // a timestamp, never queried (R-I3)
+        pub since: Timestamp,
+        pub phone: Option<String>,             // an Option is None when missing
+    }
+
+    pub fn member_since() -> Timestamp { Timestamp::from_micros(0) }
+
+    // Version 1 wrote { mail, phone, tags } (tags: a property version 2 dropped).
+    let mut ann = db.get(&Member::key(KeyName::new("ann")?)).await?.expect("exists");
+    ann.visits += 1;
+    db.put(&ann).await?;     // stores email, visits, since, phone; removes mail; keeps tags
+
+    let ann = db.get(&Member::key(KeyName::new("ann")?)).await?.expect("exists");
+    assert_eq!((ann.email.as_str(), ann.visits), ("ann@example.com", 1));
+    assert_eq!((ann.since, ann.phone.as_deref()), (member_since(), Some("555")));
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_evolution_block_runs() {
+    #[derive(Entity)]
+    #[entity(kind = "Member")]
+    struct V1 {
+        #[key]
+        id: KeyName,
+        mail: String,
+        phone: Option<String>,
+        tags: Vec<String>,
+    }
+    #[derive(Entity, Debug, PartialEq)]
+    #[entity(kind = "Member")]
+    struct Leftovers {
+        #[key]
+        id: KeyName,
+        mail: Option<String>,
+        tags: Vec<String>,
+    }
+    let db = Db::in_memory();
+    let id = KeyName::new("ann").unwrap();
+    let v1 = V1 {
+        id: id.clone(),
+        mail: "ann@example.com".into(),
+        phone: Some("555".into()),
+        tags: vec!["vip".into()],
+    };
+    db.put(&v1).await.unwrap();
+    evolution_block(&db).await.unwrap();
+    let left = db.get(&Leftovers::key(id.clone())).await.unwrap().unwrap();
+    let expected = Leftovers {
+        id,
+        mail: None,
+        tags: vec!["vip".into()],
+    };
+    assert_eq!(left, expected, "`mail` removed, `tags` kept");
+}
+
 /// Every ```rust block of the README, found here line by line (indentation aside).
 #[test]
 fn every_readme_block_is_compiled_here() {
@@ -352,7 +422,7 @@ fn every_readme_block_is_compiled_here() {
         );
     }
     assert_eq!(
-        blocks, 7,
+        blocks, 8,
         "the README's rust blocks changed: compile each new one here"
     );
 }

@@ -7,6 +7,7 @@ use syn::spanned::Spanned;
 
 use super::{Mode, private};
 use crate::ast::{Entity, Field, ident_text, key_target};
+use crate::attr::DefaultAttr;
 
 /// `impl Entity` for a struct with a `#[key]`.
 pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
@@ -180,7 +181,10 @@ fn schema(entity: &Entity) -> TokenStream {
                 Some(_) => quote!(|| #p::Option::None),
                 None => quote_spanned!(ty.span()=> || (&#p::Probe::<#ty>::new()).embedded()),
             };
-            quote!(#p::PropertySchema::new(#name, #rust_name, #excluded, #ttl, #nested))
+            let aliases = field.aliases.iter().map(|a| a.text());
+            quote!(#p::PropertySchema::new(
+                #name, #rust_name, #excluded, #ttl, &[#(#aliases),*], #nested
+            ))
         })
         .collect();
     let mut counters = Vec::new();
@@ -196,7 +200,9 @@ fn schema(entity: &Entity) -> TokenStream {
             );
             let shards = field.flags.sharded_index.map_or(0, |c| count(c.value));
             properties.push(quote!(
-                #p::PropertySchema::new(#companion, #rust_name, false, false, || #p::Option::None)
+                #p::PropertySchema::new(
+                    #companion, #rust_name, false, false, &[], || #p::Option::None
+                )
             ));
             sharded.push(quote! {
                 #p::ShardedIndexSchema {
@@ -310,17 +316,38 @@ fn to_properties(entity: &Entity) -> TokenStream {
     }}
 }
 
-/// The expression reading one property out of `__properties`.
+/// The expression reading one property out of `__properties`: under its name, else under a
+/// former name (`alias`), else the field's `default`.
 fn read_property(entity: &Entity, field: &Field) -> TokenStream {
     let p = private(entity);
     let ty = &field.ty;
     let name = field.name.text();
-    match field.flags.blob {
-        Some(_) => {
-            quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).take_blob(&mut __properties, #name))
-        }
-        None => {
-            quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).take(&mut __properties, #name))
-        }
+    if field.aliases.is_empty() && field.default.is_none() {
+        return match field.flags.blob {
+            Some(_) => quote_spanned!(ty.span()=>
+                (&#p::Probe::<#ty>::new()).take_blob(&mut __properties, #name)
+            ),
+            None => quote_spanned!(ty.span()=>
+                (&#p::Probe::<#ty>::new()).take(&mut __properties, #name)
+            ),
+        };
     }
+    let aliases = field.aliases.iter().map(|a| a.text());
+    // Spanned at the attribute: a type without `Default`, or an unknown function, is
+    // reported there.
+    let missing = match &field.default {
+        Some(DefaultAttr::Trait(span)) => {
+            let default = quote_spanned!(*span=> ::core::default::Default::default);
+            quote!(#p::Option::Some(#default))
+        }
+        Some(DefaultAttr::Function(path)) => {
+            quote_spanned!(path.span()=> #p::Option::Some(#path))
+        }
+        None => quote!(#p::Option::None),
+    };
+    let take = match field.flags.blob {
+        Some(_) => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).take_blob_with),
+        None => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).take_with),
+    };
+    quote! { #take(&mut __properties, #name, &[#(#aliases),*], #missing) }
 }

@@ -87,9 +87,12 @@ pub enum Mask {
 }
 
 impl Mask {
-    /// The properties an entity type writes: every stored property it declares.
+    /// The properties an entity type writes: every stored property it declares, and the
+    /// former names of its properties (a write removes those).
     pub fn declared(schema: &Schema) -> Mask {
-        Mask::Paths(schema.properties.iter().map(|p| vec![p.name]).collect())
+        let names = schema.properties.iter();
+        let names = names.flat_map(|p| std::iter::once(&p.name).chain(p.aliases));
+        Mask::Paths(names.map(|&name| vec![name]).collect())
     }
 
     /// `self`, each path behind `name` (the mask of an entity embedded as property `name`).

@@ -48,12 +48,34 @@ pub fn take<T: PropertyType>(properties: &mut PropertyMap, name: &str) -> Result
         .unwrap_or_else(T::from_missing)
 }
 
+/// Reads property `name`, or (when the entity lacks it) the first of its former names
+/// `aliases` it has; an entity with none of them gives `missing()` when there is a default.
+pub fn take_with<T: PropertyType>(
+    properties: &mut PropertyMap,
+    name: &str,
+    aliases: &[&str],
+    missing: Option<fn() -> T>,
+) -> Result<T, DecodeError> {
+    std::iter::once(name)
+        .chain(aliases.iter().copied())
+        .find_map(|name| properties.take_as(name, T::read_stored, T::from_value))
+        .unwrap_or_else(|| missing.map_or_else(T::from_missing, |missing| Ok(missing())))
+}
+
 /// Property values: writing, reading, and the embedded schema.
 pub trait PropertyProbe<T> {
     /// Stores `value` under `name`.
     fn put(&self, properties: &mut PropertyMap, name: &'static str, value: &T, excluded: bool);
     /// Reads property `name`.
     fn take(&self, properties: &mut PropertyMap, name: &str) -> Result<T, DecodeError>;
+    /// Reads property `name`, a former name, or the default (see [`take_with`]).
+    fn take_with(
+        &self,
+        properties: &mut PropertyMap,
+        name: &str,
+        aliases: &[&str],
+        missing: Option<fn() -> T>,
+    ) -> Result<T, DecodeError>;
     /// The schema of an embedded entity type.
     fn embedded(&self) -> Option<&'static Schema>;
 }
@@ -64,6 +86,15 @@ impl<T: PropertyType> PropertyProbe<T> for Probe<T> {
     }
     fn take(&self, properties: &mut PropertyMap, name: &str) -> Result<T, DecodeError> {
         take(properties, name)
+    }
+    fn take_with(
+        &self,
+        properties: &mut PropertyMap,
+        name: &str,
+        aliases: &[&str],
+        missing: Option<fn() -> T>,
+    ) -> Result<T, DecodeError> {
+        take_with(properties, name, aliases, missing)
     }
     fn embedded(&self) -> Option<&'static Schema> {
         T::EMBEDDED
@@ -78,6 +109,16 @@ pub trait PropertyFallback<T> {
     }
     /// See [`PropertyProbe::take`].
     fn take(&self, _: &mut PropertyMap, _: &str) -> Result<T, DecodeError> {
+        unreachable!("the derive's assertion rejects this field type")
+    }
+    /// See [`PropertyProbe::take_with`].
+    fn take_with(
+        &self,
+        _: &mut PropertyMap,
+        _: &str,
+        _: &[&str],
+        _: Option<fn() -> T>,
+    ) -> Result<T, DecodeError> {
         unreachable!("the derive's assertion rejects this field type")
     }
     /// See [`PropertyProbe::embedded`].
@@ -130,12 +171,36 @@ pub fn take_blob<T: BlobField>(properties: &mut PropertyMap, name: &str) -> Resu
     T::from_blob(properties.remove(name).map(|p| p.value))
 }
 
+/// Reads a `#[blob]` field under its name, a former name, or its default (as [`take_with`]).
+pub fn take_blob_with<T: BlobField>(
+    properties: &mut PropertyMap,
+    name: &str,
+    aliases: &[&str],
+    missing: Option<fn() -> T>,
+) -> Result<T, DecodeError> {
+    let found = std::iter::once(name)
+        .chain(aliases.iter().copied())
+        .find_map(|name| properties.remove(name));
+    match (found, missing) {
+        (None, Some(missing)) => Ok(missing()),
+        (found, _) => T::from_blob(found.map(|p| p.value)),
+    }
+}
+
 /// `#[blob]` fields.
 pub trait BlobProbe<T> {
     /// Stores the bytes under `name`.
     fn put_blob(&self, properties: &mut PropertyMap, name: &'static str, value: &T, excluded: bool);
     /// Reads the bytes of property `name`.
     fn take_blob(&self, properties: &mut PropertyMap, name: &str) -> Result<T, DecodeError>;
+    /// Reads the bytes under `name`, a former name, or the default (see [`take_blob_with`]).
+    fn take_blob_with(
+        &self,
+        properties: &mut PropertyMap,
+        name: &str,
+        aliases: &[&str],
+        missing: Option<fn() -> T>,
+    ) -> Result<T, DecodeError>;
 }
 
 impl<T: BlobField> BlobProbe<T> for Probe<T> {
@@ -152,6 +217,15 @@ impl<T: BlobField> BlobProbe<T> for Probe<T> {
     fn take_blob(&self, properties: &mut PropertyMap, name: &str) -> Result<T, DecodeError> {
         take_blob(properties, name)
     }
+    fn take_blob_with(
+        &self,
+        properties: &mut PropertyMap,
+        name: &str,
+        aliases: &[&str],
+        missing: Option<fn() -> T>,
+    ) -> Result<T, DecodeError> {
+        take_blob_with(properties, name, aliases, missing)
+    }
 }
 
 /// Never runs: the field's assertion fails to compile when this is chosen.
@@ -162,6 +236,16 @@ pub trait BlobFallback<T> {
     }
     /// See [`BlobProbe::take_blob`].
     fn take_blob(&self, _: &mut PropertyMap, _: &str) -> Result<T, DecodeError> {
+        unreachable!("the derive's assertion rejects this field type")
+    }
+    /// See [`BlobProbe::take_blob_with`].
+    fn take_blob_with(
+        &self,
+        _: &mut PropertyMap,
+        _: &str,
+        _: &[&str],
+        _: Option<fn() -> T>,
+    ) -> Result<T, DecodeError> {
         unreachable!("the derive's assertion rejects this field type")
     }
 }

@@ -59,6 +59,9 @@ pub struct PropertySchema {
     pub excluded: bool,
     /// The TTL property (`#[ttl]`).
     pub ttl: bool,
+    /// Former names (`#[property(alias = "...")]`): read when the property is absent, removed
+    /// when the entity is written.
+    pub aliases: &'static [&'static str],
     embedded: fn() -> Option<&'static Schema>,
 }
 
@@ -71,6 +74,7 @@ impl PropertySchema {
         field: &'static str,
         excluded: bool,
         ttl: bool,
+        aliases: &'static [&'static str],
         embedded: fn() -> Option<&'static Schema>,
     ) -> PropertySchema {
         PropertySchema {
@@ -78,6 +82,7 @@ impl PropertySchema {
             field,
             excluded,
             ttl,
+            aliases,
             embedded,
         }
     }
@@ -95,6 +100,7 @@ impl std::fmt::Debug for PropertySchema {
             .field("field", &self.field)
             .field("excluded", &self.excluded)
             .field("ttl", &self.ttl)
+            .field("aliases", &self.aliases)
             .field("embedded", &self.embedded().map(|s| s.kind))
             .finish()
     }

@@ -19,6 +19,8 @@ macro_rules! evolution_tests {
             evolution_every_write_of_an_entity_type_keeps_undeclared_properties,
             evolution_replicas_keep_what_the_struct_does_not_declare,
             evolution_replace_removes_what_the_struct_does_not_declare,
+            evolution_defaults_fill_what_stored_entities_lack,
+            evolution_an_alias_reads_the_former_name_and_a_write_moves_it,
         );
     };
 }
@@ -221,4 +223,147 @@ pub async fn evolution_replace_removes_what_the_struct_does_not_declare(t: Ctx) 
             Ok(Some(old(id)))
         );
     }
+}
+
+/// The name of a contact that never had one.
+fn unnamed() -> String {
+    "(no name)".to_owned()
+}
+
+pub async fn evolution_defaults_fill_what_stored_entities_lack(t: Ctx) {
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    #[entity(kind = "Contact")]
+    struct Before {
+        #[key]
+        id: KeyId,
+        email: String,
+    }
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    #[entity(kind = "Contact")]
+    struct After {
+        #[key]
+        id: KeyId,
+        email: String,
+        #[property(default)]
+        visits: i64,
+        #[property(default)]
+        labels: Vec<String>,
+        #[property(default = "unnamed")]
+        name: String,
+        #[blob]
+        #[property(default = "Vec::new")]
+        avatar: Vec<u8>,
+    }
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    #[entity(kind = "Contact")]
+    struct Strict {
+        #[key]
+        id: KeyId,
+        email: String,
+        visits: i64,
+    }
+    let id = KeyId::new(7).unwrap();
+    let before = Before {
+        id,
+        email: "a@x".into(),
+    };
+    t.db.put(&before).await.unwrap();
+    let read = t.db.get(&After::key(id)).await.unwrap().unwrap();
+    let after = After {
+        id,
+        email: "a@x".into(),
+        visits: 0,
+        labels: vec![],
+        name: "(no name)".into(),
+        avatar: vec![],
+    };
+    assert_eq!(read, after);
+    // Without a default, a missing property is an error naming the field's type as written.
+    match t.db.get(&Strict::key(id)).await {
+        Err(Error::Decode {
+            kind,
+            property,
+            expected,
+            ..
+        }) => assert_eq!(
+            (&*kind, &*property, &*expected),
+            ("Contact", "visits", "i64")
+        ),
+        other => panic!("a missing i64 without a default is an error, found {other:?}"),
+    }
+    // A stored value wins over the default.
+    let stored = After {
+        visits: 3,
+        name: "Ann".into(),
+        avatar: vec![1, 2],
+        ..after
+    };
+    t.db.put(&stored).await.unwrap();
+    assert_eq!(t.db.get(&After::key(id)).await.unwrap(), Some(stored));
+}
+
+pub async fn evolution_an_alias_reads_the_former_name_and_a_write_moves_it(t: Ctx) {
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    #[entity(kind = "Customer")]
+    struct Before {
+        #[key]
+        id: KeyId,
+        mail: String,
+        zip: Option<String>,
+    }
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    #[entity(kind = "Customer")]
+    struct After {
+        #[key]
+        id: KeyId,
+        #[property(alias = "mail", alias = "email_address")]
+        email: String,
+        #[property(rename = "postcode", alias = "zip")]
+        postal_code: Option<String>,
+    }
+    let id = KeyId::new(1).unwrap();
+    t.db.put(&Before {
+        id,
+        mail: "a@x".into(),
+        zip: Some("75001".into()),
+    })
+    .await
+    .unwrap();
+    let mut read = t.db.get(&After::key(id)).await.unwrap().unwrap();
+    assert_eq!(
+        read,
+        After {
+            id,
+            email: "a@x".into(),
+            postal_code: Some("75001".into()),
+        }
+    );
+    read.email = "b@x".into();
+    t.db.put(&read).await.unwrap();
+    // The write stored the current names and removed the former ones.
+    let before = t.db.get(&Before::key(id)).await;
+    match before {
+        Err(Error::Decode { property, .. }) => assert_eq!(property, "mail"),
+        other => panic!("`mail` was removed by the write, found {other:?}"),
+    }
+    let found = t.db.query::<After>().filter(After::EMAIL.eq("b@x")).fetch();
+    assert_eq!(found.await.unwrap().items, vec![read.clone()]);
+    // The current name wins when an entity holds both.
+    #[derive(Entity)]
+    #[entity(kind = "Customer")]
+    struct Both {
+        #[key]
+        id: KeyId,
+        mail: String,
+        email: String,
+    }
+    t.db.put(&Both {
+        id,
+        mail: "old@x".into(),
+        email: "b@x".into(),
+    })
+    .await
+    .unwrap();
+    let read = t.db.get(&After::key(id)).await.unwrap().unwrap();
+    assert_eq!(read.email, "b@x");
 }
