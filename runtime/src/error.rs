@@ -66,10 +66,13 @@ pub enum Error {
 
     /// A stored property could not be turned into the field's Rust type.
     #[error(
-        "cannot load property `{property}` of kind `{kind}`: expected {expected}, found {found}; \
-         the stored data and the struct disagree, fix the field's type or the data"
+        "cannot load property `{property}` of kind `{kind}`{}: expected {expected}, found \
+         {found}; the stored data and the struct disagree, fix the field's type or the data",
+        .key.as_ref().map(|k| format!(" (entity {k})")).unwrap_or_default()
     )]
     Decode {
+        /// The key of the entity being loaded, where it is known (as `{:?}` shows it).
+        key: Option<Box<str>>,
         /// The kind being loaded.
         kind: String,
         /// The property (dotted path for embedded entities, `[i]` for array elements).

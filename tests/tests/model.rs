@@ -236,6 +236,7 @@ fn wrong_shape_is_a_typed_error_naming_kind_property_and_types() {
     assert_eq!(
         error,
         Error::Decode {
+            key: Some(format!("{:?}", account.raw()).into()),
             kind: "Account".into(),
             property: "email".into(),
             expected: "string".into(),
@@ -261,6 +262,7 @@ fn nested_decode_errors_name_the_dotted_path() {
         property,
         expected,
         found,
+        ..
     } = error
     else {
         panic!("expected a decode error, got {error:?}");

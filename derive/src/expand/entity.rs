@@ -38,7 +38,7 @@ pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
             let target = key_target(&parent.ty);
             quote! {
                 #parent_ident: #p::parent_field::<#target>(__key)
-                    .map_err(|__e| __e.into_error(<Self as #p::Entity>::KIND, "__key__"))?,
+                    .map_err(|__e| __e.into_entity_error(__key, "__key__"))?,
             }
         });
         // Read in name order, the stored form's (each property is then the first one left);
@@ -51,7 +51,7 @@ pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
                 let read = read_property(entity, field);
                 let name = field.name.text();
                 let stmt = quote! {
-                    let #local = #read.map_err(|__e| __e.into_error(<Self as #p::Entity>::KIND, #name));
+                    let #local = #read.map_err(|__e| __e.into_entity_error(__key, #name));
                 };
                 (name, local, stmt)
             })
@@ -70,7 +70,7 @@ pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
             #(#reads)*
             #p::Result::Ok(Self {
                 #key_ident: (&#p::Probe::<#key_ty>::new()).key_field(__key)
-                    .map_err(|__e| __e.into_error(<Self as #p::Entity>::KIND, "__key__"))?,
+                    .map_err(|__e| __e.into_entity_error(__key, "__key__"))?,
                 #parent_init
                 #(#fields)*
             })

@@ -78,6 +78,16 @@ pub struct Page<T> {
     pub next: Option<Cursor>,
 }
 
+impl<T> Page<Result<T, Error>> {
+    /// The page, or the first of its items' errors.
+    pub(crate) fn transpose(self) -> Result<Page<T>, Error> {
+        Ok(Page {
+            items: self.items.into_iter().collect::<Result<_, _>>()?,
+            next: self.next,
+        })
+    }
+}
+
 /// How many results a stream asks for per page.
 const STREAM_PAGE: usize = 300;
 
@@ -115,6 +125,22 @@ where
     .map_ok(|items| stream::iter(items.into_iter().map(Ok)))
     .try_flatten()
     .boxed()
+}
+
+/// [`paged`], for pages whose items each have their own outcome: an item that fails (an
+/// entity that does not decode) is that item's error, and the stream goes on with the next.
+pub(crate) fn paged_each<Q, T, F, Fut>(
+    query: Q,
+    total: Option<usize>,
+    fetch: F,
+) -> impl Stream<Item = Result<T, Error>> + Send + 'static
+where
+    Q: Clone + Send + 'static,
+    T: Send + 'static,
+    F: Fn(Q, usize, Option<Cursor>) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<Page<Result<T, Error>>, Error>> + Send + 'static,
+{
+    paged(query, total, fetch).map(|item| item.and_then(|each| each))
 }
 
 /// A query on kind `E::KIND`. Built by `Db::query`, run by [`fetch`](Query::fetch) or
@@ -258,15 +284,17 @@ impl<E: Entity> Query<E> {
         }
     }
 
-    /// Entities from query rows, their counters filled with one lookup (R-S1).
+    /// Entities from query rows, their counters filled with one lookup (R-S1): each row's
+    /// own outcome, a decode error naming the entity's key.
     pub(crate) async fn entities(
         &self,
         mut rows: Vec<(RawKey, PropertyMap)>,
-    ) -> Result<Vec<E>, Error> {
+    ) -> Result<Vec<Result<E, Error>>, Error> {
         with_counters(&self.scope, E::SCHEMA, &mut rows, self.transaction.as_ref()).await?;
-        rows.into_iter()
+        Ok(rows
+            .into_iter()
             .map(|(key, properties)| E::from_entity(&key, properties))
-            .collect()
+            .collect())
     }
 
     /// Runs an aggregation over the query's rows (its `limit`, if any, caps them).
@@ -315,13 +343,11 @@ impl<E: Entity> Query<E> {
             .into_iter()
             .map(|r| (r.key, r.properties))
             .collect();
-        Ok((
-            Page {
-                items: self.entities(rows).await?,
-                next,
-            },
-            explanation,
-        ))
+        let page = Page {
+            items: self.entities(rows).await?,
+            next,
+        };
+        Ok((page.transpose()?, explanation))
     }
 
     async fn explain_run(&self, analyze: bool) -> Result<(Option<QueryBatch>, Explanation), Error> {
@@ -403,8 +429,14 @@ impl<E: Entity> Query<E> {
         })
     }
 
-    /// Runs the query and returns one page.
+    /// Runs the query and returns one page. An entity that does not decode fails the page,
+    /// naming its key ([`stream`](Query::stream) yields it as that item's error instead).
     pub async fn fetch(self) -> Result<Page<E>, Error> {
+        self.fetch_each().await?.transpose()
+    }
+
+    /// One page, each entity with its own outcome.
+    async fn fetch_each(self) -> Result<Page<Result<E, Error>>, Error> {
         let batch = self.run().await?;
         let next = next_cursor(&batch);
         let rows = batch
@@ -419,11 +451,12 @@ impl<E: Entity> Query<E> {
     }
 
     /// All results as a stream, fetched page by page through cursors. The query's `limit`,
-    /// if any, caps the total.
+    /// if any, caps the total. An entity that does not decode is that item's error (naming
+    /// its key), and the stream goes on with the next; a failed call ends the stream.
     pub fn stream(self) -> impl Stream<Item = Result<E, Error>> + Send + 'static {
         let total = self.spec.limit;
-        paged(self, total, |query, size, cursor| {
-            query.limit(size).resume(cursor).fetch()
+        paged_each(self, total, |query, size, cursor| {
+            query.limit(size).resume(cursor).fetch_each()
         })
     }
 

@@ -68,6 +68,7 @@ pub(crate) fn check_owner(
     match properties.get(OWNER).map(|p| &p.value) {
         Some(Value::Key(stored)) if stored.path() == owner.path() => Ok(()),
         other => Err(Error::Decode {
+            key: Some(format!("{key:?}").into()),
             kind: key.kind().to_owned(),
             property: OWNER.to_owned(),
             expected: format!("the owner key {owner:?}"),
@@ -93,6 +94,7 @@ pub(crate) fn shard_count(key: &RawKey, properties: &PropertyMap) -> Result<i64,
     match properties.get(COUNT).map(|p| &p.value) {
         Some(Value::Integer(count)) => Ok(*count),
         other => Err(Error::Decode {
+            key: Some(format!("{key:?}").into()),
             kind: key.kind().to_owned(),
             property: COUNT.to_owned(),
             expected: "integer".to_owned(),
@@ -123,6 +125,7 @@ pub(crate) fn from_replica(
     match replica.remove(ENTITY).map(|p| p.value) {
         Some(Value::Entity(properties)) => Ok(properties),
         other => Err(Error::Decode {
+            key: Some(format!("{key:?}").into()),
             kind: key.kind().to_owned(),
             property: ENTITY.to_owned(),
             expected: "the replicated entity".to_owned(),

@@ -255,7 +255,17 @@ impl DecodeError {
 
     /// The error of loading property `property` of kind `kind`.
     pub fn into_error(self, kind: &str, property: &str) -> Error {
+        self.error_at(None, kind, property)
+    }
+
+    /// The error of loading property `property` of the entity at `key` (named in the error).
+    pub fn into_entity_error(self, key: &RawKey, property: &str) -> Error {
+        self.error_at(Some(format!("{key:?}").into()), key.kind(), property)
+    }
+
+    fn error_at(self, key: Option<Box<str>>, kind: &str, property: &str) -> Error {
         Error::Decode {
+            key,
             kind: kind.to_owned(),
             property: format!("{property}{}", self.path),
             expected: self.expected,

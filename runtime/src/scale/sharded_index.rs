@@ -15,7 +15,7 @@ use std::marker::PhantomData;
 
 use futures_core::Stream;
 
-use crate::db::query::{Cursor, Page, Query, paged};
+use crate::db::query::{Cursor, Page, Query, paged_each};
 use crate::error::Error;
 use crate::format::companion::{sortable, width};
 use crate::format::cursor::{self, SHARDED, write_filter};
@@ -241,8 +241,15 @@ impl<E: Entity, T: ShardIndexable> ShardedQuery<E, T> {
         query
     }
 
-    /// Runs the shard queries concurrently and returns one merged page.
+    /// Runs the shard queries concurrently and returns one merged page. An entity that does
+    /// not decode fails the page, naming its key ([`stream`](ShardedQuery::stream) yields it
+    /// as that item's error instead).
     pub async fn fetch(self) -> Result<Page<E>, Error> {
+        self.fetch_each().await?.transpose()
+    }
+
+    /// One merged page, each entity with its own outcome.
+    async fn fetch_each(self) -> Result<Page<Result<E, Error>>, Error> {
         let limit = self.query.spec.limit.unwrap_or(usize::MAX);
         let position = self.start.as_ref().map(|c| self.decode(c)).transpose()?;
         let runs = (0..self.index.shards).map(|shard| {
@@ -275,13 +282,13 @@ impl<E: Entity, T: ShardIndexable> ShardedQuery<E, T> {
         T: 'static,
     {
         let total = self.query.spec.limit;
-        paged(self, total, |query, size, cursor| {
+        paged_each(self, total, |query, size, cursor| {
             let query = query.limit(size);
             match cursor {
                 Some(cursor) => query.start_after(cursor),
                 None => query,
             }
-            .fetch()
+            .fetch_each()
         })
     }
 }

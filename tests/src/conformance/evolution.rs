@@ -21,6 +21,7 @@ macro_rules! evolution_tests {
             evolution_replace_removes_what_the_struct_does_not_declare,
             evolution_defaults_fill_what_stored_entities_lack,
             evolution_an_alias_reads_the_former_name_and_a_write_moves_it,
+            evolution_an_entity_that_does_not_decode_is_named_and_a_stream_goes_on,
         );
     };
 }
@@ -366,4 +367,54 @@ pub async fn evolution_an_alias_reads_the_former_name_and_a_write_moves_it(t: Ct
     .unwrap();
     let read = t.db.get(&After::key(id)).await.unwrap().unwrap();
     assert_eq!(read.email, "b@x");
+}
+
+pub async fn evolution_an_entity_that_does_not_decode_is_named_and_a_stream_goes_on(t: Ctx) {
+    use futures_util::StreamExt as _;
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    #[entity(kind = "Tally")]
+    struct Tally {
+        #[key]
+        id: KeyId,
+        count: i64,
+    }
+    #[derive(Entity)]
+    #[entity(kind = "Tally")]
+    struct Written {
+        #[key]
+        id: KeyId,
+        count: String,
+    }
+    let tally = |id| Tally {
+        id: KeyId::new(id).unwrap(),
+        count: id * 10,
+    };
+    t.db.put_many(&[tally(1), tally(3)]).await.unwrap();
+    let odd = Written {
+        id: KeyId::new(2).unwrap(),
+        count: "twenty".into(),
+    };
+    t.db.put(&odd).await.unwrap();
+    let named = |error: &Error| match error {
+        Error::Decode { key, property, .. } => {
+            assert_eq!(property, "count");
+            let key = key.as_deref().expect("the entity's key is named");
+            assert!(key.contains("Tally:2"), "{key}");
+            assert!(error.to_string().contains("Tally:2"), "{error}");
+        }
+        other => panic!("expected a decode error, found {other:?}"),
+    };
+    named(
+        &t.db
+            .get(&Tally::key(KeyId::new(2).unwrap()))
+            .await
+            .unwrap_err(),
+    );
+    named(&t.db.query::<Tally>().fetch().await.unwrap_err());
+    // The stream yields the entity's error in its place and goes on with the next.
+    let items: Vec<Result<Tally, Error>> = t.db.query::<Tally>().stream().collect().await;
+    assert_eq!(items.len(), 3);
+    assert_eq!(items[0], Ok(tally(1)));
+    named(items[1].as_ref().unwrap_err());
+    assert_eq!(items[2], Ok(tally(3)));
 }
