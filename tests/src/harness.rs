@@ -213,6 +213,33 @@ fn emulator(backend: Backend) -> &'static Result<Emulator, String> {
     cell.get_or_init(|| Emulator::start(backend))
 }
 
+/// Another client's write: `mutations` (the REST API's JSON) committed straight to the
+/// emulator of `backend` over HTTP, bypassing this crate and its rules (the data other
+/// programs leave behind). Returns the response body.
+pub fn foreign_commit(backend: Backend, mutations: serde_json::Value) -> Result<String, String> {
+    let port = emulator(backend).as_ref()?.port;
+    let body = serde_json::json!({ "mode": "NON_TRANSACTIONAL", "mutations": mutations });
+    let body = body.to_string();
+    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(2))
+        .map_err(|e| format!("cannot reach the emulator: {e}"))?;
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let request = format!(
+        "POST /v1/projects/{PROJECT}:commit HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| format!("cannot send the commit: {e}"))?;
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    match response.split_once("\r\n\r\n") {
+        Some((head, body)) if head.starts_with("HTTP/1.1 200") => Ok(body.to_owned()),
+        _ => Err(format!("the emulator refused the commit: {response}")),
+    }
+}
+
 /// The test binary's `Db::open` store: one file, shared by its tests (each in a namespace of
 /// its own), unlinked as soon as it is open so nothing is left behind.
 fn file_db() -> &'static Db {

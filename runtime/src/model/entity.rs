@@ -3,7 +3,7 @@
 
 use crate::error::Error;
 use crate::model::key::{IdOrName, Key, KeyId, RawKey};
-use crate::model::name::KeyName;
+use crate::model::name::{KeyName, NameRole, validate};
 use crate::model::property_type::{Flat, Projectable, PropertyType, Steady};
 use crate::model::schema::Schema;
 use crate::model::stored::StoredWriter;
@@ -84,7 +84,16 @@ impl KeyField for KeyName {
     }
     fn from_id_or_name(id_or_name: Option<&IdOrName>) -> Result<Self, DecodeError> {
         match id_or_name {
-            Some(IdOrName::Name(name)) => Ok(name.clone()),
+            // Another client's name may break the rules a `KeyName` holds to (read it into a
+            // `String` key field to load such entities).
+            Some(IdOrName::Name(name)) => match validate(NameRole::KeyName, name.as_str()) {
+                Ok(()) => Ok(name.clone()),
+                Err(error) => Err(DecodeError {
+                    path: String::new(),
+                    expected: "a key name valid for new keys (or a `String` key field)".into(),
+                    found: format!("the name {:?}: {error}", name.as_str()),
+                }),
+            },
             other => Err(key_mismatch("a key name", other)),
         }
     }
@@ -95,8 +104,12 @@ impl KeyField for String {
     fn to_id_or_name(&self) -> Result<Option<IdOrName>, Error> {
         KeyName::new(self.as_str()).map(|n| Some(IdOrName::Name(n)))
     }
+    /// Any name the service holds, those other clients wrote against the rules included.
     fn from_id_or_name(id_or_name: Option<&IdOrName>) -> Result<Self, DecodeError> {
-        KeyName::from_id_or_name(id_or_name).map(KeyName::into_string)
+        match id_or_name {
+            Some(IdOrName::Name(name)) => Ok(name.as_str().to_owned()),
+            other => Err(key_mismatch("a key name", other)),
+        }
     }
 }
 
@@ -107,7 +120,13 @@ impl KeyField for KeyId {
     }
     fn from_id_or_name(id_or_name: Option<&IdOrName>) -> Result<Self, DecodeError> {
         match id_or_name {
-            Some(IdOrName::Id(id)) => Ok(*id),
+            Some(IdOrName::Id(id)) if id.get() > 0 => Ok(*id),
+            // Another client's negative id (the legacy service accepts them).
+            Some(IdOrName::Id(id)) => Err(DecodeError {
+                path: String::new(),
+                expected: "a positive numeric id (R-K2)".into(),
+                found: format!("the id {}", id.get()),
+            }),
             other => Err(key_mismatch("a numeric id", other)),
         }
     }

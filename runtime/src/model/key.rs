@@ -31,6 +31,15 @@ impl KeyId {
         }
     }
 
+    /// An id as another client stored it: any id but 0, negative ones included (the legacy
+    /// service and its emulator accept them). Writes check it again.
+    pub(crate) fn stored(id: i64) -> Result<KeyId, Error> {
+        match std::num::NonZeroI64::new(id) {
+            Some(id) => Ok(KeyId(id)),
+            None => Err(Error::InvalidId { value: 0 }),
+        }
+    }
+
     /// An id known to be positive (`key_id!` checks it during constant evaluation).
     pub(crate) const fn positive(id: i64) -> KeyId {
         match std::num::NonZeroI64::new(id) {
@@ -146,6 +155,11 @@ impl PathElement {
         Ok(PathElement { kind, id_or_name })
     }
 
+    /// An element as another client stored it, its kind unchecked (reads are lenient).
+    pub(crate) fn stored(kind: String, id_or_name: Option<IdOrName>) -> Self {
+        PathElement { kind, id_or_name }
+    }
+
     /// For kinds checked at compile time by the derive.
     pub(crate) fn trusted(kind: &str, id_or_name: Option<IdOrName>) -> Self {
         debug_assert!(validate(NameRole::Kind, kind).is_ok());
@@ -221,6 +235,23 @@ pub struct RawKey {
 }
 
 impl RawKey {
+    /// Whether this crate may write an entity at this key: every kind, name and id follows
+    /// the rules for new keys (R-K2, R-N2, R-N5…R-N7). A key read from data other clients
+    /// wrote may not (reads are lenient); writing under it is refused.
+    pub(crate) fn check_writable(&self) -> Result<(), Error> {
+        for element in &self.path {
+            validate(NameRole::Kind, &element.kind)?;
+            match &element.id_or_name {
+                Some(IdOrName::Id(id)) => {
+                    KeyId::new(id.get())?;
+                }
+                Some(IdOrName::Name(name)) => validate(NameRole::KeyName, name.as_str())?,
+                None => {}
+            }
+        }
+        Ok(())
+    }
+
     /// Builds a key from its path, checking depth and that only the last element is
     /// incomplete; `None` leaves it without a partition.
     pub fn new(partition: Option<PartitionId>, path: Vec<PathElement>) -> Result<RawKey, Error> {

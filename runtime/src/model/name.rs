@@ -79,6 +79,12 @@ impl KeyName {
         self.0
     }
 
+    /// A name as another client stored it: reads are lenient, so it may break the rules for
+    /// new names (a `/`, say); writes check it again (`RawKey::check_writable`).
+    pub(crate) fn stored(name: String) -> KeyName {
+        KeyName(name)
+    }
+
     /// Wraps a name the caller has already validated.
     pub(crate) fn trusted(name: String) -> KeyName {
         debug_assert!(datastore_entity_names::check(NameRole::KeyName, &name).is_ok());

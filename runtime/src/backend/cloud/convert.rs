@@ -98,7 +98,9 @@ impl Partitions {
         }
     }
 
-    /// A key from the service, validated like every key (names, ids, depth).
+    /// A key from the service. Reading is lenient about what other clients wrote: kinds,
+    /// names and ids the rules forbid for new keys are kept as they are (a write of such a
+    /// key is refused: `RawKey::check_writable`); the depth and the path's shape are checked.
     pub(super) fn raw_key(&self, key: pb::Key) -> Result<RawKey, Error> {
         let partition = key.partition_id.unwrap_or_default();
         let partition = PartitionId {
@@ -120,14 +122,14 @@ impl Partitions {
             .map(|e| {
                 let id_or_name = match e.id_type {
                     Some(pb::key::path_element::IdType::Id(id)) => {
-                        Some(IdOrName::Id(KeyId::new(id)?))
+                        Some(IdOrName::Id(KeyId::stored(id)?))
                     }
                     Some(pb::key::path_element::IdType::Name(name)) => {
-                        Some(IdOrName::Name(KeyName::new(name)?))
+                        Some(IdOrName::Name(KeyName::stored(name)))
                     }
                     None => None,
                 };
-                PathElement::new(e.kind, id_or_name)
+                Ok(PathElement::stored(e.kind, id_or_name))
             })
             .collect::<Result<Vec<_>, Error>>()?;
         RawKey::new(Some(partition), path)
