@@ -6,7 +6,8 @@
 //!   values, stored in Google Cloud as in the embedded engine (R-S1, R-S2, R-S3);
 //! - `cursor`: the envelope of every cursor users keep (R-Q3);
 //! - `file`: the embedded engine's tables and meta keys;
-//! - `keycode`: the order-preserving encoding of the engine's index entries.
+//! - `keycode`: the order-preserving encoding of the engine's index entries;
+//! - `urlsafe`: URL-safe keys, the legacy `Reference` NDB, Go and Java share.
 //!
 //! The stored form of an entity's properties is `model/stored.rs` (the model reads and writes
 //! it directly); it is pinned by the same tests.
@@ -16,3 +17,4 @@ pub(crate) mod cursor;
 pub(crate) mod file;
 pub(crate) mod hash;
 pub(crate) mod keycode;
+pub(crate) mod urlsafe;
