@@ -213,6 +213,72 @@ fn emulator(backend: Backend) -> &'static Result<Emulator, String> {
     cell.get_or_init(|| Emulator::start(backend))
 }
 
+/// The loopback address of `backend`'s emulator for this test binary (`127.0.0.1:PORT`), as
+/// other clients take it in `DATASTORE_EMULATOR_HOST`.
+pub fn emulator_host(backend: Backend) -> Result<String, String> {
+    Ok(format!("127.0.0.1:{}", emulator(backend).as_ref()?.port))
+}
+
+/// Google's Python clients (`google-cloud-ndb`, `google-cloud-datastore`, from the Python
+/// registry), in a virtualenv under `target/ndb-venv`, installed on first use: the path of
+/// its `python`. An error says why they are not there (no `python3`, no registry).
+pub fn ndb_python() -> Result<std::path::PathBuf, String> {
+    static PYTHON: OnceLock<Result<std::path::PathBuf, String>> = OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+                || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"),
+                std::path::PathBuf::from,
+            );
+            let venv = target.join("ndb-venv");
+            let python = venv.join("bin/python");
+            let ready = |python: &std::path::Path| {
+                Command::new(python)
+                    .args(["-c", "import google.cloud.ndb, google.cloud.datastore"])
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            };
+            if ready(&python) {
+                return Ok(python);
+            }
+            let run = |program: &std::path::Path, args: &[&str]| {
+                let output = Command::new(program)
+                    .args(args)
+                    .output()
+                    .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+                if output.status.success() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{} {} failed: {}",
+                        program.display(),
+                        args.join(" "),
+                        String::from_utf8_lossy(&output.stderr)
+                    ))
+                }
+            };
+            eprintln!("installing google-cloud-ndb into {}", venv.display());
+            let venv_arg = venv.to_string_lossy().into_owned();
+            run("python3".as_ref(), &["-m", "venv", &venv_arg])?;
+            run(
+                &venv.join("bin/pip"),
+                &[
+                    "install",
+                    "--quiet",
+                    "google-cloud-ndb==2.7.1",
+                    "google-cloud-datastore==2.27.0",
+                ],
+            )?;
+            if ready(&python) {
+                Ok(python)
+            } else {
+                Err("google-cloud-ndb does not import after installing it".to_owned())
+            }
+        })
+        .clone()
+}
+
 /// Another client's write: `mutations` (the REST API's JSON) committed straight to the
 /// emulator of `backend` over HTTP, bypassing this crate and its rules (the data other
 /// programs leave behind). Returns the response body.

@@ -1,0 +1,118 @@
+"""The other side of the NDB interop suite (tests/tests/ndb.rs): Google's own Python client,
+google-cloud-ndb, writing and reading the entities the Rust structs share with it.
+
+    ndb_side.py write NAMESPACE   -> prints a JSON object the Rust side reads
+    ndb_side.py check NAMESPACE JSON -> exits 0 when everything the Rust side did is there
+
+DATASTORE_EMULATOR_HOST and DATASTORE_PROJECT_ID point it at the emulator.
+"""
+
+import datetime
+import json
+import os
+import sys
+
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import ndb
+
+
+class Address(ndb.Model):
+    city = ndb.StringProperty()
+    zip = ndb.StringProperty()
+
+
+class Member(ndb.Expando):
+    email = ndb.StringProperty()
+    tags = ndb.StringProperty(repeated=True)
+    bio = ndb.TextProperty()
+    prefs = ndb.JsonProperty()
+    home = ndb.GeoPtProperty()
+    friend = ndb.KeyProperty()
+    joined = ndb.DateTimeProperty()
+    visits = ndb.IntegerProperty()
+    # The legacy layout (google-cloud-ndb's default): dotted top-level properties.
+    address = ndb.StructuredProperty(Address)
+    addresses = ndb.StructuredProperty(Address, repeated=True)
+
+
+JOINED = datetime.datetime(2019, 5, 17, 8, 30, 15, 123456)
+
+
+def write(namespace):
+    friend = Member(id="bob", namespace=namespace, email="bob@example.com")
+    friend.put()
+    ann = Member(
+        id="ann",
+        namespace=namespace,
+        email="ann@example.com",
+        tags=["admin", "early"],
+        bio="Writes long " * 200,
+        prefs={"theme": "dark", "langs": ["fr", "en"]},
+        home=ndb.GeoPt(48.8566, 2.3522),
+        friend=friend.key,
+        joined=JOINED,
+        visits=41,
+        address=Address(city="Paris", zip="75001"),
+        addresses=[Address(city="Lyon", zip="69001"), Address(city="Nice", zip="06000")],
+    )
+    ann.nickname = "annie"  # an Expando property no Rust struct declares
+    ann.put()
+    return {"ann": ann.key.urlsafe().decode(), "bob": friend.key.urlsafe().decode()}
+
+
+def places(addresses):
+    return [(a.city, a.zip) for a in addresses if a is not None]
+
+
+def check(namespace, rust):
+    problems = []
+
+    def expect(what, found, wanted):
+        if found != wanted:
+            problems.append(f"{what}: found {found!r}, wanted {wanted!r}")
+
+    ann = ndb.Key("Member", "ann", namespace=namespace).get()
+    expect("ann.email (changed by Rust)", ann.email, rust["email"])
+    expect("ann.visits (changed by Rust)", ann.visits, 42)
+    expect("ann.tags", ann.tags, ["admin", "early"])
+    expect("ann.bio", ann.bio, "Writes long " * 200)
+    expect("ann.prefs", ann.prefs, {"theme": "dark", "langs": ["fr", "en"]})
+    expect("ann.home", (ann.home.latitude, ann.home.longitude), (48.8566, 2.3522))
+    expect("ann.friend", ann.friend, ndb.Key("Member", "bob", namespace=namespace))
+    expect("ann.joined", ann.joined, JOINED)
+    expect("ann.nickname (undeclared in Rust)", getattr(ann, "nickname", None), "annie")
+    expect("ann.address (undeclared in Rust)", places([ann.address]), [("Paris", "75001")])
+    expect(
+        "ann.addresses (undeclared in Rust)",
+        places(ann.addresses),
+        [("Lyon", "69001"), ("Nice", "06000")],
+    )
+    # The entity the Rust side added, found through the URL-safe key it printed.
+    cy = ndb.Key(urlsafe=rust["cy"].encode()).get()
+    expect("cy (added by Rust)", cy is not None, True)
+    if cy is not None:
+        expect("cy.key", cy.key, ndb.Key("Member", "cy", namespace=namespace))
+        expect("cy.email", cy.email, "cy@example.com")
+        expect("cy.tags", cy.tags, ["new"])
+        expect("cy.friend", cy.friend, ann.key)
+        expect("cy.joined", cy.joined, datetime.datetime(2024, 1, 2, 3, 4, 5, 678901))
+        expect("cy.prefs", cy.prefs, {"theme": "light"})
+        expect("cy.home", (cy.home.latitude, cy.home.longitude), (45.764, 4.8357))
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        sys.exit(1)
+
+
+def main():
+    client = ndb.Client(
+        project=os.environ["DATASTORE_PROJECT_ID"], credentials=AnonymousCredentials()
+    )
+    with client.context():
+        if sys.argv[1] == "write":
+            print(json.dumps(write(sys.argv[2])))
+        else:
+            check(sys.argv[2], json.loads(sys.argv[3]))
+
+
+if __name__ == "__main__":
+    main()

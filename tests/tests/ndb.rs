@@ -1,0 +1,143 @@
+//! Interop with a client no one here wrote (issue #16): Google's Python `google-cloud-ndb`
+//! (from the Python registry, in `target/ndb-venv`) and typed Rust structs share the
+//! Firestore emulator in Datastore mode. NDB writes (`tests/interop/ndb_side.py write`):
+//! repeated, Text, Json, GeoPt, Key, DateTime and Integer properties, legacy dotted
+//! StructuredProperties (one and repeated) and an Expando property, none of those last three
+//! declared by the Rust struct. Rust reads them through NDB's URL-safe keys (an integer read
+//! as `f64` too), changes an entity and adds one; NDB then reads everything back
+//! (`ndb_side.py check`): nothing lost, nothing altered.
+//!
+//! In CI (`CI` set) a missing Python client or emulator fails the test; elsewhere it is
+//! skipped with the reason.
+
+use std::process::Command;
+
+use datastore_entity::prelude::*;
+use datastore_entity_tests::harness::{self, Backend};
+
+/// The Rust side's view of NDB's `Member` (an Expando): what it declares.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Member")]
+struct Member {
+    #[key]
+    id: KeyName,
+    email: String,
+    #[property(default)]
+    tags: Vec<String>,
+    #[exclude_from_index]
+    #[property(default)]
+    bio: String,
+    /// NDB's JsonProperty: the JSON text as bytes, excluded from indexes.
+    #[blob]
+    #[property(default)]
+    prefs: Vec<u8>,
+    home: Option<GeoPoint>,
+    friend: Option<Key<Member>>,
+    #[index(monotonic)]
+    joined: Option<Timestamp>,
+    #[property(default)]
+    visits: i64,
+}
+
+/// Another program's view: `visits` as a double (NDB stored an integer).
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Member")]
+struct Visits {
+    #[key]
+    id: KeyName,
+    visits: f64,
+}
+
+fn skip_or_fail(reason: String) -> Option<std::convert::Infallible> {
+    if std::env::var_os("CI").is_some() {
+        panic!("CI runs the NDB interop suite, but: {reason}");
+    }
+    eprintln!("skipping the NDB interop suite: {reason}");
+    None
+}
+
+/// `ndb_side.py` with `args`, against the emulator; its standard output.
+fn ndb(python: &std::path::Path, host: &str, args: &[&str]) -> String {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/interop/ndb_side.py");
+    let output = Command::new(python)
+        .arg(script)
+        .args(args)
+        .env("DATASTORE_EMULATOR_HOST", host)
+        .env("DATASTORE_PROJECT_ID", harness::PROJECT)
+        .output()
+        .expect("python runs");
+    assert!(
+        output.status.success(),
+        "ndb_side.py {} failed:\n{}",
+        args[0],
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("UTF-8")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ndb_and_typed_rust_structs_share_entities_without_loss() {
+    let python = match harness::ndb_python() {
+        Ok(python) => python,
+        Err(reason) => {
+            skip_or_fail(reason);
+            return;
+        }
+    };
+    let Some(db) = harness::db(Backend::Firestore, "ndb_interop").await else {
+        return;
+    };
+    let host = harness::emulator_host(Backend::Firestore).expect("the emulator is up");
+    let namespace = db.partition().namespace.clone();
+
+    // NDB writes; its URL-safe keys lead the Rust side to the entities.
+    let written: serde_json::Value =
+        serde_json::from_str(&ndb(&python, &host, &["write", &namespace])).expect("JSON");
+    let ann_key = Key::<Member>::from_urlsafe(written["ann"].as_str().unwrap()).unwrap();
+    let bob_key = Key::<Member>::from_urlsafe(written["bob"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        ann_key,
+        db.bind(&Member::key(KeyName::new("ann").unwrap())).unwrap()
+    );
+
+    let mut ann = db.get(&ann_key).await.unwrap().expect("NDB wrote ann");
+    assert_eq!(ann.email, "ann@example.com");
+    assert_eq!(ann.tags, ["admin", "early"]);
+    assert_eq!(ann.bio, "Writes long ".repeat(200));
+    let prefs: serde_json::Value = serde_json::from_slice(&ann.prefs).unwrap();
+    assert_eq!(
+        prefs,
+        serde_json::json!({ "theme": "dark", "langs": ["fr", "en"] })
+    );
+    let home = ann.home.unwrap();
+    assert_eq!((home.latitude(), home.longitude()), (48.8566, 2.3522));
+    assert_eq!(ann.friend.as_ref(), Some(&bob_key));
+    let joined: Timestamp = "2019-05-17T08:30:15.123456Z".parse().unwrap();
+    assert_eq!(ann.joined, Some(joined));
+    assert_eq!(ann.visits, 41);
+    let visits = Visits::key(KeyName::new("ann").unwrap());
+    assert_eq!(db.get(&visits).await.unwrap().unwrap().visits, 41.0);
+
+    // Rust changes ann (NDB's nickname, address and addresses are not declared here) …
+    ann.email = "ann@rust.example".into();
+    ann.visits += 1;
+    db.put(&ann).await.unwrap();
+    // … and adds cy, which NDB finds through the URL-safe key Rust gives it.
+    let cy = Member {
+        id: KeyName::new("cy").unwrap(),
+        email: "cy@example.com".into(),
+        tags: vec!["new".into()],
+        bio: String::new(),
+        prefs: br#"{"theme": "light"}"#.to_vec(),
+        home: Some(GeoPoint::new(45.764, 4.8357).unwrap()),
+        friend: Some(ann_key.clone()),
+        joined: Some("2024-01-02T03:04:05.678901Z".parse().unwrap()),
+        visits: 0,
+    };
+    let cy_key = db.put(&cy).await.unwrap();
+    let rust = serde_json::json!({
+        "email": ann.email,
+        "cy": cy_key.to_urlsafe(harness::PROJECT),
+    });
+    ndb(&python, &host, &["check", &namespace, &rust.to_string()]);
+}
