@@ -26,6 +26,14 @@ impl Scope {
         match key.partition() {
             None => Ok(key.clone().with_partition(self.partition.clone())),
             Some(partition) if *partition == self.partition => Ok(key.clone()),
+            // A key read from text names no project: it belongs to this handle's.
+            Some(partition)
+                if partition.project_id.is_empty()
+                    && partition.database_id == self.partition.database_id
+                    && partition.namespace == self.partition.namespace =>
+            {
+                Ok(key.clone().with_partition(self.partition.clone()))
+            }
             Some(partition) => Err(Error::WrongPartition {
                 key: format!("{key:?}"),
                 expected: self.partition.to_string(),
