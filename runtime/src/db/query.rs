@@ -51,6 +51,22 @@ impl fmt::Display for Cursor {
     }
 }
 
+/// Its text (feature `serde`): a cursor kept in a web page or a job's state.
+#[cfg(feature = "serde")]
+impl serde::Serialize for Cursor {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        crate::model::ecosystem::serde_forms::as_text(self, s)
+    }
+}
+
+/// Its text, checked as `Cursor::from_str` checks it (feature `serde`).
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for Cursor {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        crate::model::ecosystem::serde_forms::from_text(d)
+    }
+}
+
 impl fmt::Debug for Cursor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Cursor({self})")

@@ -1,9 +1,11 @@
 //! What is stored, bottom up: names (`name`), keys (`key`), the value types (`scalar`,
 //! `value`), the stored form of values and property maps (`stored`) and the operations of a
 //! property map over it (`map`), the Rust types that convert to values (`property_type`),
-//! entities with their schemas (`schema`, `entity`), keys as text (`key_text`), and what the
+//! the Rust ecosystem's types behind Cargo features (`ecosystem`), entities with their
+//! schemas (`schema`, `entity`), keys as text (`key_text`), and what the
 //! derive's generated code calls (`generated`). Nothing here knows queries, backends or the `Db`.
 
+pub(crate) mod ecosystem;
 pub(crate) mod entity;
 pub(crate) mod generated;
 pub(crate) mod key;
