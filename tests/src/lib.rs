@@ -15,6 +15,7 @@ use datastore_entity::{PartitionId, PropertyMap, Value};
 pub mod conformance;
 pub mod faults;
 pub mod harness;
+pub mod minimal;
 
 /// A blog account.
 #[derive(Entity, Debug, Clone, PartialEq)]

@@ -197,19 +197,7 @@ mod serde_forms {
     use datastore_entity::{Blob, Cursor, GeoPoint, RawKey};
     use serde_json::json;
 
-    #[derive(Entity, Debug, Clone, PartialEq)]
-    struct Account {
-        #[key]
-        name: KeyName,
-    }
-
-    #[derive(Entity, Debug, Clone, PartialEq)]
-    struct Post {
-        #[parent]
-        account: Key<Account>,
-        #[key]
-        id: KeyId,
-    }
+    use datastore_entity_tests::minimal::{Account, Post, ann};
 
     fn round_trip<T>(value: &T, json: serde_json::Value)
     where
@@ -221,8 +209,7 @@ mod serde_forms {
 
     #[test]
     fn the_crate_types_serialize_as_their_text_and_deserialize_checked() {
-        let ann = Account::key(KeyName::new("ann").unwrap());
-        let post = Post::key(&ann, KeyId::new(5).unwrap());
+        let post = Post::key(&ann(), KeyId::new(5).unwrap());
         round_trip(&post, json!(r#"Account:"ann"/Post:5"#));
         round_trip(&post.clone().into_raw(), json!(r#"Account:"ann"/Post:5"#));
         round_trip(&KeyName::new("ann").unwrap(), json!("ann"));

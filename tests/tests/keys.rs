@@ -8,23 +8,7 @@ use std::collections::{HashMap, HashSet};
 use datastore_entity::Error;
 use datastore_entity::prelude::*;
 
-#[derive(Entity, Debug, Clone, PartialEq)]
-struct Account {
-    #[key]
-    name: KeyName,
-}
-
-#[derive(Entity, Debug, Clone, PartialEq)]
-struct Post {
-    #[parent]
-    account: Key<Account>,
-    #[key]
-    id: KeyId,
-}
-
-fn ann() -> Key<Account> {
-    Account::key(KeyName::new("ann").unwrap())
-}
+use datastore_entity_tests::minimal::{Account, Post, ann};
 
 #[tokio::test]
 async fn a_built_key_equals_the_key_the_db_returns_in_the_default_namespace() {

@@ -7,23 +7,7 @@ use datastore_entity::prelude::*;
 use datastore_entity::{Error, PartitionId, RawKey};
 use proptest::prelude::*;
 
-#[derive(Entity, Debug, Clone, PartialEq)]
-struct Account {
-    #[key]
-    name: KeyName,
-}
-
-#[derive(Entity, Debug, Clone, PartialEq)]
-struct Post {
-    #[parent]
-    account: Key<Account>,
-    #[key]
-    id: KeyId,
-}
-
-fn ann() -> Key<Account> {
-    Account::key(KeyName::new("ann").unwrap())
-}
+use datastore_entity_tests::minimal::{Account, Post, ann};
 
 fn partition(namespace: &str, database: &str) -> PartitionId {
     PartitionId {
