@@ -132,6 +132,8 @@ pub(crate) struct Field {
     pub default: Option<DefaultAttr>,
     /// `#[property(alias = "...")]`: former names, read when `name` is absent.
     pub aliases: Vec<Name>,
+    /// `#[property(flatten)]`: an embedded entity stored as `name.sub` properties.
+    pub flatten: Option<Span>,
 }
 
 impl Field {
@@ -244,6 +246,7 @@ impl Entity {
                     name,
                     default: field.default,
                     aliases: field.alias.iter().map(Name::from_lit).collect(),
+                    flatten: field.flatten.is_present().then(|| field.flatten.span()),
                 })
             })
             .collect();

@@ -56,6 +56,7 @@ pub(crate) struct FieldInput {
     pub default: Option<DefaultAttr>,
     #[darling(multiple)]
     pub alias: Vec<NameLit>,
+    pub flatten: darling::util::Flag,
 }
 
 /// `#[property(default)]` (the field type's `Default`) or `#[property(default = "path")]` (a
@@ -379,6 +380,7 @@ pub(crate) fn lenient(input: &syn::DeriveInput) -> EntityInput {
                 rename: None,
                 default: None,
                 alias: Vec::new(),
+                flatten: darling::util::Flag::default(),
             })
             .collect(),
         _ => Vec::new(),

@@ -15,6 +15,7 @@ use crate::ast::{
     Entity, Field, Name, Origin, RESERVED_DESCRIPTORS, Role, ident_text, is_vec_u8, key_target,
     unsupported_hint,
 };
+use crate::attr::DefaultAttr;
 use crate::errors::{self, Errors};
 
 pub(crate) fn check(entity: &Entity, hard: &mut Errors, soft: &mut Errors) {
@@ -137,12 +138,37 @@ fn aliases_and_defaults(entity: &Entity, errors: &mut Errors) {
         };
         let aliases = field.aliases.iter().map(|a| (a.span, "alias"));
         let default = field.default.as_ref().map(|d| (d.span(), "default"));
-        for (span, attr) in aliases.chain(default) {
+        let flatten = field.flatten.map(|span| (span, "flatten"));
+        for (span, attr) in aliases.chain(default).chain(flatten) {
             errors.push(error(
                 span,
                 format!(
                     "`#[property({attr})]` cannot be used on {what}: it applies to stored \
                      properties\nhelp: remove it"
+                ),
+            ));
+        }
+    }
+    // A flattened field is read from its `name.sub` properties, as one layout.
+    for field in entity.stored() {
+        let Some(span) = field.flatten else { continue };
+        let others = [
+            (field.aliases.first().map(|a| a.span), "alias"),
+            (field.default.as_ref().map(DefaultAttr::span), "default"),
+            (field.flags.blob, "#[blob]"),
+            (field.flags.ttl, "#[ttl]"),
+            (
+                field.flags.sharded_index.map(|c| c.span),
+                "#[sharded_index]",
+            ),
+        ];
+        if let Some((_, other)) = others.iter().find(|(s, _)| s.is_some()) {
+            errors.push(error(
+                span,
+                format!(
+                    "`#[property(flatten)]` cannot be combined with `{other}`: a flattened \
+                     field is stored as its embedded entity's `name.sub` properties\nhelp: \
+                     remove one of them"
                 ),
             ));
         }

@@ -81,9 +81,9 @@ def check(namespace, rust):
     expect("ann.friend", ann.friend, ndb.Key("Member", "bob", namespace=namespace))
     expect("ann.joined", ann.joined, JOINED)
     expect("ann.nickname (undeclared in Rust)", getattr(ann, "nickname", None), "annie")
-    expect("ann.address (undeclared in Rust)", places([ann.address]), [("Paris", "75001")])
+    expect("ann.address (flattened by Rust)", places([ann.address]), [("Paris", "75001")])
     expect(
-        "ann.addresses (undeclared in Rust)",
+        "ann.addresses (flattened by Rust)",
         places(ann.addresses),
         [("Lyon", "69001"), ("Nice", "06000")],
     )
@@ -98,6 +98,8 @@ def check(namespace, rust):
         expect("cy.joined", cy.joined, datetime.datetime(2024, 1, 2, 3, 4, 5, 678901))
         expect("cy.prefs", cy.prefs, {"theme": "light"})
         expect("cy.home", (cy.home.latitude, cy.home.longitude), (45.764, 4.8357))
+        expect("cy.address (flattened by Rust)", places([cy.address]), [("Lyon", "69002")])
+        expect("cy.addresses", places(cy.addresses or []), [])
     if problems:
         print("\n".join(problems), file=sys.stderr)
         sys.exit(1)

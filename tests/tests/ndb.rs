@@ -2,9 +2,9 @@
 //! (from the Python registry, in `target/ndb-venv`) and typed Rust structs share the
 //! Firestore emulator in Datastore mode. NDB writes (`tests/interop/ndb_side.py write`):
 //! repeated, Text, Json, GeoPt, Key, DateTime and Integer properties, legacy dotted
-//! StructuredProperties (one and repeated) and an Expando property, none of those last three
-//! declared by the Rust struct. Rust reads them through NDB's URL-safe keys (an integer read
-//! as `f64` too), changes an entity and adds one; NDB then reads everything back
+//! StructuredProperties (one and repeated, read with `#[property(flatten)]`) and an Expando
+//! property the Rust struct does not declare. Rust reads them through NDB's URL-safe keys (an
+//! integer read as `f64` too), changes an entity and adds one; NDB then reads everything back
 //! (`ndb_side.py check`): nothing lost, nothing altered.
 //!
 //! In CI (`CI` set) a missing Python client or emulator fails the test; elsewhere it is
@@ -37,6 +37,26 @@ struct Member {
     joined: Option<Timestamp>,
     #[property(default)]
     visits: i64,
+    /// NDB's legacy StructuredProperty: `address.city`, `address.zip`.
+    #[property(flatten)]
+    address: Option<Place>,
+    /// A repeated one: one array per sub-property.
+    #[property(flatten)]
+    addresses: Vec<Place>,
+}
+
+/// NDB's `Address` model, embedded.
+#[derive(Entity, Debug, Clone, PartialEq)]
+struct Place {
+    city: String,
+    zip: Option<String>,
+}
+
+fn place(city: &str, zip: &str) -> Place {
+    Place {
+        city: city.into(),
+        zip: Some(zip.into()),
+    }
 }
 
 /// Another program's view: `visits` as a double (NDB stored an integer).
@@ -115,10 +135,15 @@ async fn ndb_and_typed_rust_structs_share_entities_without_loss() {
     let joined: Timestamp = "2019-05-17T08:30:15.123456Z".parse().unwrap();
     assert_eq!(ann.joined, Some(joined));
     assert_eq!(ann.visits, 41);
+    assert_eq!(ann.address, Some(place("Paris", "75001")));
+    assert_eq!(
+        ann.addresses,
+        [place("Lyon", "69001"), place("Nice", "06000")]
+    );
     let visits = Visits::key(KeyName::new("ann").unwrap());
     assert_eq!(db.get(&visits).await.unwrap().unwrap().visits, 41.0);
 
-    // Rust changes ann (NDB's nickname, address and addresses are not declared here) …
+    // Rust changes ann (NDB's Expando `nickname` is not declared here) …
     ann.email = "ann@rust.example".into();
     ann.visits += 1;
     db.put(&ann).await.unwrap();
@@ -133,6 +158,8 @@ async fn ndb_and_typed_rust_structs_share_entities_without_loss() {
         friend: Some(ann_key.clone()),
         joined: Some("2024-01-02T03:04:05.678901Z".parse().unwrap()),
         visits: 0,
+        address: Some(place("Lyon", "69002")),
+        addresses: vec![],
     };
     let cy_key = db.put(&cy).await.unwrap();
     let rust = serde_json::json!({

@@ -141,6 +141,9 @@ pub(super) fn embedded_impl(entity: &Entity, mode: Mode) -> TokenStream {
     );
     quote! {
         #[automatically_derived]
+        impl #p::EmbeddedEntity for #ident {}
+
+        #[automatically_derived]
         impl #p::PropertyType for #ident {
             type Operand = Self;
             type Growth = #p::Steady;
@@ -182,8 +185,9 @@ fn schema(entity: &Entity) -> TokenStream {
                 None => quote_spanned!(ty.span()=> || (&#p::Probe::<#ty>::new()).embedded()),
             };
             let aliases = field.aliases.iter().map(|a| a.text());
+            let flatten = field.flatten.is_some();
             quote!(#p::PropertySchema::new(
-                #name, #rust_name, #excluded, #ttl, &[#(#aliases),*], #nested
+                #name, #rust_name, #excluded, #ttl, &[#(#aliases),*], #flatten, #nested
             ))
         })
         .collect();
@@ -201,7 +205,7 @@ fn schema(entity: &Entity) -> TokenStream {
             let shards = field.flags.sharded_index.map_or(0, |c| count(c.value));
             properties.push(quote!(
                 #p::PropertySchema::new(
-                    #companion, #rust_name, false, false, &[], || #p::Option::None
+                    #companion, #rust_name, false, false, &[], false, || #p::Option::None
                 )
             ));
             sharded.push(quote! {
@@ -275,9 +279,10 @@ fn to_properties(entity: &Entity) -> TokenStream {
             let ty = &field.ty;
             let name = field.name.text();
             let excluded = field.excluded();
-            let put = match field.flags.blob {
-                Some(_) => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put_blob),
-                None => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put),
+            let put = match (field.flags.blob, field.flatten) {
+                (_, Some(_)) => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put_flat),
+                (Some(_), None) => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put_blob),
+                (None, None) => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put),
             };
             (
                 name.to_owned(),
@@ -322,6 +327,11 @@ fn read_property(entity: &Entity, field: &Field) -> TokenStream {
     let p = private(entity);
     let ty = &field.ty;
     let name = field.name.text();
+    if field.flatten.is_some() {
+        return quote_spanned!(ty.span()=>
+            (&#p::Probe::<#ty>::new()).take_flat(&mut __properties, #name)
+        );
+    }
     if field.aliases.is_empty() && field.default.is_none() {
         return match field.flags.blob {
             Some(_) => quote_spanned!(ty.span()=>

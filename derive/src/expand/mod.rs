@@ -54,7 +54,8 @@ pub(crate) fn expand(entity: &Entity, mode: Mode) -> TokenStream {
         const _: () = {
             #[allow(unused_imports)]
             use #p::{
-                BlobFallback as _, BlobProbe as _, KeyFallback as _, KeyProbe as _,
+                BlobFallback as _, BlobProbe as _, FlattenFallback as _, FlattenProbe as _,
+                KeyFallback as _, KeyProbe as _,
                 PropertyFallback as _, PropertyProbe as _, ShardIndexFallback as _,
                 ShardIndexProbe as _,
             };

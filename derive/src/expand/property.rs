@@ -62,6 +62,7 @@ pub(super) fn assertions(entity: &Entity) -> TokenStream {
             Role::Property if field.flags.blob.is_none() && unsupported_hint(ty).is_some() => {
                 return None;
             }
+            Role::Property if field.flatten.is_some() => quote!(assert_flatten),
             Role::Property if field.flags.blob.is_some() => quote!(assert_blob),
             Role::Property if field.flags.sharded.is_some() => quote!(assert_counter),
             Role::Property if field.flags.sharded_index.is_some() => {

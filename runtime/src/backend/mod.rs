@@ -4,6 +4,7 @@
 //! Everything typed (`Db`, queries, transactions) is built once above this trait, so the
 //! embedded engine and the cloud client share all of it.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -83,26 +84,47 @@ pub enum Mask {
     Whole,
     /// Only these paths, each a property name followed by names inside embedded entities.
     /// A path the written entity lacks is removed from the stored one.
-    Paths(Vec<Vec<&'static str>>),
+    Paths(Vec<Vec<Cow<'static, str>>>),
 }
 
 impl Mask {
     /// The properties an entity type writes: every stored property it declares, and the
     /// former names of its properties (a write removes those).
     pub fn declared(schema: &Schema) -> Mask {
-        let names = schema.properties.iter();
-        let names = names.flat_map(|p| std::iter::once(&p.name).chain(p.aliases));
-        Mask::Paths(names.map(|&name| vec![name]).collect())
+        let mut paths = Vec::new();
+        for property in schema.properties {
+            match property.embedded().filter(|_| property.flatten) {
+                // `#[property(flatten)]`: its `name.sub` properties.
+                Some(inner) => paths.extend(
+                    inner
+                        .properties
+                        .iter()
+                        .map(|sub| vec![Cow::Owned(format!("{}.{}", property.name, sub.name))]),
+                ),
+                None => paths.push(vec![Cow::Borrowed(property.name)]),
+            }
+            paths.extend(
+                property
+                    .aliases
+                    .iter()
+                    .map(|&alias| vec![Cow::Borrowed(alias)]),
+            );
+        }
+        Mask::Paths(paths)
     }
 
     /// `self`, each path behind `name` (the mask of an entity embedded as property `name`).
     pub(crate) fn inside(&self, name: &'static str) -> Mask {
         match self {
-            Mask::Whole => Mask::Paths(vec![vec![name]]),
+            Mask::Whole => Mask::Paths(vec![vec![Cow::Borrowed(name)]]),
             Mask::Paths(paths) => Mask::Paths(
                 paths
                     .iter()
-                    .map(|path| std::iter::once(name).chain(path.iter().copied()).collect())
+                    .map(|path| {
+                        std::iter::once(Cow::Borrowed(name))
+                            .chain(path.iter().cloned())
+                            .collect()
+                    })
                     .collect(),
             ),
         }
@@ -134,10 +156,11 @@ impl Mask {
 }
 
 /// Sets `path` of `stored` to what `written` holds there (removes it when `written` has none).
-fn overlay(stored: &mut PropertyMap, written: &PropertyMap, path: &[&str]) {
-    let Some((&name, rest)) = path.split_first() else {
+fn overlay(stored: &mut PropertyMap, written: &PropertyMap, path: &[Cow<'static, str>]) {
+    let Some((name, rest)) = path.split_first() else {
         return;
     };
+    let name = name.as_ref();
     let source = written.get(name);
     if rest.is_empty() {
         match source {

@@ -174,7 +174,7 @@ fn expand(write: Write, primary: &mut Vec<Mutation>, companions: &mut Vec<Mutati
                     _ => Mutation::Upsert(
                         at,
                         replica(&key, &properties),
-                        Mask::Paths(vec![vec![OWNER]]).with(mask.inside(ENTITY)),
+                        Mask::Paths(vec![vec![OWNER.into()]]).with(mask.inside(ENTITY)),
                     ),
                 });
             }

@@ -422,3 +422,165 @@ pub fn parent_field<P: Entity>(key: &RawKey) -> Result<Key<P>, DecodeError> {
         None => Err(found("a root key with no parent".to_owned())),
     }
 }
+
+/// An embedded entity type: a struct deriving `Entity` without `#[key]` (the derive
+/// implements this), which `#[property(flatten)]` can store as dotted properties.
+#[diagnostic::on_unimplemented(
+    message = "`#[property(flatten)]` needs an embedded entity, or an `Option` or a `Vec` of one, not `{Self}`",
+    label = "not an embedded entity",
+    note = "an embedded entity is a struct that derives `Entity` without a `#[key]`; flatten stores \
+            its properties as top-level `field.sub` properties, as NDB's legacy StructuredProperty \
+            and Go's `flatten` do"
+)]
+pub trait EmbeddedEntity: PropertyType {}
+
+/// A `#[property(flatten)]` field: an embedded entity written as top-level `name.sub`
+/// properties (a `Vec` of them as one array per sub-property), the layout NDB's legacy
+/// StructuredProperty and Go's `flatten` write.
+#[diagnostic::on_unimplemented(
+    message = "`#[property(flatten)]` needs an embedded entity, or an `Option` or a `Vec` of one, not `{Self}`",
+    label = "not an embedded entity",
+    note = "an embedded entity is a struct that derives `Entity` without a `#[key]`"
+)]
+pub trait Flatten: Sized {
+    /// Writes `self` as the `name.sub` properties.
+    fn flatten(&self, properties: &mut PropertyMap, name: &str, excluded: bool);
+    /// Reads the `name.sub` properties back (an entity with none of them: `None`, an empty
+    /// `Vec`, or the embedded struct's own answer to missing properties).
+    fn unflatten(properties: &mut PropertyMap, name: &str) -> Result<Self, DecodeError>;
+}
+
+/// The `name.sub` properties of `properties`, taken out, by `sub`.
+fn take_flattened(properties: &mut PropertyMap, name: &str) -> PropertyMap {
+    let prefix = format!("{name}.");
+    let names: Vec<String> = properties
+        .keys()
+        .filter(|n| n.starts_with(&prefix))
+        .map(str::to_owned)
+        .collect();
+    let mut inner = PropertyMap::new();
+    for full in names {
+        if let Some(property) = properties.remove(&full) {
+            inner.insert(&full[prefix.len()..], property);
+        }
+    }
+    inner
+}
+
+/// The sub-properties of one embedded entity value.
+fn sub_properties<T: PropertyType>(value: &T) -> PropertyMap {
+    match value.to_value() {
+        Value::Entity(inner) => inner,
+        _ => PropertyMap::new(),
+    }
+}
+
+impl<T: EmbeddedEntity> Flatten for T {
+    fn flatten(&self, properties: &mut PropertyMap, name: &str, excluded: bool) {
+        for (sub, property) in sub_properties(self).iter() {
+            let excluded = excluded || property.excluded;
+            properties.put_stored(&format!("{name}.{sub}"), excluded, |w| {
+                w.value(&property.value);
+            });
+        }
+    }
+    fn unflatten(properties: &mut PropertyMap, name: &str) -> Result<Self, DecodeError> {
+        T::from_value(Value::Entity(take_flattened(properties, name)))
+    }
+}
+
+impl<T: EmbeddedEntity> Flatten for Option<T> {
+    fn flatten(&self, properties: &mut PropertyMap, name: &str, excluded: bool) {
+        if let Some(value) = self {
+            value.flatten(properties, name, excluded);
+        }
+    }
+    fn unflatten(properties: &mut PropertyMap, name: &str) -> Result<Self, DecodeError> {
+        let inner = take_flattened(properties, name);
+        if inner.is_empty() || inner.values().all(|p| p.value == Value::Null) {
+            return Ok(None);
+        }
+        T::from_value(Value::Entity(inner)).map(Some)
+    }
+}
+
+impl<T: EmbeddedEntity> Flatten for Vec<T> {
+    fn flatten(&self, properties: &mut PropertyMap, name: &str, excluded: bool) {
+        let elements: Vec<PropertyMap> = self.iter().map(sub_properties).collect();
+        let Some(first) = elements.first() else {
+            return;
+        };
+        // One array per sub-property, an element's missing sub-property a null in its slot.
+        for sub in first.keys() {
+            let values: Vec<Value> = elements
+                .iter()
+                .map(|e| e.get(sub).map_or(Value::Null, |p| p.value.clone()))
+                .collect();
+            let sub_excluded = excluded || first.get(sub).is_some_and(|p| p.excluded);
+            properties.put_stored(&format!("{name}.{sub}"), sub_excluded, |w| {
+                w.value(&Value::Array(values));
+            });
+        }
+    }
+    fn unflatten(properties: &mut PropertyMap, name: &str) -> Result<Self, DecodeError> {
+        let columns: Vec<(String, bool, Vec<Value>)> = take_flattened(properties, name)
+            .iter()
+            .map(|(sub, property)| {
+                let values = match &property.value {
+                    Value::Array(values) => values.clone(),
+                    single => vec![single.clone()],
+                };
+                (sub.to_owned(), property.excluded, values)
+            })
+            .collect();
+        let count = columns.iter().map(|(_, _, v)| v.len()).max().unwrap_or(0);
+        (0..count)
+            .map(|i| {
+                let mut element = PropertyMap::new();
+                for (sub, excluded, values) in &columns {
+                    if let Some(value) = values.get(i) {
+                        let property = crate::model::value::Property {
+                            value: value.clone(),
+                            excluded: *excluded,
+                        };
+                        element.insert(sub, property);
+                    }
+                }
+                T::from_value(Value::Entity(element)).map_err(|e| e.within(&format!("[{i}]")))
+            })
+            .collect()
+    }
+}
+
+/// `#[property(flatten)]` fields, probed (see the module docs).
+pub trait FlattenProbe<T> {
+    /// Writes the field as `name.sub` properties.
+    fn put_flat(&self, properties: &mut PropertyMap, name: &str, value: &T, excluded: bool);
+    /// Reads the field from its `name.sub` properties.
+    fn take_flat(&self, properties: &mut PropertyMap, name: &str) -> Result<T, DecodeError>;
+}
+
+impl<T: Flatten> FlattenProbe<T> for Probe<T> {
+    fn put_flat(&self, properties: &mut PropertyMap, name: &str, value: &T, excluded: bool) {
+        value.flatten(properties, name, excluded);
+    }
+    fn take_flat(&self, properties: &mut PropertyMap, name: &str) -> Result<T, DecodeError> {
+        T::unflatten(properties, name)
+    }
+}
+
+/// Never runs: the field's assertion fails to compile when this is chosen.
+pub trait FlattenFallback<T> {
+    /// See [`FlattenProbe::put_flat`].
+    fn put_flat(&self, _: &mut PropertyMap, _: &str, _: &T, _: bool) {
+        unreachable!("the derive's assertion rejects this field type")
+    }
+    /// See [`FlattenProbe::take_flat`].
+    fn take_flat(&self, _: &mut PropertyMap, _: &str) -> Result<T, DecodeError> {
+        unreachable!("the derive's assertion rejects this field type")
+    }
+}
+impl<T> FlattenFallback<T> for &Probe<T> {}
+
+/// The assertion of a `#[property(flatten)]` field.
+pub fn assert_flatten<T: Flatten>() {}

@@ -62,6 +62,9 @@ pub struct PropertySchema {
     /// Former names (`#[property(alias = "...")]`): read when the property is absent, removed
     /// when the entity is written.
     pub aliases: &'static [&'static str],
+    /// `#[property(flatten)]`: the embedded entity is stored as top-level `name.sub`
+    /// properties (a `Vec` of them as one array per sub-property).
+    pub flatten: bool,
     embedded: fn() -> Option<&'static Schema>,
 }
 
@@ -75,6 +78,7 @@ impl PropertySchema {
         excluded: bool,
         ttl: bool,
         aliases: &'static [&'static str],
+        flatten: bool,
         embedded: fn() -> Option<&'static Schema>,
     ) -> PropertySchema {
         PropertySchema {
@@ -83,6 +87,7 @@ impl PropertySchema {
             excluded,
             ttl,
             aliases,
+            flatten,
             embedded,
         }
     }
@@ -101,6 +106,7 @@ impl std::fmt::Debug for PropertySchema {
             .field("excluded", &self.excluded)
             .field("ttl", &self.ttl)
             .field("aliases", &self.aliases)
+            .field("flatten", &self.flatten)
             .field("embedded", &self.embedded().map(|s| s.kind))
             .finish()
     }

@@ -84,8 +84,10 @@ impl<E, T, I> PropertyPath<E, T, I> {
 impl<E, T: PropertyType, I: IndexMarker> PropertyPath<E, T, I> {
     /// The property `inner` of the embedded entity this property holds, addressed as
     /// `outer.inner` (R-P2): `Post::LOCATION.dot(Address::CITY).eq("Paris")`. Works through
-    /// `Option`. Not through a `Vec`: the service (and the embedded engine, as it) indexes
-    /// nothing inside an array of embedded entities, so such a filter matches nothing.
+    /// `Option`, and through a `Vec` declared `#[property(flatten)]` (one array per
+    /// sub-property, matched per element). Not through a plain `Vec` of embedded entities:
+    /// the service (and the embedded engine, as it) indexes nothing inside such an array, so
+    /// that filter matches nothing.
     pub fn dot<U, J: IndexMarker>(
         &self,
         inner: PropertyPath<T::Operand, U, J>,

@@ -53,7 +53,15 @@ fn properties<'a>(
     in_array: bool,
 ) -> Result<(), Error> {
     for (name, property_excluded, v) in map {
-        validate(NameRole::Property, name)?;
+        if path.is_empty() {
+            // A top-level `field.sub` is a flattened embedded entity (`#[property(flatten)]`,
+            // NDB's legacy layout): each of its names follows the rules.
+            for segment in name.split('.') {
+                validate(NameRole::Property, segment)?;
+            }
+        } else {
+            validate(NameRole::Property, name)?;
+        }
         path.push(name);
         value(kind, path, v, excluded || property_excluded, in_array)?;
         path.pop();

@@ -426,7 +426,9 @@ fn order(order: &PropertyOrder) -> pb::PropertyOrder {
     }
 }
 
-/// The service's form of a mask: dotted paths, a `.` or `\` in a name escaped with `\`.
+/// The service's form of a mask: each path's names joined by `.`, a name that is not a plain
+/// identifier (`[a-zA-Z_][a-zA-Z_0-9]*`: a `.` of a flattened `field.sub`, a `-`, a non-ASCII
+/// letter) quoted in backticks, its own backticks and backslashes escaped by a backslash.
 fn property_mask(mask: &Mask) -> Option<pb::PropertyMask> {
     match mask {
         Mask::Whole => None,
@@ -434,15 +436,35 @@ fn property_mask(mask: &Mask) -> Option<pb::PropertyMask> {
             paths: paths
                 .iter()
                 .map(|path| {
-                    let names: Vec<String> = path
-                        .iter()
-                        .map(|name| name.replace('\\', "\\\\").replace('.', "\\."))
-                        .collect();
-                    names.join(".")
+                    path.iter()
+                        .map(|name| mask_name(name))
+                        .collect::<Vec<_>>()
+                        .join(".")
                 })
                 .collect(),
         }),
     }
+}
+
+fn mask_name(name: &str) -> String {
+    let mut chars = name.chars();
+    let plain = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if plain {
+        return name.to_owned();
+    }
+    let mut quoted = String::with_capacity(name.len() + 2);
+    quoted.push('`');
+    for c in name.chars() {
+        if c == '`' || c == '\\' {
+            quoted.push('\\');
+        }
+        quoted.push(c);
+    }
+    quoted.push('`');
+    quoted
 }
 
 #[cfg(test)]
