@@ -143,22 +143,6 @@ where
     .boxed()
 }
 
-/// [`paged`], for pages whose items each have their own outcome: an item that fails (an
-/// entity that does not decode) is that item's error, and the stream goes on with the next.
-pub(crate) fn paged_each<Q, T, F, Fut>(
-    query: Q,
-    total: Option<usize>,
-    fetch: F,
-) -> impl Stream<Item = Result<T, Error>> + Send + 'static
-where
-    Q: Clone + Send + 'static,
-    T: Send + 'static,
-    F: Fn(Q, usize, Option<Cursor>) -> Fut + Send + 'static,
-    Fut: Future<Output = Result<Page<Result<T, Error>>, Error>> + Send + 'static,
-{
-    paged(query, total, fetch).map(|item| item.and_then(|each| each))
-}
-
 /// A query on kind `E::KIND`. Built by `Db::query`, run by [`fetch`](Query::fetch) or
 /// [`stream`](Query::stream).
 #[must_use = "a query does nothing until `fetch` or `stream` is called"]
@@ -471,9 +455,11 @@ impl<E: Entity> Query<E> {
     /// its key), and the stream goes on with the next; a failed call ends the stream.
     pub fn stream(self) -> impl Stream<Item = Result<E, Error>> + Send + 'static {
         let total = self.spec.limit;
-        paged_each(self, total, |query, size, cursor| {
+        // A page's items each carry their own outcome: one that fails is that item's error.
+        paged(self, total, |query, size, cursor| {
             query.limit(size).resume(cursor).fetch_each()
         })
+        .map(Result::flatten)
     }
 
     /// Continues after `cursor`; `None` keeps the query's own start.

@@ -14,8 +14,9 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::marker::PhantomData;
 
 use futures_core::Stream;
+use futures_util::StreamExt as _;
 
-use crate::db::query::{Cursor, Page, Query, paged_each};
+use crate::db::query::{Cursor, Page, Query, paged};
 use crate::error::Error;
 use crate::format::companion::{sortable, width};
 use crate::format::cursor::{self, SHARDED, write_filter};
@@ -282,7 +283,7 @@ impl<E: Entity, T: ShardIndexable> ShardedQuery<E, T> {
         T: 'static,
     {
         let total = self.query.spec.limit;
-        paged_each(self, total, |query, size, cursor| {
+        paged(self, total, |query, size, cursor| {
             let query = query.limit(size);
             match cursor {
                 Some(cursor) => query.start_after(cursor),
@@ -290,6 +291,7 @@ impl<E: Entity, T: ShardIndexable> ShardedQuery<E, T> {
             }
             .fetch_each()
         })
+        .map(Result::flatten)
     }
 }
 
