@@ -61,8 +61,9 @@ pub use model::schema::{
 };
 pub use model::value::{DecodeError, Property, PropertyMap, Value};
 pub use query::descriptor::{
-    AtMost10, AtMost30, Count, Excluded, Filter, InValues, IndexMarker, Indexed, NotInValues,
-    Order, PropertyPath, Queryable,
+    AtMost10, AtMost30, Count, Excluded, Filter, Flattened, InArray, InValues, IndexMarker,
+    Indexed, Nested, NotExcluded, NotFlattened, NotInArray, NotInValues, Order, PropertyPath,
+    Queryable,
 };
 pub use query::explain::{ExecutionStats, Explanation};
 pub use query::spec::Operator;
@@ -102,8 +103,9 @@ pub mod name {
 pub mod property {
     pub use crate::model::schema::Direction;
     pub use crate::query::descriptor::{
-        AtMost10, AtMost30, Count, Excluded, Filter, InValues, IndexMarker, Indexed, NotInValues,
-        Order, PropertyPath, Queryable,
+        AtMost10, AtMost30, Count, Excluded, Filter, Flattened, InArray, InValues, IndexMarker,
+        Indexed, Nested, NotExcluded, NotFlattened, NotInArray, NotInValues, Order, PropertyPath,
+        Queryable,
     };
     pub use crate::query::spec::Operator;
 }

@@ -18,7 +18,9 @@ pub use crate::model::schema::{
 };
 pub use crate::model::stored::{StoredValue, StoredWriter};
 pub use crate::model::value::{DecodeError, Property, PropertyMap, Value};
-pub use crate::query::descriptor::{Excluded, Indexed, PropertyPath};
+pub use crate::query::descriptor::{
+    Excluded, Flattened, IndexMarker, Indexed, Nested, PropertyPath,
+};
 pub use crate::scale::counter::{increment, total};
 pub use crate::scale::sharded_index::ShardedQuery;
 pub use ::core::{

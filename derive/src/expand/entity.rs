@@ -144,6 +144,11 @@ pub(super) fn embedded_impl(entity: &Entity, mode: Mode) -> TokenStream {
         impl #p::EmbeddedEntity for #ident {}
 
         #[automatically_derived]
+        impl #p::Nested for #ident {
+            type Path<I: #p::IndexMarker, J: #p::IndexMarker> = <I as #p::IndexMarker>::And<J>;
+        }
+
+        #[automatically_derived]
         impl #p::PropertyType for #ident {
             type Operand = Self;
             type Growth = #p::Steady;

@@ -40,6 +40,15 @@ pub(super) fn descriptors(entity: &Entity) -> Vec<TokenStream> {
             } else {
                 (quote!(#p::Indexed), String::new())
             };
+            let (marker, note) = match field.flatten {
+                Some(_) => (
+                    quote!(#p::Flattened<#marker>),
+                    format!(
+                        "{note} Flattened: stored as its sub-properties, reached through `.dot(...)`."
+                    ),
+                ),
+                None => (marker, note),
+            };
             let doc = format!("The `{name}` property.{note}");
             quote! {
                 #[doc = #doc]

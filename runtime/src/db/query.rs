@@ -17,7 +17,9 @@ use crate::model::entity::{Entity, Projection};
 use crate::model::key::{Key, RawKey};
 use crate::model::property_type::PropertyType;
 use crate::model::value::{PropertyMap, Value};
-use crate::query::descriptor::{Filter, Order, PropertyPath, Queryable};
+use crate::query::descriptor::{
+    Filter, NotExcluded, NotFlattened, NotInArray, Order, PropertyPath,
+};
 use crate::query::explain::Explanation;
 use crate::query::spec::{Aggregation, PropertyOrder, QueryBatch, QuerySpec, ResultShape};
 use crate::rules::filter::check;
@@ -390,7 +392,7 @@ impl<E: Entity> Query<E> {
     where
         T: PropertyType,
         T::Operand: Numeric,
-        I: Queryable,
+        I: NotExcluded + NotInArray + NotFlattened,
     {
         let name = property.name().to_owned();
         Box::pin(async move {
@@ -412,7 +414,7 @@ impl<E: Entity> Query<E> {
     where
         T: PropertyType,
         T::Operand: Numeric,
-        I: Queryable,
+        I: NotExcluded + NotInArray + NotFlattened,
     {
         let name = property.name().to_owned();
         Box::pin(async move {

@@ -20,22 +20,81 @@ pub enum Indexed {}
 #[derive(Debug, Clone, Copy)]
 pub enum Excluded {}
 
-/// [`Indexed`] or [`Excluded`]; `And<J>` is the marker of a path through both (a property
-/// inside an excluded embedded entity is excluded too).
+/// Marker: a path through a `Vec` of embedded entities that is not `#[property(flatten)]`
+/// (`Order::ITEMS.dot(LineItem::SKU)`). The service indexes nothing inside an array of
+/// entities, so such a path cannot be filtered, ordered or projected on.
+#[derive(Debug, Clone, Copy)]
+pub enum InArray {}
+
+/// Marker of a `#[property(flatten)]` field, indexed as `I` says: its own name holds no
+/// property (it is stored as `field.sub` properties), so it is reached through `.dot(...)`.
+#[derive(Debug, Clone, Copy)]
+pub struct Flattened<I>(std::convert::Infallible, PhantomData<I>);
+
+/// What a descriptor's path is: [`Indexed`], [`Excluded`], [`InArray`] or [`Flattened`].
+/// `And<J>` is the marker of a path through an embedded entity into a property marked `J` (a
+/// property inside an excluded embedded entity is excluded too); `ThroughArray<J>` the same
+/// through a `Vec` of embedded entities.
 pub trait IndexMarker: sealed::Marker {
     /// The marker of `self` followed by `J`.
     type And<J: IndexMarker>: IndexMarker;
+    /// The marker of `self`, an array of embedded entities, followed by `J`.
+    type ThroughArray<J: IndexMarker>: IndexMarker;
 }
 
 impl IndexMarker for Indexed {
     type And<J: IndexMarker> = J;
+    type ThroughArray<J: IndexMarker> = InArray;
 }
 
 impl IndexMarker for Excluded {
     type And<J: IndexMarker> = Excluded;
+    type ThroughArray<J: IndexMarker> = Excluded;
 }
 
-/// Implemented only by [`Indexed`]: what filters, orders and projections require.
+impl IndexMarker for InArray {
+    type And<J: IndexMarker> = InArray;
+    type ThroughArray<J: IndexMarker> = InArray;
+}
+
+/// Flattened, an array is one array per sub-property: indexed element by element.
+impl<I: IndexMarker> IndexMarker for Flattened<I> {
+    type And<J: IndexMarker> = I::And<J>;
+    type ThroughArray<J: IndexMarker> = I::And<J>;
+}
+
+/// How `.dot(...)` passes through a property of type `Self`: into one embedded entity (or an
+/// `Option` or a `Box` of one), or into each element of a `Vec` of them. The derive implements
+/// it for each embedded entity type.
+pub trait Nested {
+    /// The marker of a path marked `I` through `Self` into a property marked `J`.
+    type Path<I: IndexMarker, J: IndexMarker>: IndexMarker;
+}
+
+impl<T: Nested> Nested for Option<T> {
+    type Path<I: IndexMarker, J: IndexMarker> = T::Path<I, J>;
+}
+
+impl<T: Nested> Nested for Box<T> {
+    type Path<I: IndexMarker, J: IndexMarker> = T::Path<I, J>;
+}
+
+impl<T: Nested> Nested for Vec<T> {
+    type Path<I: IndexMarker, J: IndexMarker> = I::ThroughArray<J>;
+}
+
+/// A marker that filters, orders and projections accept: [`Indexed`] only. They require the
+/// three traits below rather than this one: each other marker lacks exactly one of them, so a
+/// mistake is one error that says which (this trait is for generic code of users).
+#[diagnostic::on_unimplemented(
+    message = "a property marked `{Self}` cannot be used in a filter, an order or a projection",
+    label = "not an indexed property",
+    note = "only an indexed property (marker `Indexed`) has index entries a query can read (R-I1, R-P2)"
+)]
+pub trait Queryable: NotExcluded + NotInArray + NotFlattened {}
+impl<I: NotExcluded + NotInArray + NotFlattened> Queryable for I {}
+
+/// Implemented by every marker but [`Excluded`].
 #[diagnostic::on_unimplemented(
     message = "this property is excluded from indexes, so it cannot be used in a filter, an order or a projection",
     label = "excluded from indexes",
@@ -44,15 +103,42 @@ impl IndexMarker for Excluded {
     note = "remove `#[exclude_from_index]` from the field if you need to query on it; query a \
             `#[sharded_index]` field through its generated `query_by_<field>` helper (R-S3)"
 )]
-pub trait Queryable: sealed::Sealed {}
-impl Queryable for Indexed {}
+pub trait NotExcluded: sealed::Marker {}
+impl NotExcluded for Indexed {}
+impl NotExcluded for InArray {}
+impl<I> NotExcluded for Flattened<I> {}
+
+/// Implemented by every marker but [`InArray`].
+#[diagnostic::on_unimplemented(
+    message = "this property is inside a `Vec` of embedded entities, so it cannot be used in a filter, an order or a projection",
+    label = "inside an array of embedded entities",
+    note = "the service indexes nothing inside an array of embedded entities, so a query on it would \
+            find nothing (R-P2)",
+    note = "declare the `Vec` field `#[property(flatten)]`: it is then stored as one array per \
+            sub-property (`field.sub`, as NDB and Go write it), each of them indexed"
+)]
+pub trait NotInArray: sealed::Marker {}
+impl NotInArray for Indexed {}
+impl NotInArray for Excluded {}
+impl<I> NotInArray for Flattened<I> {}
+
+/// Implemented by every marker but [`Flattened`].
+#[diagnostic::on_unimplemented(
+    message = "a `#[property(flatten)]` field is stored as its sub-properties, so it cannot be used as a whole in a filter, an order or a projection",
+    label = "a flattened embedded entity",
+    note = "filter, order or project on one of its properties: `.dot(Inner::PROPERTY)`"
+)]
+pub trait NotFlattened: sealed::Marker {}
+impl NotFlattened for Indexed {}
+impl NotFlattened for Excluded {}
+impl NotFlattened for InArray {}
 
 mod sealed {
-    pub trait Sealed {}
-    impl Sealed for super::Indexed {}
     pub trait Marker {}
     impl Marker for super::Indexed {}
     impl Marker for super::Excluded {}
+    impl Marker for super::InArray {}
+    impl<I> Marker for super::Flattened<I> {}
 }
 
 /// A stored property of entity type `E`, holding Rust type `T`; `I` is [`Indexed`] or [`Excluded`].
@@ -81,17 +167,18 @@ impl<E, T, I> PropertyPath<E, T, I> {
     }
 }
 
-impl<E, T: PropertyType, I: IndexMarker> PropertyPath<E, T, I> {
+impl<E, T: PropertyType + Nested, I: IndexMarker> PropertyPath<E, T, I> {
     /// The property `inner` of the embedded entity this property holds, addressed as
     /// `outer.inner` (R-P2): `Post::LOCATION.dot(Address::CITY).eq("Paris")`. Works through
     /// `Option`, and through a `Vec` declared `#[property(flatten)]` (one array per
-    /// sub-property, matched per element). Not through a plain `Vec` of embedded entities:
-    /// the service (and the embedded engine, as it) indexes nothing inside such an array, so
-    /// that filter matches nothing.
+    /// sub-property, matched per element). Through a plain `Vec` of embedded entities the path
+    /// is [`InArray`]: it names the property (for a sort of the results in Rust, say) but
+    /// does not compile in a filter, an order or a projection, as the service indexes nothing
+    /// inside such an array.
     pub fn dot<U, J: IndexMarker>(
         &self,
         inner: PropertyPath<T::Operand, U, J>,
-    ) -> PropertyPath<E, U, I::And<J>> {
+    ) -> PropertyPath<E, U, T::Path<I, J>> {
         PropertyPath {
             name: Cow::Owned(format!("{}.{}", self.name, inner.name)),
             marker: PhantomData,
@@ -111,7 +198,7 @@ impl<E, T: PropertyType, I> PropertyPath<E, T, I> {
     /// `property = value`; on an array property, matches when any element equals `value`.
     pub fn eq(&self, value: impl Into<T::Operand>) -> Filter<E>
     where
-        I: Queryable,
+        I: NotExcluded + NotInArray + NotFlattened,
     {
         self.filter(Operator::Equal, value.into().to_value())
     }
@@ -120,7 +207,7 @@ impl<E, T: PropertyType, I> PropertyPath<E, T, I> {
     /// holding `None`); entities without the property are not returned.
     pub fn is_null(&self) -> Filter<E>
     where
-        I: Queryable,
+        I: NotExcluded + NotInArray + NotFlattened,
     {
         self.filter(Operator::Equal, Value::Null)
     }
@@ -128,7 +215,7 @@ impl<E, T: PropertyType, I> PropertyPath<E, T, I> {
     /// `property < value`.
     pub fn lt(&self, value: impl Into<T::Operand>) -> Filter<E>
     where
-        I: Queryable,
+        I: NotExcluded + NotInArray + NotFlattened,
     {
         self.filter(Operator::LessThan, value.into().to_value())
     }
@@ -136,7 +223,7 @@ impl<E, T: PropertyType, I> PropertyPath<E, T, I> {
     /// `property <= value`.
     pub fn le(&self, value: impl Into<T::Operand>) -> Filter<E>
     where
-        I: Queryable,
+        I: NotExcluded + NotInArray + NotFlattened,
     {
         self.filter(Operator::LessThanOrEqual, value.into().to_value())
     }
@@ -144,7 +231,7 @@ impl<E, T: PropertyType, I> PropertyPath<E, T, I> {
     /// `property > value`.
     pub fn gt(&self, value: impl Into<T::Operand>) -> Filter<E>
     where
-        I: Queryable,
+        I: NotExcluded + NotInArray + NotFlattened,
     {
         self.filter(Operator::GreaterThan, value.into().to_value())
     }
@@ -152,7 +239,7 @@ impl<E, T: PropertyType, I> PropertyPath<E, T, I> {
     /// `property >= value`.
     pub fn ge(&self, value: impl Into<T::Operand>) -> Filter<E>
     where
-        I: Queryable,
+        I: NotExcluded + NotInArray + NotFlattened,
     {
         self.filter(Operator::GreaterThanOrEqual, value.into().to_value())
     }
@@ -163,7 +250,7 @@ impl<E, T: PropertyType, I> PropertyPath<E, T, I> {
     /// one `ne` or `not_in` at most.
     pub fn ne(&self, value: impl Into<T::Operand>) -> Filter<E>
     where
-        I: Queryable,
+        I: NotExcluded + NotInArray + NotFlattened,
     {
         self.filter(Operator::NotEqual, value.into().to_value())
     }
@@ -172,7 +259,7 @@ impl<E, T: PropertyType, I> PropertyPath<E, T, I> {
     /// of none, does not compile). Results are in key order unless ordered.
     pub fn is_in<L: InValues<T::Operand>>(&self, values: L) -> Filter<E>
     where
-        I: Queryable,
+        I: NotExcluded + NotInArray + NotFlattened,
     {
         self.filter(Operator::In, Value::Array(values.into_values()))
     }
@@ -182,7 +269,7 @@ impl<E, T: PropertyType, I> PropertyPath<E, T, I> {
     /// range filter does; cannot be combined with `is_in`, `or` or another `ne`/`not_in`.
     pub fn not_in<L: NotInValues<T::Operand>>(&self, values: L) -> Filter<E>
     where
-        I: Queryable,
+        I: NotExcluded + NotInArray + NotFlattened,
     {
         self.filter(Operator::NotIn, Value::Array(values.into_values()))
     }
@@ -190,7 +277,7 @@ impl<E, T: PropertyType, I> PropertyPath<E, T, I> {
     /// Ascending order on this property.
     pub fn asc(&self) -> Order<E>
     where
-        I: Queryable,
+        I: NotExcluded + NotInArray + NotFlattened,
     {
         self.order(Direction::Ascending)
     }
@@ -198,7 +285,7 @@ impl<E, T: PropertyType, I> PropertyPath<E, T, I> {
     /// Descending order on this property.
     pub fn desc(&self) -> Order<E>
     where
-        I: Queryable,
+        I: NotExcluded + NotInArray + NotFlattened,
     {
         self.order(Direction::Descending)
     }

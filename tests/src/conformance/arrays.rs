@@ -2,7 +2,7 @@
 //! element, how often an entity comes back; empty arrays; arrays of embedded entities.
 
 use datastore_entity::prelude::*;
-use datastore_entity::{Filter, Query, Value};
+use datastore_entity::{Filter, Indexed, PropertyPath, Query, Value};
 
 use crate::Address;
 use crate::harness::{Backend, Ctx};
@@ -329,8 +329,11 @@ pub async fn arrays_a_dotted_filter_into_an_array_of_embedded_entities(t: Ctx) {
     ])
     .await
     .unwrap();
-    let city = Bag::PLACES.dot(Address::CITY);
-    assert_eq!(city.name(), "places.city");
+    // `Bag::PLACES.dot(Address::CITY)` names the property but does not compile in a filter
+    // or an order (`InArray`, R-P2): what the backends answer is recorded through a path
+    // built by hand, the way around the type check.
+    assert_eq!(Bag::PLACES.dot(Address::CITY).name(), "places.city");
+    let city = PropertyPath::<Bag, String, Indexed>::new("places.city");
     let lyon = matching(&t, vec![city.eq("Lyon")]).await;
     let oslo = matching(&t, vec![city.eq("Oslo")]).await;
     let lyon_and_rome = matching(&t, vec![city.eq("Lyon"), city.eq("Rome")]).await;
