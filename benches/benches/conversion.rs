@@ -21,7 +21,7 @@ mod round_trip {
         let o = order(42);
         let key = o.entity_key().expect("a key").into_raw();
         bencher.bench(|| {
-            let bytes = stored_form(black_box(&o));
+            let bytes = stored_form(black_box(&o)).expect("encodes");
             from_stored_form::<Order>(&key, black_box(&bytes)).expect("decodes")
         });
     }
@@ -42,7 +42,7 @@ mod encode {
     #[divan::bench]
     fn engine(bencher: Bencher) {
         let o = order(42);
-        bencher.bench(|| stored_form(black_box(&o)));
+        bencher.bench(|| stored_form(black_box(&o)).expect("encodes"));
     }
 
     #[divan::bench]
@@ -59,7 +59,7 @@ mod decode {
     fn engine(bencher: Bencher) {
         let o = order(42);
         let key = o.entity_key().expect("a key").into_raw();
-        let bytes = stored_form(&o);
+        let bytes = stored_form(&o).expect("encodes");
         bencher.bench(|| from_stored_form::<Order>(&key, black_box(&bytes)).expect("decodes"));
     }
 

@@ -134,6 +134,8 @@ pub(crate) struct Field {
     pub aliases: Vec<Name>,
     /// `#[property(flatten)]`: an embedded entity stored as `name.sub` properties.
     pub flatten: Option<Span>,
+    /// `#[property(json)]`: any serde type, stored as NDB's JsonProperty stores it.
+    pub json: Option<Span>,
 }
 
 impl Field {
@@ -152,12 +154,25 @@ impl Field {
         self.role() == Role::Property && self.flags.sharded.is_none()
     }
 
-    /// Stored excluded from indexes: `#[exclude_from_index]`, implied by `#[ttl]` (R-I4), and
-    /// the plain value of a `#[sharded_index]` field (R-S3).
+    /// Stored excluded from indexes: `#[exclude_from_index]`, implied by `#[ttl]` (R-I4), the
+    /// plain value of a `#[sharded_index]` field (R-S3), and JSON text (as NDB stores it).
     pub(crate) fn excluded(&self) -> bool {
         self.flags.exclude_from_index.is_some()
             || self.flags.ttl.is_some()
             || self.flags.sharded_index.is_some()
+            || self.json.is_some()
+    }
+
+    /// The first attribute that gives the field a stored form of its own (`#[blob]`, `#[ttl]`,
+    /// `#[sharded_index]`), which `flatten` and `json` cannot be combined with.
+    pub(crate) fn own_form(&self) -> Option<&'static str> {
+        [
+            (self.flags.blob.is_some(), "#[blob]"),
+            (self.flags.ttl.is_some(), "#[ttl]"),
+            (self.flags.sharded_index.is_some(), "#[sharded_index]"),
+        ]
+        .into_iter()
+        .find_map(|(set, attr)| set.then_some(attr))
     }
 
     /// The field's descriptor constant, `TITLE` for `title`.
@@ -179,6 +194,9 @@ impl Field {
                 Some("it is a sharded counter, which lives in its own shard entities")
             }
             Role::Property if self.flags.sharded_index.is_some() => None,
+            Role::Property if self.json.is_some() => {
+                Some("it is JSON text, excluded from indexes as NDB's JsonProperty is [R-I1]")
+            }
             Role::Property if self.excluded() => {
                 Some("it is excluded from indexes (`#[exclude_from_index]` or `#[ttl]`) [R-I1]")
             }
@@ -247,6 +265,7 @@ impl Entity {
                     default: field.default,
                     aliases: field.alias.iter().map(Name::from_lit).collect(),
                     flatten: field.flatten.is_present().then(|| field.flatten.span()),
+                    json: field.json.is_present().then(|| field.json.span()),
                 })
             })
             .collect();
@@ -429,7 +448,8 @@ pub(crate) fn unsupported_hint(ty: &syn::Type) -> Option<(String, &'static str, 
         "char" | "str" => ("the store keeps text as strings", "use `String`"),
         "HashMap" | "BTreeMap" => (
             "the store has no map type",
-            "declare a struct deriving `Entity` without `#[key]` and store it as an embedded entity",
+            "declare a struct deriving `Entity` without `#[key]` and store it as an embedded \
+             entity, or store the map as JSON text with `#[property(json)]` (feature `serde`)",
         ),
         "HashSet" | "BTreeSet" => (
             "the store has no set type",

@@ -57,6 +57,7 @@ pub(crate) struct FieldInput {
     #[darling(multiple)]
     pub alias: Vec<NameLit>,
     pub flatten: darling::util::Flag,
+    pub json: darling::util::Flag,
 }
 
 /// `#[property(default)]` (the field type's `Default`) or `#[property(default = "path")]` (a
@@ -381,6 +382,7 @@ pub(crate) fn lenient(input: &syn::DeriveInput) -> EntityInput {
                 default: None,
                 alias: Vec::new(),
                 flatten: darling::util::Flag::default(),
+                json: darling::util::Flag::default(),
             })
             .collect(),
         _ => Vec::new(),

@@ -15,7 +15,6 @@ use crate::ast::{
     Entity, Field, Name, Origin, RESERVED_DESCRIPTORS, Role, ident_text, is_vec_u8, key_target,
     unsupported_hint,
 };
-use crate::attr::DefaultAttr;
 use crate::errors::{self, Errors};
 
 pub(crate) fn check(entity: &Entity, hard: &mut Errors, soft: &mut Errors) {
@@ -127,6 +126,32 @@ fn unique_property_names(entity: &Entity, errors: &mut Errors) {
     }
 }
 
+/// `#[property(json)]` is one stored form (JSON text as bytes): not with another form, and
+/// only on an entity's own properties (an embedded entity's conversion cannot fail, and
+/// serializing can).
+fn json(entity: &Entity, errors: &mut Errors) {
+    for field in entity.stored() {
+        let Some(span) = field.json else { continue };
+        if let Some(other) = field.own_form() {
+            errors.push(error(
+                span,
+                format!(
+                    "`#[property(json)]` cannot be combined with `{other}`: a JSON property is \
+                     stored as its JSON text, excluded from indexes\nhelp: remove one of them"
+                ),
+            ));
+        } else if !entity.is_entity() {
+            errors.push(error(
+                span,
+                "`#[property(json)]` is for properties of an entity with a `#[key]`, not of an \
+                 embedded entity: writing JSON can fail, and an embedded entity's conversion \
+                 cannot report it\nhelp: move the JSON property to the entity that holds this \
+                 one",
+            ));
+        }
+    }
+}
+
 /// `#[property(alias)]` and `#[property(default)]` apply to stored properties; an alias is a
 /// valid property name (R-N1…R-N7) that no property or other alias of the entity uses.
 fn aliases_and_defaults(entity: &Entity, errors: &mut Errors) {
@@ -139,7 +164,8 @@ fn aliases_and_defaults(entity: &Entity, errors: &mut Errors) {
         let aliases = field.aliases.iter().map(|a| (a.span, "alias"));
         let default = field.default.as_ref().map(|d| (d.span(), "default"));
         let flatten = field.flatten.map(|span| (span, "flatten"));
-        for (span, attr) in aliases.chain(default).chain(flatten) {
+        let json = field.json.map(|span| (span, "json"));
+        for (span, attr) in aliases.chain(default).chain(flatten).chain(json) {
             errors.push(error(
                 span,
                 format!(
@@ -153,16 +179,14 @@ fn aliases_and_defaults(entity: &Entity, errors: &mut Errors) {
     for field in entity.stored() {
         let Some(span) = field.flatten else { continue };
         let others = [
-            (field.aliases.first().map(|a| a.span), "alias"),
-            (field.default.as_ref().map(DefaultAttr::span), "default"),
-            (field.flags.blob, "#[blob]"),
-            (field.flags.ttl, "#[ttl]"),
-            (
-                field.flags.sharded_index.map(|c| c.span),
-                "#[sharded_index]",
-            ),
+            (field.json.is_some(), "json"),
+            (!field.aliases.is_empty(), "alias"),
+            (field.default.is_some(), "default"),
         ];
-        if let Some((_, other)) = others.iter().find(|(s, _)| s.is_some()) {
+        let other = others
+            .into_iter()
+            .find_map(|(set, attr)| set.then_some(attr));
+        if let Some(other) = other.or_else(|| field.own_form()) {
             errors.push(error(
                 span,
                 format!(
@@ -173,6 +197,7 @@ fn aliases_and_defaults(entity: &Entity, errors: &mut Errors) {
             ));
         }
     }
+    json(entity, errors);
     let mut taken: HashMap<Vec<u8>, String> = HashMap::new();
     for field in entity.stored() {
         taken.insert(
@@ -316,7 +341,7 @@ fn parent_is_a_key(entity: &Entity, errors: &mut Errors) {
 
 /// R-P1: bytes are a byte string, not an array of small integers.
 fn bytes_need_blob(entity: &Entity, errors: &mut Errors) {
-    for field in entity.properties() {
+    for field in entity.properties().filter(|f| f.json.is_none()) {
         if field.flags.blob.is_none() && is_vec_u8(&field.ty) {
             errors.push(errors::on(
                 &field.ty,
@@ -330,7 +355,8 @@ fn bytes_need_blob(entity: &Entity, errors: &mut Errors) {
 /// The std types people reach for first get an error that says what to store instead; the
 /// derive then leaves out the field's type assertion, so the mistake is reported once.
 fn known_unsupported_types(entity: &Entity, errors: &mut Errors) {
-    for field in entity.properties().filter(|f| f.flags.blob.is_none()) {
+    let plain = |f: &&Field| f.flags.blob.is_none() && f.json.is_none();
+    for field in entity.properties().filter(plain) {
         if let Some((name, why, fix)) = unsupported_hint(&field.ty) {
             errors.push(errors::on(
                 &field.ty,

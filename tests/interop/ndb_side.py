@@ -100,6 +100,12 @@ def check(namespace, rust):
         expect("cy.home", (cy.home.latitude, cy.home.longitude), (45.764, 4.8357))
         expect("cy.address (flattened by Rust)", places([cy.address]), [("Lyon", "69002")])
         expect("cy.addresses", places(cy.addresses or []), [])
+    # With the `serde` feature, an entity whose JsonProperty Rust wrote with `#[property(json)]`.
+    if "dee" in rust:
+        dee = ndb.Key(urlsafe=rust["dee"].encode()).get()
+        expect("dee (added by Rust)", dee is not None, True)
+        if dee is not None:
+            expect("dee.prefs (JSON by Rust)", dee.prefs, {"theme": "Zoë ✓ 🎉", "langs": []})
     if problems:
         print("\n".join(problems), file=sys.stderr)
         sys.exit(1)

@@ -100,7 +100,7 @@ async fn the_engine_itself_refuses_duplicate_keys_in_one_commit() {
     use datastore_entity::backend::{Backend, Mask, Mutation, embedded::Embedded};
     let engine = Embedded::new();
     let key = account_key("ann").into_raw();
-    let props = account("ann").to_properties();
+    let props = account("ann").to_properties().unwrap();
     let error = engine
         .commit(
             vec![

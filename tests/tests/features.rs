@@ -266,3 +266,161 @@ mod serde_forms {
         assert_eq!(next.items, vec![accounts[1].clone()]);
     }
 }
+
+/// `#[property(json)]`: NDB's JsonProperty layout — compact ASCII JSON text as bytes,
+/// excluded from indexes — on the engine and the Firestore emulator.
+#[cfg(feature = "serde")]
+mod json_properties {
+    use std::collections::{BTreeMap, HashMap};
+
+    use super::*;
+    use datastore_entity::Value;
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+    struct Prefs {
+        theme: String,
+        langs: Vec<String>,
+        limits: BTreeMap<String, i64>,
+    }
+
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    #[entity(kind = "Profile")]
+    struct Profile {
+        #[key]
+        id: KeyName,
+        #[property(json)]
+        prefs: Prefs,
+        #[property(json)]
+        extra: Option<Vec<u32>>,
+        #[property(json, default, alias = "settings")]
+        flags: BTreeMap<String, bool>,
+    }
+
+    /// The same entities as another program sees them: the stored bytes and values.
+    #[derive(Entity, Debug)]
+    #[entity(kind = "Profile")]
+    struct Stored {
+        #[key]
+        id: KeyName,
+        #[blob]
+        prefs: Vec<u8>,
+        extra: Value,
+    }
+
+    /// A map whose keys JSON cannot hold: `Serialize` refuses it.
+    #[derive(Entity, Debug)]
+    #[entity(kind = "Grid")]
+    struct Grid {
+        #[key]
+        id: KeyName,
+        #[property(json)]
+        cells: HashMap<(i32, i32), i32>,
+    }
+
+    fn profile(id: &str) -> Profile {
+        Profile {
+            id: KeyName::new(id).unwrap(),
+            prefs: Prefs {
+                theme: "Zoë ✓ 🎉".into(),
+                langs: vec!["fr".into(), "en".into()],
+                limits: BTreeMap::from([("daily".into(), 5)]),
+            },
+            extra: None,
+            flags: BTreeMap::from([("beta".into(), true)]),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn json_properties_are_stored_as_ndb_stores_them() {
+        // Excluded from indexes in the schema, as NDB's JsonProperty.
+        let prefs = Profile::SCHEMA
+            .properties
+            .iter()
+            .find(|p| p.name == "prefs");
+        assert!(prefs.unwrap().excluded);
+        for db in handles("json").await {
+            let ann = profile("ann");
+            db.put(&ann).await.unwrap();
+            assert_eq!(
+                db.get(&Profile::key(ann.id.clone())).await.unwrap(),
+                Some(ann.clone())
+            );
+            // Compact JSON, non-ASCII escaped as Python's `json.dumps(ensure_ascii=True)`
+            // writes it (NDB decodes the bytes as ASCII); `None` as a null value.
+            let stored = db.get(&Stored::key(ann.id.clone())).await.unwrap().unwrap();
+            assert_eq!(
+                String::from_utf8(stored.prefs).unwrap(),
+                r#"{"theme":"Zo\u00eb \u2713 \ud83c\udf89","langs":["fr","en"],"limits":{"daily":5}}"#
+            );
+            assert_eq!(stored.extra, Value::Null);
+        }
+    }
+
+    /// Another client's layout: the JSON as a string, under the former name `settings`.
+    #[derive(Entity, Debug)]
+    #[entity(kind = "Profile")]
+    struct AsText {
+        #[key]
+        id: KeyName,
+        #[exclude_from_index]
+        prefs: String,
+        #[blob]
+        settings: Vec<u8>,
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn json_reads_text_defaults_aliases_and_names_what_it_cannot_read() {
+        for db in handles("json_reads").await {
+            // JSON as a string (as a projection returns it), the former name `settings`,
+            // no `flags` and no `extra`.
+            let bo = AsText {
+                id: KeyName::new("bo").unwrap(),
+                prefs: r#"{"theme":"dark","langs":[],"limits":{}}"#.into(),
+                settings: br#"{"x":false}"#.to_vec(),
+            };
+            db.put(&bo).await.unwrap();
+            let read = db.get(&Profile::key(bo.id.clone())).await.unwrap().unwrap();
+            assert_eq!(read.prefs.theme, "dark");
+            assert_eq!(read.extra, None);
+            assert_eq!(read.flags, BTreeMap::from([("x".into(), false)]));
+
+            // JSON the type cannot read is a decode error naming the key and the property.
+            let cy = Stored {
+                id: KeyName::new("cy").unwrap(),
+                prefs: br#"{"theme":"#.to_vec(),
+                extra: Value::Null,
+            };
+            db.put(&cy).await.unwrap();
+            match db.get(&Profile::key(cy.id.clone())).await {
+                Err(Error::Decode {
+                    key: Some(named),
+                    property,
+                    ..
+                }) => {
+                    assert!(named.contains("cy"), "{named}");
+                    assert_eq!(property, "prefs");
+                }
+                other => panic!("expected a decode error, got {other:?}"),
+            }
+
+            // A value `Serialize` refuses is an error before anything is written.
+            let grid = Grid {
+                id: KeyName::new("g").unwrap(),
+                cells: HashMap::from([((1, 2), 3)]),
+            };
+            match db.put(&grid).await {
+                Err(Error::InvalidValue {
+                    kind,
+                    property,
+                    reason,
+                }) => {
+                    assert_eq!((kind.as_str(), property.as_str()), ("Grid", "cells"));
+                    assert!(reason.contains("JSON"), "{reason}");
+                }
+                other => panic!("expected InvalidValue, got {other:?}"),
+            }
+            assert!(db.get(&Grid::key(grid.id.clone())).await.unwrap().is_none());
+        }
+    }
+}

@@ -63,7 +63,7 @@ pub struct Floats {
 /// Entity form and back again, through the public trait.
 fn round_trip<E: Entity>(entity: &E) -> E {
     let key = entity.entity_key().expect("valid key");
-    E::from_entity(key.raw(), entity.to_properties()).expect("decodes")
+    E::from_entity(key.raw(), entity.to_properties().unwrap()).expect("decodes")
 }
 
 fn key_name() -> impl Strategy<Value = KeyName> {
@@ -249,7 +249,7 @@ fn wrong_shape_is_a_typed_error_naming_kind_property_and_types() {
 fn nested_decode_errors_name_the_dotted_path() {
     let entity = sample();
     let key = entity.entity_key().unwrap();
-    let mut properties = entity.to_properties();
+    let mut properties = entity.to_properties().unwrap();
     // home.codes[1] holds a string instead of an integer.
     let Value::Entity(home) = &mut properties.get_mut("home").unwrap().value else {
         panic!("home is an embedded entity");
@@ -283,7 +283,7 @@ fn out_of_range_integers_and_missing_properties_are_errors() {
     );
 
     let entity = sample();
-    let mut properties = entity.to_properties();
+    let mut properties = entity.to_properties().unwrap();
     properties.get_mut("tiny").unwrap().value = Value::Integer(1000);
     let error =
         Everything::from_entity(entity.entity_key().unwrap().raw(), properties).unwrap_err();
@@ -296,7 +296,7 @@ fn out_of_range_integers_and_missing_properties_are_errors() {
 #[test]
 fn keys_of_the_wrong_kind_are_rejected() {
     let entity = sample();
-    let mut properties = entity.to_properties();
+    let mut properties = entity.to_properties().unwrap();
     properties.get_mut("owner").unwrap().value =
         Value::Key(entity.entity_key().unwrap().into_raw());
     let error =
@@ -309,7 +309,7 @@ fn keys_of_the_wrong_kind_are_rejected() {
 
 #[test]
 fn entity_form_has_names_exclusions_and_no_key_fields() {
-    let properties = sample().to_properties();
+    let properties = sample().to_properties().unwrap();
     // rename_all = "camelCase"; key and parent are not properties.
     assert!(properties.contains_key("maybeText"));
     assert!(!properties.contains_key("id") && !properties.contains_key("account"));

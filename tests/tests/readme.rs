@@ -405,6 +405,37 @@ async fn the_evolution_block_runs() {
     assert_eq!(left, expected, "`mail` removed, `tags` kept");
 }
 
+/// "Existing data and schema changes": a JSON property (feature `serde`; `.ci/run` runs this
+/// file with it).
+#[cfg(feature = "serde")]
+#[rustfmt::skip]
+mod json_property {
+    use datastore_entity::prelude::*;
+
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Prefs { theme: String, langs: Vec<String> }
+
+    #[derive(Entity)]
+    struct Member {
+        #[key]
+        id: KeyName,
+        #[property(json)]                  // NDB: prefs = ndb.JsonProperty()
+        prefs: Prefs,
+    }
+
+    #[test]
+    fn a_json_property_round_trips() {
+        let member = Member {
+            id: KeyName::new("ann").unwrap(),
+            prefs: Prefs { theme: "dark".into(), langs: vec!["fr".into()] },
+        };
+        let stored = member.to_properties().unwrap();
+        assert!(stored["prefs"].excluded);
+        let back = Member::from_entity(Member::key(member.id.clone()).raw(), stored).unwrap();
+        assert_eq!((back.prefs.theme.as_str(), back.prefs.langs.len()), ("dark", 1));
+    }
+}
+
 /// Every ```rust block of the README, found here line by line (indentation aside).
 #[test]
 fn every_readme_block_is_compiled_here() {
@@ -422,7 +453,7 @@ fn every_readme_block_is_compiled_here() {
         );
     }
     assert_eq!(
-        blocks, 8,
+        blocks, 9,
         "the README's rust blocks changed: compile each new one here"
     );
 }

@@ -169,11 +169,11 @@ async fn enums_and_newtypes_are_stored_as_their_values_and_filter_by_type() {
         [Status::Draft, Status::Published, Status::InReview]
     );
     // The stored form: strings by `rename_all` or `rename`, the newtype's integer.
-    let entity = stored[1].to_properties();
+    let entity = stored[1].to_properties().unwrap();
     assert_eq!(entity["status"].value, Value::String("live".into()));
     assert_eq!(entity["priority"].value, Value::Integer(3));
     assert_eq!(
-        stored[2].to_properties()["status"].value,
+        stored[2].to_properties().unwrap()["status"].value,
         Value::String("in_review".into())
     );
     // Filters take the enum and the newtype.
@@ -218,7 +218,7 @@ fn an_unknown_stored_string_is_a_decode_error_naming_the_choices() {
         views: 0,
         likes: 0,
     };
-    let mut properties = article.to_properties();
+    let mut properties = article.to_properties().unwrap();
     properties.get_mut("status").unwrap().value = Value::String("archived".into());
     properties.insert(
         "views",

@@ -83,7 +83,7 @@ pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
         Mode::Stub
     };
     let entity_key = mode.body(&p, entity_key.unwrap_or_default());
-    let to_properties = mode.body(&p, to_properties);
+    let to_properties = mode.body(&p, quote!(#p::Result::Ok(#to_properties)));
     let from_entity = mode.body(&p, from_entity.unwrap_or_default());
     quote! {
         #[automatically_derived]
@@ -95,7 +95,7 @@ pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
                 #entity_key
             }
 
-            fn to_properties(&self) -> #p::PropertyMap {
+            fn to_properties(&self) -> #p::Result<#p::PropertyMap, #p::Error> {
                 #to_properties
             }
 
@@ -185,7 +185,7 @@ fn schema(entity: &Entity) -> TokenStream {
             let excluded = field.excluded();
             let ttl = field.flags.ttl.is_some();
             let ty = &field.ty;
-            let nested = match field.flags.blob {
+            let nested = match field.flags.blob.or(field.json) {
                 Some(_) => quote!(|| #p::Option::None),
                 None => quote_spanned!(ty.span()=> || (&#p::Probe::<#ty>::new()).embedded()),
             };
@@ -279,20 +279,30 @@ fn to_properties(entity: &Entity) -> TokenStream {
     let p = private(entity);
     let mut puts: Vec<(String, TokenStream)> = entity
         .stored()
-        .map(|field| {
+        .filter_map(|field| {
             let ident = &field.ident;
             let ty = &field.ty;
             let name = field.name.text();
             let excluded = field.excluded();
+            if field.json.is_some() {
+                // Serializing can fail: only an entity's `to_properties` can say so (`check`
+                // refuses JSON in an embedded entity).
+                let put = quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put_json);
+                let kind = quote!(<Self as #p::Entity>::KIND);
+                return entity.is_entity().then(|| {
+                    let put = quote! { #put(&mut __properties, #kind, #name, &self.#ident)?; };
+                    (name.to_owned(), put)
+                });
+            }
             let put = match (field.flags.blob, field.flatten) {
                 (_, Some(_)) => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put_flat),
                 (Some(_), None) => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put_blob),
                 (None, None) => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put),
             };
-            (
+            Some((
                 name.to_owned(),
                 quote! { #put(&mut __properties, #name, &self.#ident, #excluded); },
-            )
+            ))
         })
         .collect();
     if entity.is_entity() {
@@ -326,6 +336,22 @@ fn to_properties(entity: &Entity) -> TokenStream {
     }}
 }
 
+/// A field's `default` as the `Option<fn() -> T>` the readers take. Spanned at the attribute:
+/// a type without `Default`, or an unknown function, is reported there.
+fn missing(entity: &Entity, field: &Field) -> TokenStream {
+    let p = private(entity);
+    match &field.default {
+        Some(DefaultAttr::Trait(span)) => {
+            let default = quote_spanned!(*span=> ::core::default::Default::default);
+            quote!(#p::Option::Some(#default))
+        }
+        Some(DefaultAttr::Function(path)) => {
+            quote_spanned!(path.span()=> #p::Option::Some(#path))
+        }
+        None => quote!(#p::Option::None),
+    }
+}
+
 /// The expression reading one property out of `__properties`: under its name, else under a
 /// former name (`alias`), else the field's `default`.
 fn read_property(entity: &Entity, field: &Field) -> TokenStream {
@@ -337,6 +363,12 @@ fn read_property(entity: &Entity, field: &Field) -> TokenStream {
             (&#p::Probe::<#ty>::new()).take_flat(&mut __properties, #name)
         );
     }
+    let aliases = field.aliases.iter().map(|a| a.text());
+    if field.json.is_some() {
+        let take = quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).take_json_with);
+        let missing = missing(entity, field);
+        return quote! { #take(&mut __properties, #name, &[#(#aliases),*], #missing) };
+    }
     if field.aliases.is_empty() && field.default.is_none() {
         return match field.flags.blob {
             Some(_) => quote_spanned!(ty.span()=>
@@ -347,19 +379,7 @@ fn read_property(entity: &Entity, field: &Field) -> TokenStream {
             ),
         };
     }
-    let aliases = field.aliases.iter().map(|a| a.text());
-    // Spanned at the attribute: a type without `Default`, or an unknown function, is
-    // reported there.
-    let missing = match &field.default {
-        Some(DefaultAttr::Trait(span)) => {
-            let default = quote_spanned!(*span=> ::core::default::Default::default);
-            quote!(#p::Option::Some(#default))
-        }
-        Some(DefaultAttr::Function(path)) => {
-            quote_spanned!(path.span()=> #p::Option::Some(#path))
-        }
-        None => quote!(#p::Option::None),
-    };
+    let missing = missing(entity, field);
     let take = match field.flags.blob {
         Some(_) => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).take_blob_with),
         None => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).take_with),

@@ -55,7 +55,7 @@ pub(crate) fn expand(entity: &Entity, mode: Mode) -> TokenStream {
             #[allow(unused_imports)]
             use #p::{
                 BlobFallback as _, BlobProbe as _, FlattenFallback as _, FlattenProbe as _,
-                KeyFallback as _, KeyProbe as _,
+                JsonFallback as _, JsonProbe as _, KeyFallback as _, KeyProbe as _,
                 PropertyFallback as _, PropertyProbe as _, ShardIndexFallback as _,
                 ShardIndexProbe as _,
             };

@@ -16,7 +16,7 @@ pub(super) fn descriptors(entity: &Entity) -> Vec<TokenStream> {
         .into_iter()
         .map(|(field, ident)| {
             let name = field.name.text();
-            let ty = match field.flags.blob {
+            let ty = match field.flags.blob.or(field.json) {
                 Some(_) => quote!(#p::Blob),
                 None => {
                     let ty = &field.ty;
@@ -67,6 +67,9 @@ pub(super) fn assertions(entity: &Entity) -> TokenStream {
         let assert = match field.role() {
             Role::Key => quote!(assert_key),
             Role::Parent => return None,
+            // A misplaced `json` was reported already (`check::json`).
+            Role::Property if field.json.is_some() && json_misplaced(entity, field) => return None,
+            Role::Property if field.json.is_some() => quote!(assert_json),
             // A targeted error was reported already.
             Role::Property if field.flags.blob.is_none() && unsupported_hint(ty).is_some() => {
                 return None;
@@ -112,4 +115,10 @@ pub(super) fn respanned(tokens: TokenStream, span: Span) -> TokenStream {
             tree
         })
         .collect()
+}
+
+/// `#[property(json)]` where `check` refuses it: with another stored form, or in an embedded
+/// entity.
+fn json_misplaced(entity: &Entity, field: &crate::ast::Field) -> bool {
+    field.own_form().is_some() || field.flatten.is_some() || !entity.is_entity()
 }

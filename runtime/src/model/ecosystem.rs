@@ -122,6 +122,78 @@ mod uuid_text {
     }
 }
 
+/// `#[property(json)]` (feature `serde`): the layout of NDB's JsonProperty — compact JSON
+/// text, ASCII only (Python's `json.dumps(..., ensure_ascii=True)`; NDB decodes the bytes as
+/// ASCII), as bytes excluded from indexes.
+#[cfg(feature = "serde")]
+mod json {
+    use std::fmt::Write as _;
+
+    use serde::Serialize;
+    use serde::de::DeserializeOwned;
+
+    use crate::model::generated::JsonField;
+    use crate::model::property_type::short_type_name;
+    use crate::model::scalar::Blob;
+    use crate::model::value::{DecodeError, Value};
+
+    impl<T: Serialize + DeserializeOwned> JsonField for T {
+        fn to_json(&self) -> Result<Value, String> {
+            let text = serde_json::to_string(self).map_err(|e| e.to_string())?;
+            if text == "null" {
+                return Ok(Value::Null);
+            }
+            Ok(Value::Blob(Blob::from(ascii(&text).into_bytes())))
+        }
+
+        fn from_json(value: Option<Value>) -> Result<Self, DecodeError> {
+            let missing = value.is_none();
+            let parsed = match &value {
+                None | Some(Value::Null) => serde_json::from_str("null"),
+                Some(Value::Blob(bytes)) => serde_json::from_slice(&bytes[..]),
+                Some(Value::String(text)) => serde_json::from_str(text),
+                Some(other) => {
+                    return Err(DecodeError::mismatch(
+                        "JSON text (bytes or a string)",
+                        other,
+                    ));
+                }
+            };
+            parsed.map_err(|error| DecodeError {
+                path: String::new(),
+                expected: format!(
+                    "JSON of a `{}`",
+                    short_type_name(std::any::type_name::<T>())
+                ),
+                found: match missing {
+                    true => "no such property".to_owned(),
+                    false => format!("JSON it cannot read ({error})"),
+                },
+            })
+        }
+    }
+
+    /// JSON text with every character outside ASCII escaped as `\uXXXX` (UTF-16 units, as
+    /// Python writes them): such characters occur only inside strings, where the escape means
+    /// the same.
+    pub(super) fn ascii(text: &str) -> String {
+        if text.is_ascii() {
+            return text.to_owned();
+        }
+        let mut out = String::with_capacity(text.len() + 16);
+        for c in text.chars() {
+            if c.is_ascii() {
+                out.push(c);
+            } else {
+                for unit in c.encode_utf16(&mut [0; 2]) {
+                    let _ = write!(out, "\\u{unit:04x}");
+                }
+            }
+        }
+        out
+    }
+}
+
 /// serde for the crate's own types (feature `serde`): keys, names and timestamps as their
 /// text (`Account:"ann"`, `2024-01-02T03:04:05.678901Z`), ids as integers, geo points as
 /// `{ latitude, longitude }`, blobs as bytes. Deserializing checks what the constructors

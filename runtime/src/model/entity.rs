@@ -27,8 +27,9 @@ pub trait Entity: Sized + Send + Sync + 'static {
     /// the key field is an `Option<KeyId>` holding `None`.
     fn entity_key(&self) -> Result<Key<Self>, Error>;
 
-    /// The stored properties (never the key or parent fields).
-    fn to_properties(&self) -> PropertyMap;
+    /// The stored properties (never the key or parent fields). Fails only where writing a
+    /// field can: a `#[property(json)]` value its `Serialize` refuses (`Error::InvalidValue`).
+    fn to_properties(&self) -> Result<PropertyMap, Error>;
 
     /// Rebuilds the entity from its key and properties; key and parent fields come from the key.
     fn from_entity(key: &RawKey, properties: PropertyMap) -> Result<Self, Error>;

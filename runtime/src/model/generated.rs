@@ -178,12 +178,24 @@ pub fn take_blob_with<T: BlobField>(
     aliases: &[&str],
     missing: Option<fn() -> T>,
 ) -> Result<T, DecodeError> {
+    take_value_with(properties, name, aliases, missing, T::from_blob)
+}
+
+/// The value under `name` or the first former name present, read by `read` (which gets
+/// `None` when there is none and no default to use instead).
+fn take_value_with<T>(
+    properties: &mut PropertyMap,
+    name: &str,
+    aliases: &[&str],
+    missing: Option<fn() -> T>,
+    read: fn(Option<Value>) -> Result<T, DecodeError>,
+) -> Result<T, DecodeError> {
     let found = std::iter::once(name)
         .chain(aliases.iter().copied())
         .find_map(|name| properties.remove(name));
     match (found, missing) {
         (None, Some(missing)) => Ok(missing()),
-        (found, _) => T::from_blob(found.map(|p| p.value)),
+        (found, _) => read(found.map(|p| p.value)),
     }
 }
 
@@ -250,6 +262,105 @@ pub trait BlobFallback<T> {
     }
 }
 impl<T> BlobFallback<T> for &Probe<T> {}
+
+/// A `#[property(json)]` field: any `Serialize + DeserializeOwned` type (feature `serde`),
+/// stored as NDB's JsonProperty stores it.
+#[diagnostic::on_unimplemented(
+    message = "`#[property(json)]` needs a type that implements serde's `Serialize` and `DeserializeOwned`, with the `serde` feature of datastore-entity, not `{Self}`",
+    label = "not a JSON type",
+    note = "enable the feature `serde` of datastore-entity (`features = [\"serde\"]` in its \
+            dependency line) and derive `serde::Serialize` and `serde::Deserialize` on the type"
+)]
+pub trait JsonField: Sized {
+    /// The stored form: the JSON text as bytes, ASCII only (other characters escaped as
+    /// `\uXXXX`), excluded from indexes; JSON `null` as a null value. The error says why
+    /// `Serialize` refused.
+    fn to_json(&self) -> Result<Value, String>;
+    /// Reads the stored form back: JSON text as bytes or a string (a projection gives a
+    /// string); a null value, or no property at all (`None`), as JSON `null`.
+    fn from_json(value: Option<Value>) -> Result<Self, DecodeError>;
+}
+
+/// Reads a `#[property(json)]` field under its name, a former name, or its default (as
+/// [`take_with`]).
+pub fn take_json_with<T: JsonField>(
+    properties: &mut PropertyMap,
+    name: &str,
+    aliases: &[&str],
+    missing: Option<fn() -> T>,
+) -> Result<T, DecodeError> {
+    take_value_with(properties, name, aliases, missing, T::from_json)
+}
+
+/// `#[property(json)]` fields, probed (see the module docs).
+pub trait JsonProbe<T> {
+    /// Stores `value` as JSON text under `name`, excluded from indexes; an entity of `kind`
+    /// whose value `Serialize` refuses is an `Error::InvalidValue`.
+    fn put_json(
+        &self,
+        properties: &mut PropertyMap,
+        kind: &str,
+        name: &'static str,
+        value: &T,
+    ) -> Result<(), Error>;
+    /// Reads the field (see [`take_json_with`]).
+    fn take_json_with(
+        &self,
+        properties: &mut PropertyMap,
+        name: &str,
+        aliases: &[&str],
+        missing: Option<fn() -> T>,
+    ) -> Result<T, DecodeError>;
+}
+
+impl<T: JsonField> JsonProbe<T> for Probe<T> {
+    fn put_json(
+        &self,
+        properties: &mut PropertyMap,
+        kind: &str,
+        name: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        let json = value.to_json().map_err(|reason| Error::InvalidValue {
+            kind: kind.to_owned(),
+            property: name.to_owned(),
+            reason: format!("it cannot be written as JSON: {reason}"),
+        })?;
+        properties.put_stored(name, true, |w| w.value(&json));
+        Ok(())
+    }
+    fn take_json_with(
+        &self,
+        properties: &mut PropertyMap,
+        name: &str,
+        aliases: &[&str],
+        missing: Option<fn() -> T>,
+    ) -> Result<T, DecodeError> {
+        take_json_with(properties, name, aliases, missing)
+    }
+}
+
+/// Never runs: the field's assertion fails to compile when this is chosen.
+pub trait JsonFallback<T> {
+    /// See [`JsonProbe::put_json`].
+    fn put_json(&self, _: &mut PropertyMap, _: &str, _: &'static str, _: &T) -> Result<(), Error> {
+        unreachable!("the derive's assertion rejects this field type")
+    }
+    /// See [`JsonProbe::take_json_with`].
+    fn take_json_with(
+        &self,
+        _: &mut PropertyMap,
+        _: &str,
+        _: &[&str],
+        _: Option<fn() -> T>,
+    ) -> Result<T, DecodeError> {
+        unreachable!("the derive's assertion rejects this field type")
+    }
+}
+impl<T> JsonFallback<T> for &Probe<T> {}
+
+/// The assertion of a `#[property(json)]` field.
+pub fn assert_json<T: JsonField>() {}
 
 /// The `#[key]` field.
 pub trait KeyProbe<K> {

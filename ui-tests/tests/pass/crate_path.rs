@@ -21,6 +21,6 @@ fn main() {
     let account = Account { name: facade::store::key_name!("ann"), email: "a@example.com".into() };
     assert_eq!(<Account as Entity>::KIND, "Renamed");
     assert_eq!(account.entity_key().unwrap().name(), Some("ann"));
-    assert_eq!(account.to_properties().len(), 1);
+    assert_eq!(account.to_properties().unwrap().len(), 1);
     assert_eq!(account.email, "a@example.com");
 }

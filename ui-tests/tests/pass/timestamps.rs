@@ -29,7 +29,7 @@ fn main() {
         last_seen: Timestamp::now(),
         renewed: Vec::new(),
     };
-    let properties = s.to_properties();
+    let properties = s.to_properties().unwrap();
     assert!(properties["created"].excluded && properties["expires"].excluded);
     assert!(properties["last_seen"].excluded && !properties["last_seen_sharded"].excluded);
     assert!(!properties["renewed"].excluded);

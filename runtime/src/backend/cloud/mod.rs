@@ -751,7 +751,7 @@ pub fn commit_request<E: Entity>(
                 .with_partition(partition.clone());
             partitions.mutation(Mutation::Upsert(
                 key,
-                entity.to_properties(),
+                entity.to_properties()?,
                 Mask::declared(E::SCHEMA),
             ))
         })

@@ -334,12 +334,12 @@ impl Sum {
 /// }
 ///
 /// let note = Note { id: KeyId::new(1)?, text: "kept".into() };
-/// let bytes = stored_form(&note);
+/// let bytes = stored_form(&note)?;
 /// assert_eq!(from_stored_form::<Note>(Note::key(KeyId::new(1)?).raw(), &bytes)?, note);
 /// # Ok::<(), Error>(())
 /// ```
-pub fn stored_form<E: Entity>(entity: &E) -> Vec<u8> {
-    encode_entity(entity.to_properties())
+pub fn stored_form<E: Entity>(entity: &E) -> Result<Vec<u8>, Error> {
+    entity.to_properties().map(encode_entity)
 }
 
 /// `E` from its stored form under `key`: what a get converts back.
