@@ -1,6 +1,7 @@
 //! The operations of [`PropertyMap`] (an entity's properties by name, defined in `value.rs`):
 //! built and read by name over either of its forms, decoded entries or the stored bytes.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::ops::Index;
 use std::sync::OnceLock;
@@ -21,7 +22,7 @@ impl PropertyMap {
         PropertyMap {
             repr: Repr::Entries(Entries {
                 names: String::with_capacity(name_bytes),
-                entries: Vec::with_capacity(properties),
+                entries: VecDeque::with_capacity(properties),
             }),
         }
     }
@@ -176,7 +177,10 @@ impl PropertyMap {
     /// Removes the property `name` and returns it.
     pub fn remove(&mut self, name: &str) -> Option<Property> {
         let e = self.entries_mut();
-        e.find(name).ok().map(|i| e.entries.remove(i).property)
+        e.find(name)
+            .ok()
+            .and_then(|i| e.entries.remove(i))
+            .map(|entry| entry.property)
     }
 
     /// The properties, in name order.
@@ -226,7 +230,7 @@ impl PropertyMap {
 #[derive(Clone)]
 pub struct Iter<'a> {
     map: &'a Entries,
-    entries: std::slice::Iter<'a, Entry>,
+    entries: std::collections::vec_deque::Iter<'a, Entry>,
 }
 
 impl<'a> Iterator for Iter<'a> {

@@ -9,6 +9,7 @@
 //! length-prefixed strings). Decoding never panics: malformed bytes are [`Malformed`], and
 //! every decoded name, id and key is validated again. `format/golden.rs` pins the bytes.
 
+use std::collections::VecDeque;
 use std::sync::OnceLock;
 
 use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
@@ -300,7 +301,7 @@ impl<'a> Reader<'a> {
         let n = self.len()?;
         let mut entries = Entries {
             names: String::with_capacity(16 * n.min(64)),
-            entries: Vec::with_capacity(n.min(self.bytes.len())),
+            entries: VecDeque::with_capacity(n.min(self.bytes.len())),
         };
         for _ in 0..n {
             let name = self.string()?;
@@ -757,7 +758,7 @@ impl Stored {
                     .map(|s| (s.name.1 - s.name.0) as usize)
                     .sum(),
             ),
-            entries: Vec::with_capacity(self.live().len()),
+            entries: VecDeque::with_capacity(self.live().len()),
         };
         for slot in self.live() {
             let property = Property {

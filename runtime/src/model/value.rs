@@ -2,6 +2,7 @@
 //! (defined here, with `Value`, because each holds the other; its operations are in `map.rs`),
 //! and the service's order of values.
 
+use std::collections::VecDeque;
 use std::sync::OnceLock;
 
 use crate::error::Error;
@@ -122,8 +123,8 @@ impl Default for Repr {
 pub(crate) struct Entries {
     /// Every name, back to back (removed names stay until the map is dropped).
     pub(crate) names: String,
-    /// Sorted by name.
-    pub(crate) entries: Vec<Entry>,
+    /// Sorted by name; a deque, as the derive takes its fields out from the front.
+    pub(crate) entries: VecDeque<Entry>,
 }
 
 #[derive(Clone)]
@@ -168,7 +169,7 @@ impl Entries {
 
     pub(crate) fn insert(&mut self, name: &str, property: Property) -> Option<Property> {
         // Properties usually arrive in name order: appending needs no search.
-        let position = match self.entries.last() {
+        let position = match self.entries.back() {
             Some(last) if self.name(last) < name => Err(self.entries.len()),
             None => Err(0),
             Some(_) => self.find(name),

@@ -12,6 +12,7 @@ use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
 use crate::model::name::KeyName;
 use crate::model::scalar::{Blob, GeoPoint, Timestamp};
 use crate::model::schema::Direction;
+use crate::model::stored::ValueView;
 use crate::model::value::{Property, PropertyMap, Value};
 use crate::query::spec::{
     Aggregation, FilterNode, Operator, PropertyOrder, QueryResult, QuerySpec, ResultShape,
@@ -138,41 +139,45 @@ impl Partitions {
     /// A value as the service stores it. `excluded` applies to the value, or to each element
     /// of an array (the service refuses the flag on the array itself).
     pub(super) fn value(&self, value: &Value, excluded: bool) -> pb::Value {
+        self.value_view(ValueView::of(value), excluded)
+    }
+
+    /// A value where it lies (the stored form the derive writes, or a decoded value) as the
+    /// service stores it, in one pass: each string and byte string copied once.
+    fn value_view(&self, value: ValueView<'_>, excluded: bool) -> pb::Value {
         use pb::value::ValueType as V;
         let value_type = match value {
-            Value::Null => V::NullValue(prost_types::NullValue::NullValue as i32),
-            Value::Boolean(b) => V::BooleanValue(*b),
-            Value::Integer(i) => V::IntegerValue(*i),
-            Value::Double(d) => V::DoubleValue(*d),
-            Value::Timestamp(t) => V::TimestampValue(timestamp(*t)),
-            Value::String(s) => V::StringValue(s.clone()),
-            Value::Blob(b) => V::BlobValue(b.to_vec()),
-            Value::GeoPoint(g) => V::GeoPointValue(LatLng {
+            ValueView::Null => V::NullValue(prost_types::NullValue::NullValue as i32),
+            ValueView::Boolean(b) => V::BooleanValue(b),
+            ValueView::Integer(i) => V::IntegerValue(i),
+            ValueView::Double(d) => V::DoubleValue(d),
+            ValueView::Timestamp(t) => V::TimestampValue(timestamp(t)),
+            ValueView::String(s) => V::StringValue(s.to_owned()),
+            ValueView::Blob(b) => V::BlobValue(b.to_vec()),
+            ValueView::GeoPoint(g) => V::GeoPointValue(LatLng {
                 latitude: g.latitude(),
                 longitude: g.longitude(),
             }),
-            Value::Key(k) => V::KeyValue(self.key(k)),
-            Value::Array(values) => {
+            ValueView::Key(k) => match k.to_key() {
+                Some(k) => V::KeyValue(self.key(&k)),
+                None => V::NullValue(prost_types::NullValue::NullValue as i32),
+            },
+            ValueView::Array(values) => {
                 return pb::Value {
                     value_type: Some(V::ArrayValue(pb::ArrayValue {
-                        values: values.iter().map(|v| self.value(v, excluded)).collect(),
+                        values: values
+                            .iter()
+                            .map(|v| self.value_view(v, excluded))
+                            .collect(),
                     })),
                     ..pb::Value::default()
                 };
             }
             // An excluded embedded entity excludes everything in it: the service would still
             // index its sub-properties (`outer.inner`) otherwise (R-I1).
-            Value::Entity(properties) => V::EntityValue(pb::Entity {
+            ValueView::Entity(properties) => V::EntityValue(pb::Entity {
                 key: None,
-                properties: properties
-                    .iter()
-                    .map(|(name, p)| {
-                        (
-                            name.to_owned(),
-                            self.value(&p.value, p.excluded || excluded),
-                        )
-                    })
-                    .collect(),
+                properties: self.properties_of(properties.iter(), excluded, 0),
             }),
         };
         pb::Value {
@@ -182,14 +187,25 @@ impl Partitions {
         }
     }
 
+    /// Viewed properties as the service's map (all excluded when `excluded`).
+    fn properties_of<'a>(
+        &self,
+        properties: impl Iterator<Item = (&'a str, bool, ValueView<'a>)>,
+        excluded: bool,
+        capacity: usize,
+    ) -> std::collections::HashMap<String, pb::Value> {
+        let mut map = std::collections::HashMap::with_capacity(capacity);
+        for (name, own, value) in properties {
+            map.insert(name.to_owned(), self.value_view(value, own || excluded));
+        }
+        map
+    }
+
     pub(super) fn properties(
         &self,
         properties: &PropertyMap,
     ) -> std::collections::HashMap<String, pb::Value> {
-        properties
-            .iter()
-            .map(|(name, p)| (name.to_owned(), self.value(&p.value, p.excluded)))
-            .collect()
+        self.properties_of(properties.view(), false, properties.len())
     }
 
     pub(super) fn entity(&self, key: &RawKey, properties: &PropertyMap) -> pb::Entity {
@@ -242,10 +258,16 @@ impl Partitions {
         &self,
         properties: std::collections::HashMap<String, pb::Value>,
     ) -> Result<PropertyMap, Error> {
-        properties
+        // Sorted once, then appended in name order: no search, no shifting.
+        let mut converted = properties
             .into_iter()
             .map(|(name, value)| Ok((name, self.property(value)?)))
-            .collect()
+            .collect::<Result<Vec<_>, Error>>()?;
+        converted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let name_bytes = converted.iter().map(|(name, _)| name.len()).sum();
+        let mut map = PropertyMap::with_capacity(converted.len(), name_bytes);
+        map.extend(converted);
+        Ok(map)
     }
 
     /// A batch's results (an entity without a key is skipped).
