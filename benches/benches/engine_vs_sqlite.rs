@@ -400,3 +400,86 @@ mod count_one_customer {
 
     four_ways!(engine, sql, sizes = [INSERTED]);
 }
+
+/// One entity with an indexed array of 20,000 distinct values (the R-I5 maximum), put and
+/// then put again with every value changed, against SQLite inserting (then replacing) the
+/// same 20,000 values as rows of an indexed table in one transaction.
+mod array_of_20k {
+    use super::*;
+
+    #[derive(Entity)]
+    struct Bag {
+        #[key]
+        id: KeyId,
+        values: Vec<i64>,
+    }
+
+    const VALUES: i64 = 20_000;
+
+    fn bag(offset: i64) -> Bag {
+        Bag {
+            id: KeyId::new(1).expect("valid"),
+            values: (0..VALUES).map(|v| v + offset).collect(),
+        }
+    }
+
+    fn engine(bencher: Bencher, open: fn() -> Db) {
+        bencher
+            .with_inputs(|| (open(), bag(0), bag(VALUES)))
+            .bench_local_values(|(db, first, second)| {
+                now(db.put(&first)).expect("put");
+                now(db.put(&second)).expect("re-put");
+                db
+            });
+    }
+
+    fn sql(bencher: Bencher, open: fn() -> Connection) {
+        bencher
+            .with_inputs(|| {
+                let c = open();
+                c.execute_batch(
+                    "CREATE TABLE bag_values (bag INTEGER, value INTEGER);
+                     CREATE INDEX bag_values_by_value ON bag_values (value, bag);",
+                )
+                .expect("schema");
+                c
+            })
+            .bench_local_values(|mut c| {
+                for offset in [0, VALUES] {
+                    let tx = c.transaction().expect("begins");
+                    tx.execute("DELETE FROM bag_values WHERE bag = 1", [])
+                        .expect("deletes");
+                    {
+                        let mut insert = tx
+                            .prepare_cached("INSERT INTO bag_values VALUES (1, ?1)")
+                            .expect("prepares");
+                        for v in 0..VALUES {
+                            insert.execute(params![v + offset]).expect("inserts");
+                        }
+                    }
+                    tx.commit().expect("commits");
+                }
+                c
+            });
+    }
+
+    #[divan::bench(sample_count = 10, sample_size = 1)]
+    fn engine_memory(bencher: Bencher) {
+        engine(bencher, Db::in_memory);
+    }
+
+    #[divan::bench(sample_count = 10, sample_size = 1)]
+    fn sqlite_memory(bencher: Bencher) {
+        sql(bencher, sqlite::in_memory);
+    }
+
+    #[divan::bench(sample_count = 10, sample_size = 1)]
+    fn engine_file(bencher: Bencher) {
+        engine(bencher, || Db::open(fresh_path("bag.redb")).expect("opens"));
+    }
+
+    #[divan::bench(sample_count = 10, sample_size = 1)]
+    fn sqlite_file(bencher: Bencher) {
+        sql(bencher, || sqlite::file(&fresh_path("bag.db")));
+    }
+}

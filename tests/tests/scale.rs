@@ -186,10 +186,12 @@ async fn shards_never_appear_in_queries_and_are_deleted_with_their_owner() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn under_latency_a_plain_counter_loses_increments_and_a_sharded_one_none() {
-    // Measured in the issue: with a 1 ms round trip, 8 writers × 100 transactional
-    // increments of one entity lose dozens to exhausted retries. The sharded counter, under
-    // the same latency and the same default retry policy, loses none.
+async fn under_latency_a_plain_counter_queues_and_a_sharded_one_spreads() {
+    // With a 1 ms round trip, 8 writers × 100 transactional increments of one entity: the
+    // engine's read-write transactions lock what they read (as Firestore's do), so the plain
+    // counter's increments queue behind each other and all land (before locks, dozens were
+    // lost to exhausted retries); the sharded counter spreads them over its shards. What the
+    // queue costs in time is the `counters` benchmark's to measure.
     const WRITERS: usize = 8;
     const EACH: usize = 100;
     let db = Latency::db(Duration::from_millis(1));
@@ -198,37 +200,24 @@ async fn under_latency_a_plain_counter_loses_increments_and_a_sharded_one_none()
         .map(|_| {
             let db = db.clone();
             tokio::spawn(async move {
-                let mut lost = 0;
                 for _ in 0..EACH {
-                    let result = db
-                        .transaction(|tx| async move {
-                            let mut a: Account = tx.get(&account_key("ann")).await?.unwrap();
-                            a.balance += 1;
-                            tx.put(&a).await?;
-                            Ok(())
-                        })
-                        .await;
-                    match result {
-                        Ok(()) => {}
-                        Err(Error::Aborted { .. }) => lost += 1,
-                        Err(other) => panic!("{other}"),
-                    }
+                    db.transaction(|tx| async move {
+                        let mut a: Account = tx.get(&account_key("ann")).await?.unwrap();
+                        a.balance += 1;
+                        tx.put(&a).await?;
+                        Ok::<_, Error>(())
+                    })
+                    .await
+                    .unwrap();
                 }
-                lost
             })
         })
         .collect();
-    let mut plain_lost = 0;
     for handle in plain {
-        plain_lost += handle.await.unwrap();
+        handle.await.unwrap();
     }
     let balance = db.get(&account_key("ann")).await.unwrap().unwrap().balance;
-    eprintln!("plain counter: {balance} of 800 increments landed, {plain_lost} lost");
-    assert_eq!(balance as usize + plain_lost, WRITERS * EACH);
-    assert!(
-        plain_lost > 0,
-        "no increment was lost: the test made no contention"
-    );
+    assert_eq!(balance as usize, WRITERS * EACH);
 
     let key = db.put(&article("hot")).await.unwrap();
     hammer(&db, &key, WRITERS, EACH).await;

@@ -568,6 +568,60 @@ async fn too_many_index_entries_fail_before_anything_is_sent() {
 }
 
 #[tokio::test]
+async fn the_engine_enforces_r_i5_on_any_caller_of_backend_commit() {
+    // R-I5 below the typed path: a `Backend::commit` of raw properties is refused too, with
+    // the widest property named and nothing written.
+    use datastore_entity::backend::{Backend as _, Mask, Mutation};
+    use datastore_entity::{Property, PropertyMap};
+    let (backend, db) = Instrumented::db();
+    let engine = backend.engine();
+    let key = db
+        .bind(&Wide::key(KeyId::new(7).unwrap()))
+        .unwrap()
+        .into_raw();
+    let values = |n: usize| Value::Array((0..n).map(|i| Value::Integer(i as i64)).collect());
+    let mut properties = PropertyMap::new();
+    properties.insert("left", Property::indexed(values(MAX_INDEX_ENTRIES)));
+    properties.insert("right", Property::indexed(values(1)));
+    let refused = engine
+        .commit(
+            vec![Mutation::Upsert(key.clone(), properties, Mask::Whole)],
+            None,
+        )
+        .await;
+    match refused {
+        Err(Error::TooManyIndexEntries {
+            entries,
+            property,
+            contribution,
+            ..
+        }) => assert_eq!(
+            (entries, property.as_str(), contribution),
+            (MAX_INDEX_ENTRIES + 1, "left", MAX_INDEX_ENTRIES)
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        engine
+            .lookup(std::slice::from_ref(&key), None)
+            .await
+            .unwrap(),
+        vec![None]
+    );
+    // Repeated values are one index entry each: 40,000 elements of 20,000 values fit.
+    let mut properties = PropertyMap::new();
+    let Value::Array(mut twice) = values(MAX_INDEX_ENTRIES) else {
+        unreachable!()
+    };
+    twice.extend(twice.clone());
+    properties.insert("left", Property::indexed(Value::Array(twice)));
+    engine
+        .commit(vec![Mutation::Upsert(key, properties, Mask::Whole)], None)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
 async fn ancestor_indexes_count_once_per_ancestor() {
     #[derive(Entity)]
     #[entity(ancestor_index(tags))]

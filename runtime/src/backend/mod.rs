@@ -47,7 +47,8 @@ pub enum TransactionMode {
     /// Reads only, from one consistent snapshot; a commit with mutations is refused.
     ReadOnly {
         /// Read the data as it was at this moment rather than now (a backend that keeps no
-        /// past versions refuses it with [`Error::Unsupported`]).
+        /// version of that moment refuses it: the service past an hour, the embedded engine
+        /// past its [`keep_versions`](crate::backend::embedded::Embedded::keep_versions)).
         read_time: Option<Timestamp>,
     },
 }

@@ -137,8 +137,9 @@ impl Db {
     ///
     /// Google Cloud keeps past versions for one hour (seven days, at whole minutes, with
     /// point-in-time recovery enabled); an older `read_time`, or one in the future, is refused
-    /// by the service. The embedded engine keeps no past versions: it refuses every
-    /// `read_time` with [`Error::Unsupported`] before the body runs.
+    /// by the service. The embedded engine keeps an hour of versions as well, in memory
+    /// ([`Embedded::keep_versions`](crate::backend::embedded::Embedded::keep_versions)); a
+    /// `read_time` it keeps no version of is refused before the body runs.
     ///
     /// ```
     /// # use datastore_entity::prelude::*;
@@ -146,13 +147,17 @@ impl Db {
     /// # struct Account { #[key] name: KeyName, balance: i64 }
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// let db = Db::in_memory();
+    /// db.put(&Account { name: KeyName::new("ann")?, balance: 5 }).await?;
+    /// # tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     /// let before = Timestamp::now();
-    /// let refused = db
+    /// # tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    /// db.put(&Account { name: KeyName::new("bob")?, balance: 7 }).await?;
+    /// let then = db
     ///     .read_only_transaction_at(before, async |tx| {
     ///         Ok::<_, Error>(tx.query::<Account>().count().await?)
     ///     })
-    ///     .await;
-    /// assert!(matches!(refused, Err(Error::Unsupported { .. })));
+    ///     .await?;
+    /// assert_eq!(then, 1);
     /// # Ok::<(), Error>(())
     /// # }).unwrap();
     /// ```
@@ -230,7 +235,7 @@ impl Db {
         };
         // Begun by its first read (or its commit): a transaction costs no round trip of its
         // own where the backend can begin it with a call it makes anyway. A read of the past
-        // begins at once, so a backend that keeps no past refuses it before the body runs.
+        // begins at once, so a backend that keeps no such past refuses it before the body runs.
         let read_time = matches!(access, Access::ReadOnly { read_time: Some(_) });
         let handle = TxRef::new(mode, self.partition().clone());
         if read_time {

@@ -20,6 +20,7 @@ use crate::model::key::{PartitionId, RawKey};
 use crate::model::schema::{Direction, IndexSchema};
 use crate::model::stored::ValueView;
 use crate::model::value::PropertyMap;
+use crate::rules::index_entries::MAX_INDEX_ENTRIES;
 
 /// A declared composite index, as the engine maintains it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,8 +171,7 @@ pub(crate) fn indexed_values(properties: &PropertyMap) -> Vec<Column<'_>> {
             let mut values: Vec<Vec<u8>> = Vec::new();
             let mut push = |value: ValueView<'_>| {
                 let mut encoded = Vec::with_capacity(24);
-                if keycode::value_view(&mut encoded, value).is_some() && !values.contains(&encoded)
-                {
+                if keycode::value_view(&mut encoded, value).is_some() {
                     values.push(encoded);
                 }
             };
@@ -183,6 +183,9 @@ pub(crate) fn indexed_values(properties: &PropertyMap) -> Vec<Column<'_>> {
                 ValueView::Array(elements) => elements.iter().for_each(&mut push),
                 value => push(value),
             }
+            // Distinct values: sorted, so an array of n values costs n log n, not n².
+            values.sort_unstable();
+            values.dedup();
             if !values.is_empty() {
                 out.push(Column { path, values });
             }
@@ -274,6 +277,59 @@ pub(crate) fn entries(
         }
     }
     out
+}
+
+/// R-I5 on the entries the engine is about to write: `entries` (built-in and composite)
+/// must not exceed [`MAX_INDEX_ENTRIES`]; the error names the property with the most values
+/// (composite entries charged to their widest property, as the typed path does).
+pub(crate) fn check_entry_count(
+    key: &RawKey,
+    properties: &PropertyMap,
+    composites: &[Composite],
+    entries: usize,
+) -> Result<(), Error> {
+    if entries <= MAX_INDEX_ENTRIES {
+        return Ok(());
+    }
+    let columns = indexed_values(properties);
+    let count = |name: &str| {
+        columns
+            .iter()
+            .find(|c| c.path == name)
+            .map_or(0, |c| c.values.len())
+    };
+    let mut by_property: Vec<(String, usize)> = columns
+        .iter()
+        .map(|c| (c.path.to_string(), c.values.len()))
+        .collect();
+    for index in composites.iter().filter(|c| c.kind == key.kind()) {
+        let product = index
+            .columns
+            .iter()
+            .fold(1_usize, |n, (name, _)| n.saturating_mul(count(name)));
+        if let Some((widest, _)) = index.columns.iter().max_by_key(|(name, _)| count(name))
+            && let Some(slot) = by_property.iter_mut().find(|(n, _)| n == widest)
+        {
+            slot.1 = slot.1.saturating_add(product);
+        }
+    }
+    let (property, contribution) = by_property
+        .into_iter()
+        .max_by_key(|(_, n)| *n)
+        .unwrap_or_default();
+    Err(Error::TooManyIndexEntries {
+        kind: key.kind().to_owned(),
+        key: format!("{key:?}"),
+        entries,
+        max: MAX_INDEX_ENTRIES,
+        property,
+        contribution,
+    })
+}
+
+/// The value stored under an index entry.
+pub(crate) fn entry_value(_entry: &[u8]) -> Vec<u8> {
+    Vec::new()
 }
 
 /// An entity's properties in the engine's stored form (which a map the derive built, or the

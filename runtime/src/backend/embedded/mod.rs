@@ -16,13 +16,22 @@
 //!   ordered or projected; values of different types follow the service's order.
 //! - Commits are atomic: every mutation is validated before the first is applied, and the
 //!   entity with all its index entries is one store batch.
-//! - Transactions are optimistic: a commit fails with [`Error::Aborted`] when an entity the
-//!   transaction read was changed by another commit since, or when one of its queries would
-//!   now return other keys (a phantom). Blind writes (of entities it did not read) do not
-//!   conflict, as in Google's emulators.
+//! - Transactions read one snapshot (`history`): every read of a transaction sees the store
+//!   as of one version, never a torn view, and a read-only transaction can read at a past
+//!   `read_time` (versions are kept for an hour by default: [`Embedded::keep_versions`]).
+//!   A read-write transaction's lookups lock the entities they read, as Firestore's do:
+//!   another read-write transaction reading one waits for the commit (older transactions
+//!   first; a younger holder an older one needs is aborted, so nothing deadlocks), so
+//!   read-modify-write loops queue instead of aborting each other. Commits stay
+//!   serializable: one fails with [`Error::Aborted`] when an entity its transaction read was
+//!   changed since its snapshot (by a write outside a transaction), or when one of its
+//!   queries would now return other keys (a phantom). Blind writes (of entities it did not
+//!   read) do not conflict, as in Google's emulators. A transaction idle for 60 s, or open
+//!   for 270 s, is ended, as by the service.
 //! - Allocated ids are scattered over `[2^52, 2^53)` (R-K1); reserved ids are never handed out
 //!   (ids written without being reserved may be, as by the service: R-K3).
 
+mod history;
 mod index;
 mod plan;
 mod scan;
@@ -31,7 +40,9 @@ mod store;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
+use self::history::{AsOf, History, Undo};
 use self::index::{Composite, check_ancestors, decode_entity, encode_entity, invalid_key};
 use self::scan::Prepared;
 use self::store::{Batch, Memory, Redb, Store};
@@ -63,6 +74,8 @@ pub use crate::rules::limits::MAX_INDEXED_BYTES;
 /// ```
 pub struct Embedded {
     state: Mutex<State>,
+    /// Woken whenever a transaction gives up its locks.
+    released: tokio::sync::Notify,
 }
 
 impl Default for Embedded {
@@ -80,6 +93,16 @@ impl std::fmt::Debug for Embedded {
     }
 }
 
+/// How long a read in a read-write transaction waits for an entity another transaction has
+/// locked before it gives up with [`Error::Aborted`].
+const LOCK_WAIT: Duration = Duration::from_secs(20);
+
+/// A transaction unused this long is ended by the engine, as by the service.
+const IDLE: Duration = Duration::from_secs(60);
+
+/// A transaction open this long is ended by the engine, as by the service.
+const LIFETIME: Duration = Duration::from_secs(270);
+
 /// Allocation counters are persisted this many at a time: a crash skips at most this many
 /// ids, never hands one out twice.
 const ID_BLOCK: u64 = 1024;
@@ -91,10 +114,14 @@ struct State {
     composites: HashMap<String, Vec<Composite>>,
     /// The schemas already declared (by address): declaring again costs a set lookup.
     declared: HashSet<usize>,
-    /// The commit that last wrote each entity (by its entities-table key), kept only while
-    /// transactions are open: they are what it is for.
-    versions: HashMap<Vec<u8>, u64>,
-    version: u64,
+    /// Past versions: what transactions and `read_time` reads read.
+    history: History,
+    /// The entities read-write transactions have read, with the transaction holding each.
+    locks: HashMap<Vec<u8>, u64>,
+    /// The transactions waiting for locks: their ages and the entities they wait for. A free
+    /// entity goes to the oldest transaction waiting for it, so waiting is first come, first
+    /// served, and a younger transaction never overtakes (and then gets wounded by) an older.
+    waiting: HashMap<u64, (u64, Vec<Vec<u8>>)>,
     transactions: HashMap<u64, Transaction>,
     next_transaction: u64,
     ids: Ids,
@@ -111,13 +138,32 @@ struct Ids {
 }
 
 struct Transaction {
-    /// Version of each entity when the transaction first read it (0: never written).
-    reads: HashMap<Vec<u8>, u64>,
+    /// The version it reads, taken by its first read (or its `read_time`).
+    snapshot: Option<u64>,
+    /// The entities it read (their entities-table keys): a commit that changed one since the
+    /// snapshot makes its own commit fail.
+    reads: HashSet<Vec<u8>>,
     /// The queries it ran, with the keys they returned: at commit each must return the same
     /// keys again, or an entity was written into (or out of) a range it scanned (a phantom).
     queries: Vec<(QuerySpec, Vec<RawKey>)>,
     /// Begun read-only: its commit may not write.
     read_only: bool,
+    /// Its priority for locks (smaller: older, the first attempt's when it is a retry).
+    age: u64,
+    /// The entities it locked.
+    locks: Vec<Vec<u8>>,
+    /// An older transaction needed one of its locks: it can only abort.
+    wounded: bool,
+    begun: Instant,
+    used: Instant,
+}
+
+/// Whether a read-write transaction's lookup may read.
+enum Locking {
+    /// It holds every lock it needs.
+    Held,
+    /// Another, older transaction holds one: wait for a release.
+    Wait,
 }
 
 impl Embedded {
@@ -139,12 +185,14 @@ impl Embedded {
         state.load(path.as_ref())?;
         Ok(Embedded {
             state: Mutex::new(state),
+            released: tokio::sync::Notify::new(),
         })
     }
 
     fn with_store(store: Box<dyn Store + Send>) -> Embedded {
         Embedded {
             state: Mutex::new(State::new(store)),
+            released: tokio::sync::Notify::new(),
         }
     }
 
@@ -154,6 +202,52 @@ impl Embedded {
     pub fn strict_indexes(self, strict: bool) -> Embedded {
         self.state().strict = strict;
         self
+    }
+
+    /// How long past versions are kept for read-only transactions at a `read_time`
+    /// ([`Db::read_only_transaction_at`](crate::Db::read_only_transaction_at)): one hour by
+    /// default, as the service keeps them, and at most about a million changed entries
+    /// (index entries included; past that, the oldest versions go first and the window
+    /// shrinks). `Duration::ZERO` keeps versions only while a transaction reads them. Past
+    /// versions are kept in memory: a file reopened starts with none.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use datastore_entity::backend::embedded::Embedded;
+    /// let engine = Embedded::in_memory().keep_versions(Duration::from_secs(60));
+    /// ```
+    pub fn keep_versions(self, retention: Duration) -> Embedded {
+        self.state()
+            .history
+            .keep(retention, history::DEFAULT_MAX_CHANGES);
+        self
+    }
+
+    /// Takes the locks a read-write transaction's lookup of `keys` needs (a read-only one
+    /// takes none): waits while an older transaction holds one (and wounds a younger one
+    /// that does, which then aborts: no deadlock), up to [`LOCK_WAIT`].
+    async fn lock(&self, keys: &[RawKey], transaction: &TransactionId) -> Result<(), Error> {
+        let deadline = tokio::time::Instant::now() + LOCK_WAIT;
+        loop {
+            // Registered before looking, so a release in between is not missed.
+            let released = self.released.notified();
+            let (locking, wounded) = self.state().lock(keys, transaction)?;
+            if wounded {
+                self.released.notify_waiters();
+            }
+            if let Locking::Held = locking {
+                return Ok(());
+            }
+            if tokio::time::timeout_at(deadline, released).await.is_err() {
+                return Err(Error::Aborted {
+                    reason: format!(
+                        "waited {} s for entities another transaction has read and not yet \
+                         committed",
+                        LOCK_WAIT.as_secs()
+                    ),
+                });
+            }
+        }
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -175,7 +269,12 @@ impl Backend for Embedded {
         keys: &'a [RawKey],
         transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<Vec<Option<PropertyMap>>, Error>> {
-        ready(self.state().lookup(keys, transaction))
+        Box::pin(async move {
+            if let Some(transaction) = transaction {
+                self.lock(keys, transaction).await?;
+            }
+            self.state().lookup(keys, transaction)
+        })
     }
 
     fn commit<'a>(
@@ -183,7 +282,11 @@ impl Backend for Embedded {
         mutations: Vec<Mutation>,
         transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
-        ready(self.state().commit(mutations, transaction))
+        let committed = self.state().commit(mutations, transaction);
+        if transaction.is_some() {
+            self.released.notify_waiters();
+        }
+        ready(committed)
     }
 
     fn run_query<'a>(
@@ -216,33 +319,58 @@ impl Backend for Embedded {
         _partition: &'a PartitionId,
         mode: &'a TransactionMode,
     ) -> BoxFuture<'a, Result<TransactionId, Error>> {
-        if let TransactionMode::ReadOnly { read_time: Some(_) } = mode {
-            return ready(Err(Error::Unsupported {
-                reason: "the embedded engine keeps no past versions, so it cannot read at a \
-                         `read_time`; read at a past time on Google Cloud (or the Firestore \
-                         emulator)"
-                    .into(),
-            }));
-        }
         let mut state = self.state();
+        // A read at a past time reads that version; any other transaction reads the version
+        // current at its first read.
+        let snapshot = match mode {
+            TransactionMode::ReadOnly {
+                read_time: Some(time),
+            } => match state.history.version_at(*time) {
+                Ok(version) => Some(version),
+                Err(e) => return ready(Err(e)),
+            },
+            _ => None,
+        };
         state.next_transaction += 1;
         let id = state.next_transaction;
+        // A retry keeps the age of the attempt it retries: it wins locks against newer ones.
+        let age = match mode {
+            TransactionMode::ReadWrite {
+                previous: Some(previous),
+            } => transaction_age(previous).unwrap_or(id),
+            _ => id,
+        };
+        let now = Instant::now();
         state.transactions.insert(
             id,
             Transaction {
-                reads: HashMap::new(),
+                snapshot,
+                reads: HashSet::new(),
                 queries: Vec::new(),
                 read_only: matches!(mode, TransactionMode::ReadOnly { .. }),
+                age,
+                locks: Vec::new(),
+                wounded: false,
+                begun: now,
+                used: now,
             },
         );
-        ready(Ok(TransactionId(id.to_le_bytes().to_vec())))
+        if state.expire() {
+            self.released.notify_waiters();
+        }
+        ready(Ok(TransactionId(
+            [id.to_le_bytes(), age.to_le_bytes()].concat(),
+        )))
     }
 
     fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>> {
         // Rolling back a transaction that already ended is not an error (as in Firestore in
         // Datastore mode; the legacy emulator refused it).
-        let mut state = self.state();
-        let result = transaction_number(transaction).map(|id| state.end_transaction(id).map(drop));
+        let result = {
+            let mut state = self.state();
+            transaction_number(transaction).map(|id| state.end_transaction(id).map(drop))
+        };
+        self.released.notify_waiters();
         ready(result.map(drop))
     }
 
@@ -250,8 +378,10 @@ impl Backend for Embedded {
         &'a self,
         transaction: &'a TransactionId,
     ) -> BoxFuture<'a, Result<(), Error>> {
-        // Its reads are checked as a commit checks them: `Aborted` if one changed since.
-        ready(self.state().commit(Vec::new(), Some(transaction)).map(drop))
+        // It read one snapshot: nothing to check (a read-only transaction never aborts).
+        let mut state = self.state();
+        let result = transaction_number(transaction).map(|id| state.end_transaction(id).map(drop));
+        ready(result.map(drop))
     }
 
     fn allocate_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
@@ -350,10 +480,30 @@ pub fn from_stored_form<E: Entity>(key: &RawKey, bytes: &[u8]) -> Result<E, Erro
     E::from_entity(key, properties)
 }
 
+/// A transaction handle is its number, then its age (see `Transaction::age`).
 fn transaction_number(transaction: &TransactionId) -> Result<u64, Error> {
-    <[u8; 8]>::try_from(transaction.0.as_slice())
+    transaction
+        .0
+        .get(..8)
+        .and_then(|n| <[u8; 8]>::try_from(n).ok())
         .map(u64::from_le_bytes)
-        .map_err(|_| Error::TransactionClosed)
+        .ok_or(Error::TransactionClosed)
+}
+
+fn transaction_age(transaction: &TransactionId) -> Option<u64> {
+    transaction
+        .0
+        .get(8..16)
+        .and_then(|n| <[u8; 8]>::try_from(n).ok())
+        .map(u64::from_le_bytes)
+}
+
+fn wounded() -> Error {
+    Error::Aborted {
+        reason: "an older transaction needed an entity this one had read; this one is \
+                 retried after it"
+            .to_owned(),
+    }
 }
 
 impl State {
@@ -363,8 +513,9 @@ impl State {
             strict: true,
             composites: HashMap::new(),
             declared: HashSet::new(),
-            versions: HashMap::new(),
-            version: 0,
+            history: History::new(),
+            locks: HashMap::new(),
+            waiting: HashMap::new(),
             transactions: HashMap::new(),
             next_transaction: 0,
             ids: Ids::default(),
@@ -444,6 +595,59 @@ impl State {
         plan::load(&*self.store, at)
     }
 
+    /// The store as of `version` (the current one if `None`).
+    fn view(&self, version: Option<u64>) -> AsOf<'_> {
+        AsOf {
+            store: &*self.store,
+            history: &self.history,
+            version: version.unwrap_or(self.history.now()),
+            composites: &self.composites,
+        }
+    }
+
+    /// The version `transaction` reads (taken now if this is its first read); `None` outside a
+    /// transaction (the current one).
+    ///
+    /// A read-write transaction's lookup (which holds its locks by now) moves the snapshot
+    /// forward to the current version while nothing it read has changed since and it ran no
+    /// query: its reads so far are the same at either version, so it still reads one
+    /// consistent state, and an entity it had to wait for is read as its holder left it
+    /// instead of as it was before (which would only make the commit abort).
+    fn read_version(
+        &mut self,
+        transaction: Option<&TransactionId>,
+        lookup: bool,
+    ) -> Result<Option<u64>, Error> {
+        let now = self.history.now();
+        let Some(t) = transaction else {
+            return Ok(None);
+        };
+        let history = &self.history;
+        let t = self
+            .transactions
+            .get_mut(&transaction_number(t)?)
+            .ok_or(Error::TransactionClosed)?;
+        if t.wounded {
+            return Err(wounded());
+        }
+        t.used = Instant::now();
+        let snapshot = match t.snapshot {
+            Some(snapshot)
+                if lookup
+                    && !t.read_only
+                    && snapshot < now
+                    && t.queries.is_empty()
+                    && !t.reads.iter().any(|at| history.changed_after(at, snapshot)) =>
+            {
+                now
+            }
+            Some(snapshot) => snapshot,
+            None => now,
+        };
+        t.snapshot = Some(snapshot);
+        Ok(Some(snapshot))
+    }
+
     fn transaction(
         &mut self,
         transaction: Option<&TransactionId>,
@@ -460,13 +664,114 @@ impl State {
         }
     }
 
-    /// Ends a transaction; the versions kept for open transactions go with the last one.
+    /// Ends a transaction: its locks are released, the versions only it read collected.
     fn end_transaction(&mut self, id: u64) -> Option<Transaction> {
-        let ended = self.transactions.remove(&id);
-        if self.transactions.is_empty() {
-            self.versions.clear();
+        let mut ended = self.transactions.remove(&id);
+        if let Some(t) = &mut ended {
+            self.release(id, t);
         }
+        self.collect();
         ended
+    }
+
+    fn release(&mut self, id: u64, t: &mut Transaction) {
+        for at in t.locks.drain(..) {
+            self.locks.remove(&at);
+        }
+        self.waiting.remove(&id);
+    }
+
+    /// Ends the transactions left idle or open too long (a body that never finished and was
+    /// never dropped); returns whether any held locks.
+    fn expire(&mut self) -> bool {
+        let now = Instant::now();
+        let expired: Vec<u64> = self
+            .transactions
+            .iter()
+            .filter(|(_, t)| now - t.used > IDLE || now - t.begun > LIFETIME)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut released = false;
+        for id in expired {
+            tracing::debug!(transaction = id, "an idle transaction expired");
+            let mut ended = self.transactions.remove(&id);
+            if let Some(t) = &mut ended {
+                released |= !t.locks.is_empty();
+                self.release(id, t);
+            }
+        }
+        self.collect();
+        released
+    }
+
+    /// See [`Embedded::lock`]: returns whether `transaction` holds its locks now, and whether
+    /// it wounded a younger holder (whose locks are then free).
+    fn lock(
+        &mut self,
+        keys: &[RawKey],
+        transaction: &TransactionId,
+    ) -> Result<(Locking, bool), Error> {
+        let id = transaction_number(transaction)?;
+        let t = self.transactions.get(&id).ok_or(Error::TransactionClosed)?;
+        if t.read_only {
+            return Ok((Locking::Held, false));
+        }
+        if t.wounded {
+            return Err(wounded());
+        }
+        let age = t.age;
+        let wanted: Vec<Vec<u8>> = keys
+            .iter()
+            .filter(|k| k.is_complete())
+            .map(index::entity_key)
+            .collect();
+        let mut wait = false;
+        let mut younger = Vec::new();
+        for at in &wanted {
+            match self.locks.get(at) {
+                Some(&holder) if holder != id => {
+                    match self.transactions.get(&holder).map(|h| h.age) {
+                        Some(theirs) if theirs < age => wait = true,
+                        _ => younger.push(holder),
+                    }
+                }
+                Some(_) => {}
+                None => {
+                    wait |= self.waiting.iter().any(|(other, (theirs, keys))| {
+                        *other != id && *theirs < age && keys.contains(at)
+                    });
+                }
+            }
+        }
+        let wounded_any = !younger.is_empty();
+        for holder in younger {
+            if let Some(mut h) = self.transactions.remove(&holder) {
+                h.wounded = true;
+                self.release(holder, &mut h);
+                self.transactions.insert(holder, h);
+            }
+        }
+        if wait {
+            self.waiting.insert(id, (age, wanted));
+            return Ok((Locking::Wait, wounded_any));
+        }
+        self.waiting.remove(&id);
+        let t = self
+            .transactions
+            .get_mut(&id)
+            .ok_or(Error::TransactionClosed)?;
+        for at in wanted {
+            if self.locks.insert(at.clone(), id) != Some(id) {
+                t.locks.push(at);
+            }
+        }
+        Ok((Locking::Held, wounded_any))
+    }
+
+    /// Collects the past versions no open transaction reads (and outside the retention).
+    fn collect(&mut self) {
+        let oldest = self.transactions.values().filter_map(|t| t.snapshot).min();
+        self.history.collect(oldest);
     }
 
     fn record_reads(
@@ -474,16 +779,8 @@ impl State {
         transaction: Option<&TransactionId>,
         entities: Vec<Vec<u8>>,
     ) -> Result<(), Error> {
-        let Some(t) = transaction else { return Ok(()) };
-        let id = transaction_number(t)?;
-        let versions = &self.versions;
-        let t = self
-            .transactions
-            .get_mut(&id)
-            .ok_or(Error::TransactionClosed)?;
-        for at in entities {
-            let version = versions.get(&at).copied().unwrap_or(0);
-            t.reads.entry(at).or_insert(version);
+        if let Some(t) = self.transaction(transaction)? {
+            t.reads.extend(entities);
         }
         Ok(())
     }
@@ -498,9 +795,11 @@ impl State {
         }
         keys.iter().try_for_each(check_ancestors)?;
         let at: Vec<Vec<u8>> = keys.iter().map(index::entity_key).collect();
+        let version = self.read_version(transaction, true)?;
+        let view = self.view(version);
         let found = at
             .iter()
-            .map(|at| self.load_entity(at))
+            .map(|at| plan::load(&view, at))
             .collect::<Result<_, _>>()?;
         self.record_reads(transaction, at)?;
         Ok(found)
@@ -618,7 +917,8 @@ impl State {
             let properties = self.load_entity(&at)?.ok_or_else(plan::corrupt)?;
             for (table, entry) in index::entries(&key, &properties, indexes) {
                 if tables.contains(table.as_ref()) {
-                    batch.put(table, entry, Vec::new());
+                    let value = index::entry_value(&entry);
+                    batch.put(table, entry, value);
                 }
             }
         }
@@ -634,12 +934,16 @@ impl State {
         let ended = match transaction {
             Some(t) => {
                 let id = transaction_number(t)?;
-                let ended = self.transactions.remove(&id);
+                let mut ended = self.transactions.remove(&id);
+                if let Some(t) = &mut ended {
+                    self.release(id, t);
+                }
                 Some(ended.ok_or(Error::TransactionClosed)?)
             }
             None => None,
         };
         let checked = match &ended {
+            Some(t) if t.wounded => Err(wounded()),
             Some(t) if t.read_only && !mutations.is_empty() => Err(Error::Service {
                 code: "INVALID_ARGUMENT".to_owned(),
                 message: "a read-only transaction cannot write".to_owned(),
@@ -648,14 +952,34 @@ impl State {
             None => Ok(()),
         }
         .and_then(|()| self.validate(&mutations));
-        if ended.is_some() && self.transactions.is_empty() {
-            self.versions.clear();
+        if ended.is_some() {
+            self.collect();
         }
         checked?;
+        let recording = self.history.recording(!self.transactions.is_empty());
+        let written = self.write(mutations, recording);
+        if written.is_err() {
+            // Ids allocated for a batch never applied: persist the counter again next time.
+            self.ids.persisted = 0;
+        }
+        let (batch, undo, keys) = written?;
+        self.apply(batch)?;
+        self.history.commit(undo, recording);
+        self.collect();
+        Ok(keys)
+    }
+
+    /// The batch that applies `mutations` (already validated): ids allocated, every entity
+    /// with the index entries that change, R-I5 checked on the entries themselves. Returns
+    /// the batch, what it replaces (when `recording`: for the history) and the keys.
+    fn write(
+        &mut self,
+        mutations: Vec<Mutation>,
+        recording: bool,
+    ) -> Result<(Batch, Undo, Vec<RawKey>), Error> {
         let mut batch = Batch::default();
-        // Everything is valid: allocate ids, then write every mutation with its index entries.
         let mut keys = Vec::with_capacity(mutations.len());
-        let mut written = Vec::with_capacity(mutations.len());
+        let mut undo = Undo::new();
         for mutation in mutations {
             let (key, properties) = match mutation {
                 Mutation::Insert(k, p, m) | Mutation::Upsert(k, p, m) if !k.is_complete() => {
@@ -670,7 +994,13 @@ impl State {
             tracing::debug!(key = ?key, "commit");
             let at = index::entity_key(&key);
             let composites = self.composites(key.kind());
-            let stored = self.load_entity(&at)?;
+            let mut before = None;
+            self.store
+                .get(ENTITIES, &at, &mut |v| before = Some(v.to_vec()))?;
+            let stored = match &before {
+                Some(bytes) => Some(decode_entity(bytes).ok_or_else(plan::corrupt)?),
+                None => None,
+            };
             let mut old = match &stored {
                 Some(old) => index::entries(&key, old, composites),
                 None => Vec::new(),
@@ -689,6 +1019,11 @@ impl State {
                 Some(p) => index::entries(&key, p, composites),
                 None => Vec::new(),
             };
+            if let Some(p) = &properties {
+                // R-I5 for every caller of `Backend::commit`, not only the typed path (the
+                // first entry is the kinds table's, which the service does not count).
+                index::check_entry_count(&key, p, composites, new.len().saturating_sub(1))?;
+            }
             // Only what changed: entries of the old version that the new one has not are
             // deleted, entries of the new one that the old one had not are written.
             if !old.is_empty() {
@@ -710,7 +1045,8 @@ impl State {
                         }
                         std::cmp::Ordering::Greater => {
                             if let Some((table, entry)) = n.next() {
-                                batch.put(table, entry, Vec::new());
+                                let value = index::entry_value(&entry);
+                                batch.put(table, entry, value);
                             }
                         }
                         std::cmp::Ordering::Equal => {
@@ -721,35 +1057,40 @@ impl State {
                 }
             } else {
                 for (table, entry) in new {
-                    batch.put(table, entry, Vec::new());
+                    let value = index::entry_value(&entry);
+                    batch.put(table, entry, value);
                 }
             }
-            match properties {
-                Some(p) => batch.put(ENTITIES, at.clone(), encode_entity(p)),
-                None => batch.delete(ENTITIES, at.clone()),
+            if recording {
+                undo.push((at.clone(), before));
             }
-            written.push(at);
+            match properties {
+                Some(p) => batch.put(ENTITIES, at, encode_entity(p)),
+                None => batch.delete(ENTITIES, at),
+            }
             keys.push(key);
         }
-        self.apply(batch)?;
-        if !self.transactions.is_empty() {
-            self.version += 1;
-            for at in written {
-                self.versions.insert(at, self.version);
-            }
-        }
-        Ok(keys)
+        Ok((batch, undo, keys))
     }
 
     /// Optimistic concurrency: nothing the transaction read may have changed since. Blind
     /// writes do not conflict (Google's emulator commits them).
     fn check_conflicts(&self, t: &Transaction) -> Result<(), Error> {
-        let version = |k: &Vec<u8>| self.versions.get(k).copied().unwrap_or(0);
-        if let Some((at, _)) = t.reads.iter().find(|(k, v)| version(k) != **v) {
-            let key = keycode::Reader::new(at).key();
+        let Some(snapshot) = t.snapshot else {
+            return Ok(());
+        };
+        if let Some(at) = t
+            .reads
+            .iter()
+            .find(|at| self.history.changed_after(at, snapshot))
+        {
+            let key = match keycode::Reader::new(at).key() {
+                Ok(key) => format!("{key:?}"),
+                Err(_) => "an entity".to_owned(),
+            };
             return Err(Error::Aborted {
                 reason: format!(
-                    "{key:?} was changed by another commit after this transaction read it"
+                    "{key} was changed by another commit after this transaction read it"
                 ),
             });
         }
@@ -817,7 +1158,8 @@ impl State {
         query: &QuerySpec,
         transaction: Option<&TransactionId>,
     ) -> Result<QueryBatch, Error> {
-        let batch = self.evaluate(query)?;
+        let version = self.read_version(transaction, false)?;
+        let batch = self.evaluate_in(&self.view(version), query)?;
         if transaction.is_some() {
             let at = batch
                 .results

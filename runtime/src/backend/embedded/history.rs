@@ -1,0 +1,399 @@
+//! Past versions of the engine's tables, so that a transaction reads the store as it was when
+//! it began (a snapshot) and a read-only transaction can read at a `read_time`: a multi-version
+//! store kept as an undo log. Each commit is a version; for every table entry a commit
+//! changes, the history keeps what the entry held before, tagged with that version. Reading at
+//! version `v` is reading the store, except where an entry changed after `v`: there the value
+//! before its first change after `v` is the answer. Versions that no open transaction and no
+//! read inside the retention window can ask for are collected.
+//!
+//! The history lives in memory, for both stores: a file reopened keeps no past versions.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use std::ops::{Bound, RangeBounds};
+
+use smallvec::SmallVec;
+
+use crate::error::Error;
+use crate::format::file::ENTITIES;
+use crate::format::keycode;
+use crate::model::scalar::Timestamp;
+
+use super::index::{self, Composite, decode_entity};
+use super::plan::corrupt;
+use super::store::{Batch, Range, Store};
+
+/// How long past versions are kept for `read_time` reads by default: the service's hour.
+pub(crate) const DEFAULT_RETENTION: Duration = Duration::from_secs(3600);
+
+/// The most entry changes kept for `read_time` reads (about 100 MiB of keys and values for
+/// typical entities): past it, the oldest versions are collected before their hour is over,
+/// and the window `read_time` may reach shrinks accordingly. Open transactions' versions are
+/// kept whatever this says.
+pub(crate) const DEFAULT_MAX_CHANGES: usize = 1_000_000;
+
+/// One entity's stored form before a change, and the version that changed it.
+struct Before {
+    version: u64,
+    value: Option<Vec<u8>>,
+}
+
+/// What a commit replaced: each entity written (its entities-table key) with its stored form
+/// before (`None`: it did not exist), recorded once the commit is applied.
+pub(crate) type Undo = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// Past versions of entities. Index entries are not kept: they follow from the entities, so a
+/// read of an index at a past version recomputes the entries of the entities changed since.
+pub(crate) struct History {
+    /// The version the last recorded commit made (0: the store as opened).
+    now: u64,
+    /// Every version from `floor` on can be read.
+    floor: u64,
+    /// When the `floor` version was current from: reads at an earlier time are refused.
+    floor_time: Timestamp,
+    /// For each entity changed after `floor`: its stored forms before each change, oldest first.
+    changed: HashMap<Vec<u8>, SmallVec<[Before; 1]>>,
+    /// The changes kept, in version order (what to collect first, and what changed since).
+    log: VecDeque<(u64, Vec<u8>)>,
+    /// When each version after `floor` was committed, in order.
+    times: VecDeque<(u64, Timestamp)>,
+    retention: Duration,
+    max_changes: usize,
+}
+
+impl History {
+    pub(crate) fn new() -> History {
+        History {
+            now: 0,
+            floor: 0,
+            floor_time: Timestamp::now(),
+            changed: HashMap::new(),
+            log: VecDeque::new(),
+            times: VecDeque::new(),
+            retention: DEFAULT_RETENTION,
+            max_changes: DEFAULT_MAX_CHANGES,
+        }
+    }
+
+    /// Keeps versions for `retention` (0: only for open transactions), at most `max_changes`.
+    pub(crate) fn keep(&mut self, retention: Duration, max_changes: usize) {
+        self.retention = retention;
+        self.max_changes = max_changes;
+    }
+
+    /// The current version.
+    pub(crate) fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// Whether a commit must record what it replaces: someone may read the past.
+    pub(crate) fn recording(&self, transactions_open: bool) -> bool {
+        transactions_open || !self.retention.is_zero()
+    }
+
+    /// Records an applied commit as the next version. Without anyone to read the past, the
+    /// version passes and nothing is kept.
+    pub(crate) fn commit(&mut self, undo: Undo, recording: bool) {
+        self.now += 1;
+        let version = self.now;
+        if !recording {
+            // Nobody reads the past (no transaction is open, no retention): none is kept.
+            self.changed.clear();
+            self.log.clear();
+            self.times.clear();
+            self.floor = version;
+            self.floor_time = Timestamp::now();
+            return;
+        }
+        let time = self
+            .times
+            .back()
+            .map_or(self.floor_time, |(_, t)| *t)
+            .max(Timestamp::now());
+        self.times.push_back((version, time));
+        for (key, value) in undo {
+            self.changed
+                .entry(key.clone())
+                .or_default()
+                .push(Before { version, value });
+            self.log.push_back((version, key));
+        }
+    }
+
+    /// Whether the entity at `key` changed after `version`.
+    pub(crate) fn changed_after(&self, key: &[u8], version: u64) -> bool {
+        self.changed
+            .get(key)
+            .and_then(|befores| befores.last())
+            .is_some_and(|last| last.version > version)
+    }
+
+    /// The entities changed after `version`, each once, newest change first.
+    fn changed_since(&self, version: u64) -> Vec<&[u8]> {
+        let mut seen = std::collections::HashSet::new();
+        self.log
+            .iter()
+            .rev()
+            .take_while(|(v, _)| *v > version)
+            .filter(|(_, key)| seen.insert(key.as_slice()))
+            .map(|(_, key)| key.as_slice())
+            .collect()
+    }
+
+    /// The version to read for a read at `time`: the last committed at or before it.
+    pub(crate) fn version_at(&self, time: Timestamp) -> Result<u64, Error> {
+        if time < self.floor_time {
+            return Err(Error::Service {
+                code: "FAILED_PRECONDITION".to_owned(),
+                message: format!(
+                    "read_time {time} is older than the embedded engine keeps versions (from \
+                     {}: the engine's opening, the retention window of {} s, or the most \
+                     changes it keeps, whichever is latest)",
+                    self.floor_time,
+                    self.retention.as_secs()
+                ),
+            });
+        }
+        let after = self.times.partition_point(|(_, t)| *t <= time);
+        Ok(match after {
+            0 => self.floor,
+            n => self.times[n - 1].0,
+        })
+    }
+
+    /// Collects the versions nobody can read any more: those older than `oldest_open` (the
+    /// oldest snapshot an open transaction reads), than the retention window, and, past
+    /// `max_changes`, the oldest, unless a transaction reads them.
+    pub(crate) fn collect(&mut self, oldest_open: Option<u64>) {
+        let expired = Timestamp::now() - self.retention;
+        let pinned = oldest_open.unwrap_or(u64::MAX);
+        loop {
+            let Some(&(version, time)) = self.times.front() else {
+                if oldest_open.is_none() {
+                    self.floor = self.now;
+                    if self.retention.is_zero() {
+                        self.floor_time = Timestamp::now();
+                    }
+                }
+                return;
+            };
+            // Reading at `version - 1` needs this version's changes: keep them while a
+            // transaction reads before it, inside the window, and within the bound.
+            let needed_by_transaction = version > pinned;
+            let in_window = time > expired && self.log.len() <= self.max_changes;
+            if needed_by_transaction || in_window {
+                return;
+            }
+            while let Some((v, _)) = self.log.front()
+                && *v == version
+            {
+                let Some((_, key)) = self.log.pop_front() else {
+                    break;
+                };
+                if let Some(befores) = self.changed.get_mut(&key) {
+                    befores.remove(0);
+                    if befores.is_empty() {
+                        self.changed.remove(&key);
+                    }
+                }
+            }
+            self.times.pop_front();
+            self.floor = version;
+            self.floor_time = time;
+        }
+    }
+
+    /// The stored form of the entity at `key` at `version`, if it changed since: `Some(None)`
+    /// when it did not exist then.
+    fn before(&self, key: &[u8], version: u64) -> Option<Option<&[u8]>> {
+        let befores = self.changed.get(key)?;
+        let i = befores.partition_point(|b| b.version <= version);
+        befores.get(i).map(|b| b.value.as_deref())
+    }
+}
+
+/// The store as it was at a past version: reads only. Entities come from the history; an
+/// index's entries are the store's, except those of the entities changed since, which are
+/// recomputed from their current and past stored forms.
+pub(crate) struct AsOf<'s> {
+    pub(crate) store: &'s dyn Store,
+    pub(crate) history: &'s History,
+    pub(crate) version: u64,
+    pub(crate) composites: &'s HashMap<String, Vec<Composite>>,
+}
+
+impl AsOf<'_> {
+    fn current(&self) -> bool {
+        self.version >= self.history.now
+    }
+
+    /// The entries of `table` in `range` that differ at this version from the store's, in key
+    /// order: `None` for an entry the store has and the version had not.
+    fn overrides(&self, table: &str, range: Range<'_>) -> Result<Undo, Error> {
+        let mut out = std::collections::BTreeMap::new();
+        for at in self.history.changed_since(self.version) {
+            if table == ENTITIES {
+                if RangeBounds::<[u8]>::contains(&range, at) {
+                    let before = self.history.before(at, self.version).flatten();
+                    out.insert(at.to_vec(), before.map(<[u8]>::to_vec));
+                }
+                continue;
+            }
+            let key = keycode::Reader::new(at).key().map_err(|_| corrupt())?;
+            let composites = self
+                .composites
+                .get(key.kind())
+                .map_or(&[][..], Vec::as_slice);
+            let mut entries =
+                |bytes: &[u8], value: fn(&[u8]) -> Option<Vec<u8>>| -> Result<(), Error> {
+                    let properties = decode_entity(bytes).ok_or_else(corrupt)?;
+                    for (t, entry) in index::entries(&key, &properties, composites) {
+                        if t == table && RangeBounds::<[u8]>::contains(&range, entry.as_slice()) {
+                            let v = value(&entry);
+                            out.insert(entry, v);
+                        }
+                    }
+                    Ok(())
+                };
+            let mut now = None;
+            self.store
+                .get(ENTITIES, at, &mut |bytes| now = Some(bytes.to_vec()))?;
+            if let Some(now) = now {
+                entries(&now, |_| None)?;
+            }
+            if let Some(Some(then)) = self.history.before(at, self.version) {
+                entries(then, |entry| Some(index::entry_value(entry)))?;
+            }
+        }
+        Ok(out.into_iter().collect())
+    }
+}
+
+impl Store for AsOf<'_> {
+    fn get(&self, table: &str, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> Result<bool, Error> {
+        if table == ENTITIES
+            && !self.current()
+            && let Some(value) = self.history.before(key, self.version)
+        {
+            return Ok(value.map(visit).is_some());
+        }
+        if table != ENTITIES && !self.current() {
+            let range = (Bound::Included(key), Bound::Included(key));
+            if let Some((_, value)) = self.overrides(table, range)?.into_iter().next() {
+                return Ok(value.as_deref().map(visit).is_some());
+            }
+        }
+        self.store.get(table, key, visit)
+    }
+
+    fn scan(
+        &self,
+        table: &str,
+        range: Range<'_>,
+        reverse: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), Error> {
+        let mut overrides = match self.current() {
+            true => Vec::new(),
+            false => self.overrides(table, range)?,
+        };
+        if overrides.is_empty() {
+            return self.store.scan(table, range, reverse, visit);
+        }
+        // The store's entries and the overrides, merged in scan order; an override replaces
+        // (or, when absent then, hides) the store's entry of the same key.
+        if reverse {
+            overrides.reverse();
+        }
+        let mut pending = overrides.iter().map(|(k, v)| (k.as_slice(), v.as_deref()));
+        let mut next = pending.next();
+        let before = |a: &[u8], b: &[u8]| match reverse {
+            true => a > b,
+            false => a < b,
+        };
+        let mut stopped = false;
+        self.store.scan(table, range, reverse, &mut |key, value| {
+            while let Some((k, v)) = next
+                && before(k, key)
+            {
+                next = pending.next();
+                if let Some(v) = v
+                    && !visit(k, v)
+                {
+                    stopped = true;
+                    return false;
+                }
+            }
+            if let Some((k, v)) = next
+                && k == key
+            {
+                next = pending.next();
+                return match v {
+                    Some(v) => {
+                        stopped = !visit(k, v);
+                        !stopped
+                    }
+                    None => true,
+                };
+            }
+            stopped = !visit(key, value);
+            !stopped
+        })?;
+        while !stopped && let Some((k, v)) = next {
+            next = pending.next();
+            if let Some(v) = v {
+                stopped = !visit(k, v);
+            }
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, _: Batch) -> Result<(), Error> {
+        Err(Error::Storage {
+            reason: "a past version of the store is read only".to_owned(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::embedded::store::Memory;
+
+    #[test]
+    fn versions_are_kept_while_needed_and_collected_after() {
+        let mut history = History::new();
+        let entity = |n: u8| vec![n];
+        history.commit(vec![(entity(1), None), (entity(2), None)], true);
+        let v1 = history.now();
+        history.commit(vec![(entity(1), Some(vec![10]))], true);
+        history.commit(
+            vec![(entity(1), Some(vec![11])), (entity(2), Some(vec![20]))],
+            true,
+        );
+        assert_eq!(history.before(&entity(1), 0), Some(None));
+        assert_eq!(history.before(&entity(1), v1), Some(Some(&[10][..])));
+        assert_eq!(history.before(&entity(1), v1 + 1), Some(Some(&[11][..])));
+        assert_eq!(history.before(&entity(1), history.now()), None);
+        assert!(history.changed_after(&entity(2), v1 + 1));
+        assert!(!history.changed_after(&entity(2), history.now()));
+        assert_eq!(history.changed_since(v1), vec![&[2][..], &[1][..]]);
+        // Without retention, only what a transaction at v1 reads is kept.
+        history.keep(Duration::ZERO, DEFAULT_MAX_CHANGES);
+        history.collect(Some(v1));
+        assert_eq!(history.log.len(), 3);
+        assert_eq!(history.before(&entity(1), v1), Some(Some(&[10][..])));
+        history.collect(None);
+        assert!(history.log.is_empty() && history.changed.is_empty());
+        let store = Memory::default();
+        let composites = HashMap::new();
+        let at = AsOf {
+            store: &store,
+            history: &history,
+            version: 0,
+            composites: &composites,
+        };
+        assert!(!at.get(ENTITIES, &entity(1), &mut |_| {}).unwrap());
+    }
+}
