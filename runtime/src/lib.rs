@@ -59,6 +59,7 @@ pub use model::schema::{
     CounterSchema, Direction, IndexSchema, IndexedProperty, PropertySchema, ReplicaSchema, Schema,
     ShardedIndexSchema,
 };
+pub use model::value::MAX_NESTING;
 pub use model::value::{DecodeError, Property, PropertyMap, Value};
 pub use query::descriptor::{
     AtMost10, AtMost30, Count, Excluded, Filter, Flattened, InArray, InValues, IndexMarker,

@@ -155,7 +155,7 @@ pub(super) fn embedded_impl(entity: &Entity, mode: Mode) -> TokenStream {
             const EMBEDDED: #p::Option<&'static #p::Schema> = #p::Option::Some(&#schema);
 
             fn to_value(&self) -> #p::Value {
-                #p::Value::Entity(#to_properties)
+                #p::nested_entity(|| #to_properties)
             }
 
             #[allow(unused_variables)]

@@ -62,6 +62,32 @@ pub fn take_with<T: PropertyType>(
         .unwrap_or_else(|| missing.map_or_else(T::from_missing, |missing| Ok(missing())))
 }
 
+/// The value of an embedded entity (what the derive's `to_value` of an embedded struct
+/// returns): its properties, built by `build`. A value of a recursive type can be nested
+/// deeper than the service allows (R-P2 keeps 20 levels); past [`MAX_NESTING`] `build` is
+/// not called and the value is an empty entity, so that building stops where the stack is
+/// still shallow and the write is refused by the limits check, naming the path.
+pub fn nested_entity(build: impl FnOnce() -> PropertyMap) -> Value {
+    thread_local! {
+        static DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+    struct Level;
+    impl Drop for Level {
+        fn drop(&mut self) {
+            DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+        }
+    }
+    let depth = DEPTH.with(|d| {
+        d.set(d.get() + 1);
+        d.get()
+    });
+    let _level = Level;
+    match depth > crate::model::value::MAX_NESTING {
+        true => Value::Entity(PropertyMap::new()),
+        false => Value::Entity(build()),
+    }
+}
+
 /// Property values: writing, reading, and the embedded schema.
 pub trait PropertyProbe<T> {
     /// Stores `value` under `name`.

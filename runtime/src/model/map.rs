@@ -11,6 +11,36 @@ use crate::model::value::{
     DecodeError, Entries, Entry, Property, PropertyMap, Repr, Slot, Stored, Value,
 };
 
+/// Dropped without recursion: a value nested thousands of levels deep (which no write
+/// accepts, but a caller can build) would otherwise overflow the stack as it is freed.
+impl Drop for PropertyMap {
+    fn drop(&mut self) {
+        let Repr::Entries(entries) = &mut self.repr else {
+            return; // The stored form is flat bytes.
+        };
+        let nests = |v: &Value| matches!(v, Value::Entity(_) | Value::Array(_));
+        if !entries.entries.iter().any(|e| nests(&e.property.value)) {
+            return;
+        }
+        let mut pending: Vec<Value> = entries
+            .entries
+            .drain(..)
+            .map(|e| e.property.value)
+            .collect();
+        while let Some(value) = pending.pop() {
+            match value {
+                Value::Entity(mut inner) => {
+                    if let Repr::Entries(e) = &mut inner.repr {
+                        pending.extend(e.entries.drain(..).map(|e| e.property.value));
+                    }
+                }
+                Value::Array(values) => pending.extend(values),
+                _ => {}
+            }
+        }
+    }
+}
+
 impl PropertyMap {
     /// An empty map.
     pub fn new() -> PropertyMap {

@@ -709,9 +709,9 @@ impl PropertyMap {
     }
 
     /// The stored form, without copying when the map is that already.
-    pub(crate) fn into_stored_bytes(self) -> Vec<u8> {
-        match self.repr {
-            Repr::Stored(s) if s.exact => s.bytes,
+    pub(crate) fn into_stored_bytes(mut self) -> Vec<u8> {
+        match &mut self.repr {
+            Repr::Stored(s) if s.exact => std::mem::take(&mut s.bytes),
             _ => {
                 let mut w = Writer::default();
                 w.properties(&self);

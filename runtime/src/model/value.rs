@@ -9,6 +9,11 @@ use crate::error::Error;
 use crate::model::key::RawKey;
 use crate::model::scalar::{Blob, GeoPoint, Timestamp};
 
+/// The most array and entity values nested in one another: a property holding an embedded
+/// entity is one level, an array another ("At most 20 nested array/entity values are
+/// supported", says the service).
+pub const MAX_NESTING: usize = 20;
+
 /// One stored property: its value and whether it is excluded from indexes (R-I1).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Property {

@@ -6,7 +6,7 @@ use crate::error::Error;
 use crate::model::key::RawKey;
 use crate::model::name::{NameRole, validate};
 use crate::model::stored::{ValueView, Writer};
-use crate::model::value::PropertyMap;
+use crate::model::value::{MAX_NESTING, PropertyMap};
 
 /// Longest indexed string or byte string, in bytes (R-I4).
 pub const MAX_INDEXED_BYTES: usize = 1500;
@@ -17,7 +17,7 @@ pub const MAX_ENTITY_BYTES: usize = 1_048_572;
 /// Every limit on one entity the service would check.
 pub(crate) fn check_entity(key: &RawKey, entity: &PropertyMap) -> Result<(), Error> {
     let mut path = Vec::new();
-    properties(key.kind(), &mut path, entity.view(), false, false)?;
+    properties(key.kind(), &mut path, entity.view(), false, false, 0)?;
     let mut w = Writer::default();
     w.key(key);
     let size = w.bytes.len()
@@ -40,6 +40,51 @@ pub(crate) fn check_entity(key: &RawKey, entity: &PropertyMap) -> Result<(), Err
     Ok(())
 }
 
+/// Only the nesting limit ([`MAX_NESTING`]): for callers of a backend's commit that did not
+/// go through [`check_entity`], before anything recursive meets the value.
+pub(crate) fn check_nesting(key: &RawKey, entity: &PropertyMap) -> Result<(), Error> {
+    /// Whether `value` (at `path`, `depth` levels deep) nests too deep; `path` then leads to it.
+    fn too_deep_at<'a>(path: &mut Vec<&'a str>, value: ValueView<'a>, depth: usize) -> bool {
+        match value {
+            ValueView::Array(values) => {
+                depth >= MAX_NESTING || values.iter().any(|v| too_deep_at(path, v, depth + 1))
+            }
+            ValueView::Entity(inner) => {
+                depth >= MAX_NESTING
+                    || inner.iter().any(|(name, _, v)| {
+                        path.push(name);
+                        let deep = too_deep_at(path, v, depth + 1);
+                        if !deep {
+                            path.pop();
+                        }
+                        deep
+                    })
+            }
+            _ => false,
+        }
+    }
+    let mut path = Vec::new();
+    for (name, _, value) in entity.view() {
+        path.push(name);
+        if too_deep_at(&mut path, value, 0) {
+            return Err(too_deep(key.kind(), &path));
+        }
+        path.pop();
+    }
+    Ok(())
+}
+
+fn too_deep(kind: &str, path: &[&str]) -> Error {
+    Error::InvalidValue {
+        kind: kind.to_owned(),
+        property: dotted(path),
+        reason: format!(
+            "more than {MAX_NESTING} array and embedded entity values nested in one another, \
+             which the service refuses"
+        ),
+    }
+}
+
 /// The dotted path of the property being checked, built only for an error.
 fn dotted(path: &[&str]) -> String {
     path.join(".")
@@ -51,6 +96,7 @@ fn properties<'a>(
     map: impl Iterator<Item = (&'a str, bool, ValueView<'a>)>,
     excluded: bool,
     in_array: bool,
+    depth: usize,
 ) -> Result<(), Error> {
     for (name, property_excluded, v) in map {
         if path.is_empty() {
@@ -63,18 +109,28 @@ fn properties<'a>(
             validate(NameRole::Property, name)?;
         }
         path.push(name);
-        value(kind, path, v, excluded || property_excluded, in_array)?;
+        value(
+            kind,
+            path,
+            v,
+            excluded || property_excluded,
+            in_array,
+            depth,
+        )?;
         path.pop();
     }
     Ok(())
 }
 
+/// Checks `value`, found `depth` array and entity values deep (so recursion stops at
+/// [`MAX_NESTING`] levels, whatever the value holds).
 fn value<'a>(
     kind: &str,
     path: &mut Vec<&'a str>,
     value: ValueView<'a>,
     excluded: bool,
     in_array: bool,
+    depth: usize,
 ) -> Result<(), Error> {
     let too_large = |path: &[&str], len: usize| Error::IndexedValueTooLarge {
         kind: kind.to_owned(),
@@ -82,6 +138,9 @@ fn value<'a>(
         len,
         max: MAX_INDEXED_BYTES,
     };
+    if matches!(value, ValueView::Array(_) | ValueView::Entity(_)) && depth >= MAX_NESTING {
+        return Err(too_deep(kind, path));
+    }
     match value {
         ValueView::String(s) if !excluded && s.len() > MAX_INDEXED_BYTES => {
             Err(too_large(path, s.len()))
@@ -98,8 +157,8 @@ fn value<'a>(
         }),
         ValueView::Array(values) => values
             .iter()
-            .try_for_each(|v| self::value(kind, path, v, excluded, true)),
-        ValueView::Entity(inner) => properties(kind, path, inner.iter(), excluded, false),
+            .try_for_each(|v| self::value(kind, path, v, excluded, true, depth + 1)),
+        ValueView::Entity(inner) => properties(kind, path, inner.iter(), excluded, false, depth + 1),
         _ => Ok(()),
     }
 }

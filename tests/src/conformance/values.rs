@@ -21,6 +21,7 @@ macro_rules! values_tests {
             values_an_array_inside_an_array_is_refused,
             values_empty_arrays_read_back_empty,
             values_an_integer_reads_as_a_float_field,
+            values_twenty_nested_levels_are_stored_twenty_one_refused,
         );
     };
 }
@@ -223,4 +224,101 @@ pub async fn values_an_integer_reads_as_a_float_field(t: Ctx) {
         }
         other => panic!("a missing String is a decode error, found {other:?}"),
     }
+}
+
+/// A recursive embedded entity: one level per node.
+#[derive(Entity, Debug, Clone, PartialEq)]
+pub struct Node {
+    pub depth: i64,
+    pub child: Option<Box<Node>>,
+}
+
+/// An entity holding a chain of nodes.
+#[derive(Entity, Debug, Clone, PartialEq)]
+pub struct Tree {
+    #[key]
+    pub name: KeyName,
+    pub root: Node,
+}
+
+/// A chain of `levels` nodes, built without recursion.
+pub fn chain(levels: usize) -> Node {
+    let mut node = Node {
+        depth: levels as i64,
+        child: None,
+    };
+    for depth in (1..levels).rev() {
+        node = Node {
+            depth: depth as i64,
+            child: Some(Box::new(node)),
+        };
+    }
+    node
+}
+
+/// Frees a chain without recursion (the default drop of a `Box` chain recurses once per node).
+pub fn unchain(mut node: Node) {
+    let mut next = node.child.take();
+    while let Some(mut n) = next {
+        next = n.child.take();
+    }
+}
+
+pub async fn values_twenty_nested_levels_are_stored_twenty_one_refused(t: Ctx) {
+    // The service: "At most 20 nested entity values are supported" (arrays count as levels
+    // too). `root` is level 1, each `child` one more.
+    let tree = |name: &str, levels: usize| Tree {
+        name: KeyName::new(name).unwrap(),
+        root: chain(levels),
+    };
+    let twenty = tree("nest-20", 20);
+    let key = t.db.put(&twenty).await.unwrap();
+    let back = t.db.get(&key).await.unwrap().expect("stored");
+    assert_eq!(back, twenty, "{:?}", t.backend);
+    unchain(back.root);
+    unchain(twenty.root);
+    for levels in [21, 10_000] {
+        let deep = tree("nest-deep", levels);
+        let refused = t.db.put(&deep).await;
+        match &refused {
+            Err(Error::InvalidValue { property, .. }) => {
+                assert_eq!(property.split('.').count(), 21, "{property}");
+                assert!(property.starts_with("root.child.child"), "{property}");
+            }
+            other => panic!("{:?}: {other:?}", t.backend),
+        }
+        unchain(deep.root);
+        assert_eq!(
+            t.db.get(&Tree::key(KeyName::new("nest-deep").unwrap()))
+                .await
+                .unwrap(),
+            None,
+            "nothing was written"
+        );
+    }
+    // Below the typed path, a raw value 10,000 levels deep built by hand: refused by every
+    // backend's commit, without recursion.
+    use datastore_entity::backend::{Mask, Mutation};
+    use datastore_entity::{Property, PropertyMap, Value};
+    let mut value = Value::Integer(1);
+    for _ in 0..10_000 {
+        let mut inner = PropertyMap::new();
+        inner.insert("c", Property::indexed(value));
+        value = Value::Entity(inner);
+    }
+    let mut properties = PropertyMap::new();
+    properties.insert("a", Property::indexed(value));
+    let raw =
+        t.db.bind(&Tree::key(KeyName::new("nest-raw").unwrap()))
+            .unwrap()
+            .into_raw();
+    let refused =
+        t.db.backend()
+            .commit(vec![Mutation::Upsert(raw, properties, Mask::Whole)], None)
+            .await;
+    assert!(
+        matches!(&refused, Err(Error::InvalidValue { .. })),
+        "{:?}: {refused:?}",
+        t.backend
+    );
 }

@@ -17,7 +17,7 @@ use crate::model::value::{Property, PropertyMap, Value};
 use crate::query::spec::{
     Aggregation, FilterNode, Operator, PropertyOrder, QueryResult, QuerySpec, ResultShape,
 };
-use crate::rules::limits::MAX_ENTITY_BYTES;
+use crate::rules::limits::{MAX_ENTITY_BYTES, check_nesting};
 
 /// How the service's partitions map to ours: the database and project of the handle fill
 /// in what a response leaves empty.
@@ -35,6 +35,7 @@ impl Partitions {
             Mutation::Insert(k, p, mask)
             | Mutation::Update(k, p, mask)
             | Mutation::Upsert(k, p, mask) => {
+                check_nesting(k, p)?;
                 let entity = self.entity(k, p);
                 let size = entity.encoded_len();
                 if size > MAX_ENTITY_BYTES {
