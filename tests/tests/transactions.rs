@@ -754,3 +754,39 @@ async fn queries_at_a_read_time_see_the_indexes_as_they_were() {
     }
     let _ = std::fs::remove_file(&path);
 }
+
+#[tokio::test]
+async fn a_dropped_transaction_is_rolled_back_in_the_background() {
+    let (backend, db) = Instrumented::db();
+    db.put(&account("ann")).await.unwrap();
+    for _ in 0..3 {
+        let dropped = tokio::time::timeout(
+            Duration::from_millis(50),
+            db.transaction(|tx| async move {
+                tx.get(&account_key("ann")).await?;
+                std::future::pending::<()>().await;
+                Ok::<_, Error>(())
+            }),
+        )
+        .await;
+        assert!(dropped.is_err());
+    }
+    // The rollbacks were spawned: let them run.
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(backend.count(Call::Begin), 3);
+    assert_eq!(
+        backend.count(Call::Rollback),
+        3,
+        "each dropped transaction rolled back"
+    );
+    // Nothing left holding the entity: a transaction reads it without waiting.
+    tokio::time::timeout(
+        Duration::from_secs(1),
+        db.transaction(|tx| async move { tx.get(&account_key("ann")).await }),
+    )
+    .await
+    .expect("not locked")
+    .unwrap();
+}

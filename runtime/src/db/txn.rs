@@ -254,6 +254,9 @@ impl Db {
                 state: Mutex::new(TxState::default()),
             }),
         };
+        // Dropped before it ends (a timeout around the transaction, a cancelled task): rolled
+        // back in the background, so it leaves no locks or versions pinned behind.
+        let _abandoned = Abandon(tx.clone());
         let outcome = match body(tx.clone()).await {
             Ok(value) => tx.commit().await.map(|()| value).map_err(Failed::Ours),
             Err(error) => {
@@ -313,6 +316,41 @@ impl ReadTx {
 #[derive(Clone)]
 pub struct Tx {
     inner: Arc<TxInner>,
+}
+
+/// Rolls back, in the background, a transaction whose future was dropped before it ended
+/// (best effort: without a tokio runtime, a backend that answers at once, as the embedded
+/// engine does, still gets it). A transaction whose first read was still beginning it has
+/// no handle yet: the backend expires it (the service and the engine after 60 idle seconds).
+struct Abandon(Tx);
+
+impl Drop for Abandon {
+    fn drop(&mut self) {
+        {
+            let mut state = self.0.state();
+            if state.ended {
+                return;
+            }
+            state.ended = true;
+        }
+        let Some(id) = self.0.inner.handle.begun().cloned() else {
+            return;
+        };
+        let db = self.0.inner.db.clone();
+        let rollback = async move {
+            match db.backend().rollback(&id).await {
+                Ok(()) => tracing::debug!("a dropped transaction was rolled back"),
+                Err(error) => tracing::debug!(
+                    %error,
+                    "the rollback of a dropped transaction failed; the service will expire it"
+                ),
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn(rollback)),
+            Err(_) => drop(futures_util::FutureExt::now_or_never(rollback)),
+        }
+    }
 }
 
 struct TxInner {

@@ -34,6 +34,7 @@ macro_rules! transactions_tests {
             tx_a_put_learns_its_key_before_commit,
             tx_read_only_at_a_past_read_time,
             tx_reads_one_snapshot_never_a_torn_view,
+            tx_a_dropped_transaction_is_rolled_back_and_leaves_nothing_locked,
         );
     };
 }
@@ -680,4 +681,49 @@ pub async fn tx_reads_one_snapshot_never_a_torn_view(t: Ctx) {
             .map(|a| a.expect("exists").balance)
             .collect();
     assert_eq!(balances, [90, 110]);
+}
+
+pub async fn tx_a_dropped_transaction_is_rolled_back_and_leaves_nothing_locked(t: Ctx) {
+    let key = t.db.put(&account("tx-dropped")).await.unwrap();
+    // A body that read the entity (Firestore and the engine lock it) and then stalls, under a
+    // timeout that drops the transaction's future.
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(500),
+        t.db.transaction(|tx| {
+            let key = key.clone();
+            async move {
+                let a = tx.get(&key).await?.expect("exists");
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                tx.put(&a).await?;
+                Ok::<_, Error>(())
+            }
+        }),
+    )
+    .await;
+    assert!(dropped.is_err(), "the timeout fired");
+    // At once (not after the service's 60 s): a transaction reads and writes the entity, and
+    // a plain write (which on Firestore waits for the locks of open transactions) lands.
+    let soon = Duration::from_secs(10);
+    tokio::time::timeout(
+        soon,
+        t.db.transaction(|tx| {
+            let key = key.clone();
+            async move {
+                let mut a = tx.get(&key).await?.expect("exists");
+                a.balance += 1;
+                tx.put(&a).await?;
+                Ok::<_, Error>(())
+            }
+        }),
+    )
+    .await
+    .expect("nothing left locked")
+    .unwrap();
+    let mut a = t.db.get(&key).await.unwrap().expect("exists");
+    a.balance += 1;
+    tokio::time::timeout(soon, t.db.put(&a))
+        .await
+        .expect("nothing left locked")
+        .unwrap();
+    assert_eq!(t.db.get(&key).await.unwrap().unwrap().balance, 2);
 }

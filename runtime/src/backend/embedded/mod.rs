@@ -227,6 +227,17 @@ impl Embedded {
     /// takes none): waits while an older transaction holds one (and wounds a younger one
     /// that does, which then aborts: no deadlock), up to [`LOCK_WAIT`].
     async fn lock(&self, keys: &[RawKey], transaction: &TransactionId) -> Result<(), Error> {
+        /// Withdraws the wait if the lookup is dropped while waiting (or gives up), so a
+        /// cancelled transaction does not keep younger ones from the entities it waited for.
+        struct Waiting<'e>(&'e Embedded, u64);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                if self.0.state().waiting.remove(&self.1).is_some() {
+                    self.0.released.notify_waiters();
+                }
+            }
+        }
+        let _waiting = Waiting(self, transaction_number(transaction)?);
         let deadline = tokio::time::Instant::now() + LOCK_WAIT;
         loop {
             // Registered before looking, so a release in between is not missed.
