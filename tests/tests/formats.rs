@@ -326,3 +326,131 @@ async fn stored_formats_match_their_golden_bytes() {
         "the golden file holds too little to guard anything"
     );
 }
+
+/// A table's entries: (key, value) pairs, in bytes.
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// The `file table` sections of a golden file: table name → entries.
+fn file_tables(golden: &str) -> BTreeMap<String, Entries> {
+    let unhex = |s: &str| -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    };
+    let mut tables = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in golden.lines() {
+        if let Some(name) = line.strip_prefix("file table ") {
+            let name = name.trim_end().trim_end_matches(" =").to_owned();
+            tables.insert(name.clone(), Vec::new());
+            current = Some(name);
+        } else if let Some(entry) = line.strip_prefix("    ")
+            && let Some(table) = &current
+        {
+            let (k, v) = entry.split_once(" =>").unwrap();
+            let entries: &mut Entries = tables.get_mut(table).unwrap();
+            entries.push((unhex(k.trim()), unhex(v.trim())));
+        } else {
+            current = None;
+        }
+    }
+    tables
+}
+
+/// A file written before checksums (format 1: the tables pinned in `tests/golden/format1.txt`)
+/// is sealed when it is opened, and then reads as before; its tables become exactly today's
+/// golden ones.
+#[tokio::test]
+async fn a_format_1_file_is_sealed_on_open_and_reads_as_before() {
+    let dir = std::env::temp_dir().join(format!("datastore-entity-format1-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("old.redb");
+    let _ = std::fs::remove_file(&path);
+    let old = file_tables(include_str!("../golden/format1.txt"));
+    assert!(old.len() >= 5, "the format-1 golden tables are there");
+    {
+        let file = redb::Database::create(&path).unwrap();
+        let write = file.begin_write().unwrap();
+        for (name, entries) in &old {
+            let mut table = write
+                .open_table(redb::TableDefinition::<&[u8], &[u8]>::new(name))
+                .unwrap();
+            for (k, v) in entries {
+                table.insert(k.as_slice(), v.as_slice()).unwrap();
+            }
+        }
+        write.commit().unwrap();
+    }
+    {
+        let db = Db::open(&path).unwrap();
+        let intro = db
+            .get(&Article::key(KeyName::new("intro").unwrap()))
+            .await
+            .unwrap()
+            .expect("kept");
+        assert_eq!(intro.author, "ann");
+        assert_eq!(intro.score, 3);
+        let config = db
+            .get(&Config::key(KeyName::new("site").unwrap()))
+            .await
+            .unwrap()
+            .expect("kept");
+        assert_eq!(config.banner, "hello");
+        assert!(
+            db.get(&Note::key(KeyId::new(7).unwrap()))
+                .await
+                .unwrap()
+                .is_some()
+        );
+        // The composite index table, sealed too, still answers.
+        let by_score: Vec<i64> = db
+            .query::<Article>()
+            .filter(Article::AUTHOR.eq("ann"))
+            .order(Article::SCORE.desc())
+            .fetch()
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|a| a.score)
+            .collect();
+        assert_eq!(by_score, [5, 3]);
+    }
+    let now = file_tables(include_str!("../golden/formats.txt"));
+    let file = redb::Database::open(&path).unwrap();
+    let read = file.begin_read().unwrap();
+    for (name, entries) in &now {
+        let table = read
+            .open_table(redb::TableDefinition::<&[u8], &[u8]>::new(name))
+            .unwrap();
+        let found: Entries = table
+            .iter()
+            .unwrap()
+            .map(|e| {
+                let (k, v) = e.unwrap();
+                (k.value().to_vec(), v.value().to_vec())
+            })
+            .collect();
+        assert_eq!(&found, entries, "table {name} after sealing");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An existing file of 0 bytes (a truncated database) is an error, not a new, empty database.
+#[test]
+fn an_empty_file_is_refused_not_taken_for_a_new_database() {
+    let path = std::env::temp_dir().join(format!("datastore-entity-empty-{}", std::process::id()));
+    std::fs::write(&path, b"").unwrap();
+    match Db::open(&path) {
+        Err(datastore_entity::Error::Storage { reason }) => {
+            assert!(reason.contains("empty (0 bytes)"), "{reason}")
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 0, "left as it was");
+    std::fs::remove_file(&path).unwrap();
+    // A path where no file exists is a new database.
+    Db::open(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+}

@@ -790,3 +790,51 @@ async fn a_dropped_transaction_is_rolled_back_in_the_background() {
     .expect("not locked")
     .unwrap();
 }
+
+/// Two transactions that lock two entities in opposite orders, each waiting for the other:
+/// the engine finds the circle, aborts the younger, and both commit (the younger on its
+/// retry), well within the 20 s a lock wait may last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadlock_aborts_the_younger_transaction_and_both_commit() {
+    let db = Db::in_memory();
+    db.put_many(&[account("a"), account("b")]).await.unwrap();
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(2));
+    let task = |first: &'static str, second: &'static str| {
+        let (db, barrier) = (db.clone(), barrier.clone());
+        let waited = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        tokio::spawn(async move {
+            db.transaction(|tx| {
+                let (barrier, waited) = (barrier.clone(), waited.clone());
+                async move {
+                    let mut x = tx.get(&account_key(first)).await?.expect("exists");
+                    if !waited.swap(true, Ordering::SeqCst) {
+                        // Both hold their first entity before either asks for its second.
+                        barrier.wait().await;
+                    }
+                    let mut y = tx.get(&account_key(second)).await?.expect("exists");
+                    (x.balance, y.balance) = (x.balance - 1, y.balance + 1);
+                    tx.put(&x).await?;
+                    tx.put(&y).await?;
+                    Ok::<_, Error>(())
+                }
+            })
+            .await
+        })
+    };
+    let (one, two) = (task("a", "b"), task("b", "a"));
+    for handle in [one, two] {
+        tokio::time::timeout(Duration::from_secs(10), handle)
+            .await
+            .expect("no deadlock")
+            .unwrap()
+            .unwrap();
+    }
+    let balances: Vec<i64> = db
+        .get_many(&[account_key("a"), account_key("b")])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| a.expect("exists").balance)
+        .collect();
+    assert_eq!(balances, [0, 0]);
+}

@@ -11,6 +11,10 @@
 //! - `meta`: [`FORMAT_KEY`] → [`FORMAT`]; [`IDS_KEY`] → the id allocator's counter;
 //!   [`RESERVED_PREFIX`] + id → reserved ids; [`INDEX_PREFIX`] + table → a declared index.
 //!
+//! In a file, every value but the meta table's is sealed ([`seal`]): an entity's stored form
+//! is followed by a CRC-32C of its key and form, an index entry's value is a CRC-32 of its key,
+//! so that damage to either is an error on read, never altered data.
+//!
 //! A file written by one version is read by the next: `tests/tests/formats.rs` pins every
 //! table's bytes, and a change of layout must change [`FORMAT`] (and read the old one).
 
@@ -26,7 +30,10 @@ pub(crate) const PROPERTIES: &str = "properties";
 pub(crate) const META: &str = "meta";
 
 /// What a file of this engine holds under [`FORMAT_KEY`]; a file of another format is refused.
-pub(crate) const FORMAT: &[u8] = b"datastore-entity embedded 1";
+/// Format 2 seals every entity and index entry with a checksum ([`seal`]).
+pub(crate) const FORMAT: &[u8] = b"datastore-entity embedded 2";
+/// The format before checksums, migrated when a file of it is opened.
+pub(crate) const FORMAT_1: &[u8] = b"datastore-entity embedded 1";
 /// The meta key of the format marker.
 pub(crate) const FORMAT_KEY: &[u8] = b"format";
 /// The meta key of the id allocator's counter.
@@ -40,4 +47,41 @@ pub(crate) const INDEX_PREFIX: &[u8] = b"index:";
 /// columns and directions, in their order-preserving encoding).
 pub(crate) fn composite_table(definition: &[u8]) -> String {
     format!("composite:{:032x}", fnv1a_128(definition))
+}
+
+/// The value a file stores for `value` under `key` in `table`: an entity's form followed by a
+/// CRC-32 of its key and form; for an index entry (whose key is all its data), the CRC-32 of
+/// the key. The meta table is not sealed.
+pub(crate) fn seal(table: &str, key: &[u8], value: &[u8]) -> Vec<u8> {
+    match table {
+        META => value.to_vec(),
+        ENTITIES => {
+            let mut sealed = Vec::with_capacity(value.len() + 4);
+            sealed.extend_from_slice(value);
+            sealed.extend_from_slice(&checksum(key, value).to_le_bytes());
+            sealed
+        }
+        _ => checksum(key, &[]).to_le_bytes().to_vec(),
+    }
+}
+
+/// What [`seal`] sealed, checked: the value the engine wrote, or `None` if the key or the
+/// value was damaged.
+pub(crate) fn unseal<'v>(table: &str, key: &[u8], sealed: &'v [u8]) -> Option<&'v [u8]> {
+    match table {
+        META => Some(sealed),
+        ENTITIES => {
+            let (value, sum) = sealed.split_at_checked(sealed.len().checked_sub(4)?)?;
+            (sum == checksum(key, value).to_le_bytes()).then_some(value)
+        }
+        _ => (sealed == checksum(key, &[]).to_le_bytes()).then_some(&[][..]),
+    }
+}
+
+fn checksum(key: &[u8], value: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&(key.len() as u64).to_le_bytes());
+    hasher.update(key);
+    hasher.update(value);
+    hasher.finalize()
 }

@@ -21,8 +21,8 @@
 //!   `read_time` (versions are kept for an hour by default: [`Embedded::keep_versions`]).
 //!   A read-write transaction's lookups lock the entities they read, as Firestore's do:
 //!   another read-write transaction reading one waits for the commit (older transactions
-//!   first; a younger holder an older one needs is aborted, so nothing deadlocks), so
-//!   read-modify-write loops queue instead of aborting each other. Commits stay
+//!   first; a wait that would close a circle aborts the youngest transaction in it, so
+//!   nothing deadlocks), so read-modify-write loops queue instead of aborting each other. Commits stay
 //!   serializable: one fails with [`Error::Aborted`] when an entity its transaction read was
 //!   changed since its snapshot (by a write outside a transaction), or when one of its
 //!   queries would now return other keys (a phantom). Blind writes (of entities it did not
@@ -152,7 +152,7 @@ struct Transaction {
     age: u64,
     /// The entities it locked.
     locks: Vec<Vec<u8>>,
-    /// An older transaction needed one of its locks: it can only abort.
+    /// It was the youngest of a circle of waiting transactions: it can only abort.
     wounded: bool,
     begun: Instant,
     used: Instant,
@@ -224,8 +224,9 @@ impl Embedded {
     }
 
     /// Takes the locks a read-write transaction's lookup of `keys` needs (a read-only one
-    /// takes none): waits while an older transaction holds one (and wounds a younger one
-    /// that does, which then aborts: no deadlock), up to [`LOCK_WAIT`].
+    /// takes none): waits while another transaction holds one (or an older one waits for a
+    /// free one), up to [`LOCK_WAIT`]; a wait that would close a circle aborts the youngest
+    /// transaction in it instead.
     async fn lock(&self, keys: &[RawKey], transaction: &TransactionId) -> Result<(), Error> {
         /// Withdraws the wait if the lookup is dropped while waiting (or gives up), so a
         /// cancelled transaction does not keep younger ones from the entities it waited for.
@@ -511,8 +512,8 @@ fn transaction_age(transaction: &TransactionId) -> Option<u64> {
 
 fn wounded() -> Error {
     Error::Aborted {
-        reason: "an older transaction needed an entity this one had read; this one is \
-                 retried after it"
+        reason: "this transaction and others were each waiting for an entity another had \
+                 read (a deadlock); this one, the youngest, gave way"
             .to_owned(),
     }
 }
@@ -716,7 +717,7 @@ impl State {
     }
 
     /// See [`Embedded::lock`]: returns whether `transaction` holds its locks now, and whether
-    /// it wounded a younger holder (whose locks are then free).
+    /// it aborted another transaction of a circle (whose locks are then free).
     fn lock(
         &mut self,
         keys: &[RawKey],
@@ -736,33 +737,25 @@ impl State {
             .filter(|k| k.is_complete())
             .map(index::entity_key)
             .collect();
-        let mut wait = false;
-        let mut younger = Vec::new();
-        for at in &wanted {
-            match self.locks.get(at) {
-                Some(&holder) if holder != id => {
-                    match self.transactions.get(&holder).map(|h| h.age) {
-                        Some(theirs) if theirs < age => wait = true,
-                        _ => younger.push(holder),
-                    }
+        let blockers = self.blockers(id, age, &wanted);
+        if !blockers.is_empty() {
+            // Waiting is safe unless the wait closes a circle (a deadlock): then the youngest
+            // transaction of the circle aborts, and the others go on.
+            let mut wounded_any = false;
+            if let Some(circle) = self.circle(id, &blockers) {
+                let age_of = |t: &u64| self.transactions.get(t).map_or(u64::MAX, |t| t.age);
+                let victim = circle.iter().copied().max_by_key(age_of).unwrap_or(id);
+                if victim == id {
+                    self.waiting.remove(&id);
+                    return Err(wounded());
                 }
-                Some(_) => {}
-                None => {
-                    wait |= self.waiting.iter().any(|(other, (theirs, keys))| {
-                        *other != id && *theirs < age && keys.contains(at)
-                    });
+                if let Some(mut v) = self.transactions.remove(&victim) {
+                    v.wounded = true;
+                    self.release(victim, &mut v);
+                    self.transactions.insert(victim, v);
+                    wounded_any = true;
                 }
             }
-        }
-        let wounded_any = !younger.is_empty();
-        for holder in younger {
-            if let Some(mut h) = self.transactions.remove(&holder) {
-                h.wounded = true;
-                self.release(holder, &mut h);
-                self.transactions.insert(holder, h);
-            }
-        }
-        if wait {
             self.waiting.insert(id, (age, wanted));
             return Ok((Locking::Wait, wounded_any));
         }
@@ -776,7 +769,64 @@ impl State {
                 t.locks.push(at);
             }
         }
-        Ok((Locking::Held, wounded_any))
+        Ok((Locking::Held, false))
+    }
+
+    /// The transactions `id` (of age `age`) would wait for to lock `wanted`: the holders of
+    /// those entities, and older transactions already waiting for a free one.
+    fn blockers(&self, id: u64, age: u64, wanted: &[Vec<u8>]) -> Vec<u64> {
+        let mut out = Vec::new();
+        for at in wanted {
+            match self.locks.get(at) {
+                Some(&holder) if holder != id => out.push(holder),
+                Some(_) => {}
+                None => out.extend(
+                    self.waiting
+                        .iter()
+                        .filter(|(other, (theirs, keys))| {
+                            **other != id && *theirs < age && keys.contains(at)
+                        })
+                        .map(|(other, _)| *other),
+                ),
+            }
+        }
+        out
+    }
+
+    /// A circle of waiting transactions that `id` waiting for `blockers` would close: the
+    /// transactions on it (`id` included), if there is one.
+    fn circle(&self, id: u64, blockers: &[u64]) -> Option<Vec<u64>> {
+        let mut path = vec![id];
+        let mut seen = HashSet::new();
+        fn reach(
+            state: &State,
+            target: u64,
+            from: u64,
+            path: &mut Vec<u64>,
+            seen: &mut HashSet<u64>,
+        ) -> bool {
+            if from == target {
+                return true;
+            }
+            if !seen.insert(from) {
+                return false;
+            }
+            path.push(from);
+            if let Some((age, keys)) = state.waiting.get(&from)
+                && state
+                    .blockers(from, *age, keys)
+                    .into_iter()
+                    .any(|next| reach(state, target, next, path, seen))
+            {
+                return true;
+            }
+            path.pop();
+            false
+        }
+        blockers
+            .iter()
+            .any(|&b| reach(self, id, b, &mut path, &mut seen))
+            .then_some(path)
     }
 
     /// Collects the past versions no open transaction reads (and outside the retention).

@@ -12,11 +12,12 @@ use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 use std::sync::Arc;
 
-use redb::ReadableDatabase as _;
+use redb::{ReadableDatabase as _, ReadableTable as _, TableHandle as _};
 use smallvec::SmallVec;
 
 use crate::error::Error;
-use crate::format::file::ENTITIES;
+use crate::format::file::{ENTITIES, FORMAT, FORMAT_1, FORMAT_KEY, META, seal, unseal};
+use crate::format::keycode;
 use crate::query::explain::ExecutionStats;
 
 /// A key range: lower and upper bounds.
@@ -185,7 +186,10 @@ impl Store for Memory {
     }
 }
 
-/// The tables in a redb file: one file, ACID, each batch one durable transaction.
+/// The tables in a redb file: one file, ACID, each batch one durable transaction. Every value
+/// is sealed with a checksum (`format::file::seal`) and checked on read: damage is
+/// [`Error::Storage`] naming the file (and the entity), never altered data; a panic inside
+/// redb (which a damaged file can cause) is contained and reported the same way.
 pub(crate) struct Redb {
     db: redb::Database,
     path: String,
@@ -208,7 +212,18 @@ impl Redb {
     /// error, never a shared, corrupting use.
     pub(crate) fn open(path: &Path) -> Result<Redb, Error> {
         let shown = path.display().to_string();
-        let db = redb::Database::create(path).map_err(|e| match e {
+        // An empty file is not a new database: it is one that lost everything (a truncation,
+        // a failed copy). A new database is made by opening a path where no file exists.
+        if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+            return Err(Error::Storage {
+                reason: format!(
+                    "{shown} is empty (0 bytes): not a database, perhaps one that was truncated; \
+                     to start a new database, remove the file or open a path that does not exist"
+                ),
+            });
+        }
+        let created = contained(&shown, || Ok(redb::Database::create(path)))?;
+        let mut db = created.map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => Error::Storage {
                 reason: format!(
                     "{shown} is already open (in another process, or by another `Db::open` in \
@@ -219,13 +234,103 @@ impl Redb {
                 reason: format!("cannot open {shown}: {other}"),
             },
         })?;
-        Ok(Redb {
+        // Every page's checksum, once, at open: damage anywhere in the file (a key, a page of
+        // the tree) is refused here rather than read as a missing or altered entity.
+        let intact = contained(&shown, || Ok(db.check_integrity()))?;
+        match intact {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(Error::Storage {
+                    reason: format!(
+                        "{shown} was damaged: the storage engine repaired it at open, back to its \
+                         last intact commit, so recent writes may be lost; compare it with a \
+                         backup, then open it again to go on"
+                    ),
+                });
+            }
+            Err(e) => {
+                return Err(Error::Storage {
+                    reason: format!("{shown} is damaged beyond repair: {e}"),
+                });
+            }
+        }
+        let mut redb = Redb {
             db,
             path: shown,
             snapshot: RefCell::new(None),
-        })
+        };
+        redb.migrate()?;
+        Ok(redb)
     }
 
+    /// Seals every value of a file of format 1 (before checksums), in one transaction.
+    fn migrate(&mut self) -> Result<(), Error> {
+        let mut format = None;
+        self.get(META, FORMAT_KEY, &mut |v| format = Some(v.to_vec()))?;
+        if format.as_deref() != Some(FORMAT_1) {
+            return Ok(());
+        }
+        let read = self
+            .db
+            .begin_read()
+            .map_err(|e| self.error("cannot read", e))?;
+        let tables: Vec<String> = read
+            .list_tables()
+            .map_err(|e| self.error("cannot read", e))?
+            .map(|t| t.name().to_owned())
+            .collect();
+        let mut batch = Batch::default();
+        for table in tables.iter().filter(|t| t.as_str() != META) {
+            let t = read
+                .open_table(Definition::new(table))
+                .map_err(|e| self.error("cannot read", e))?;
+            for entry in t.iter().map_err(|e| self.error("cannot read", e))? {
+                let (k, v) = entry.map_err(|e| self.error("cannot read", e))?;
+                batch.put(table.clone(), k.value().to_vec(), v.value().to_vec());
+            }
+        }
+        drop(read);
+        batch.put(META, FORMAT_KEY.to_vec(), FORMAT.to_vec());
+        tracing::info!(file = %self.path, values = batch.ops.len(), "sealing a format-1 file with checksums");
+        self.apply(batch)
+    }
+
+    /// Unseals `value` read under `key` in `table`, or names the damage.
+    fn unsealed<'v>(&self, table: &str, key: &[u8], value: &'v [u8]) -> Result<&'v [u8], Error> {
+        unseal(table, key, value).ok_or_else(|| {
+            let what = match table {
+                ENTITIES => match keycode::Reader::new(key).key() {
+                    Ok(key) => format!("the entity {key:?}"),
+                    Err(_) => "an entity (its key is damaged too)".to_owned(),
+                },
+                _ => format!("an entry of table `{table}`"),
+            };
+            Error::Storage {
+                reason: format!(
+                    "{} is damaged: {what} fails its checksum; restore the file from a backup",
+                    self.path
+                ),
+            }
+        })
+    }
+}
+
+/// Runs `call` (a call into redb), turning a panic into [`Error::Storage`]: a damaged file can
+/// make redb index out of its pages.
+fn contained<T>(path: &str, call: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(Error::Storage {
+            reason: format!("{path} is damaged: the storage engine failed reading it ({what})"),
+        })
+    })
+}
+
+impl Redb {
     fn error(&self, what: &str, e: impl std::fmt::Display) -> Error {
         Error::Storage {
             reason: format!("{what} {}: {e}", self.path),
@@ -263,11 +368,19 @@ impl Redb {
 
 impl Store for Redb {
     fn get(&self, table: &str, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> Result<bool, Error> {
-        let Some(table) = self.table(table)? else {
-            return Ok(false);
-        };
-        let value = table.get(key).map_err(|e| self.error("cannot read", e))?;
-        Ok(visit_one(value.as_ref().map(|v| v.value()), visit))
+        contained(&self.path, || {
+            let Some(t) = self.table(table)? else {
+                return Ok(false);
+            };
+            let value = t.get(key).map_err(|e| self.error("cannot read", e))?;
+            match value {
+                Some(value) => {
+                    visit(self.unsealed(table, key, value.value())?);
+                    Ok(true)
+                }
+                None => Ok(false),
+            }
+        })
     }
 
     fn scan(
@@ -280,21 +393,32 @@ impl Store for Redb {
         if is_empty(&range) {
             return Ok(());
         }
-        let Some(table) = self.table(table)? else {
-            return Ok(());
-        };
-        let entries = table
-            .range::<&[u8]>(range)
-            .map_err(|e| self.error("cannot read", e))?;
-        walk(entries, reverse, |entry| {
-            let (k, v) = entry.map_err(|e| self.error("cannot read", e))?;
-            Ok(visit(k.value(), v.value()))
+        contained(&self.path, || {
+            let Some(t) = self.table(table)? else {
+                return Ok(());
+            };
+            let entries = t
+                .range::<&[u8]>(range)
+                .map_err(|e| self.error("cannot read", e))?;
+            walk(entries, reverse, |entry| {
+                let (k, v) = entry.map_err(|e| self.error("cannot read", e))?;
+                let value = self.unsealed(table, k.value(), v.value())?;
+                Ok(visit(k.value(), value))
+            })
         })
     }
 
     fn apply(&mut self, batch: Batch) -> Result<(), Error> {
         // The snapshot would pin pages the write frees; a new one is taken at the next read.
         self.snapshot.borrow_mut().take();
+        let this = &*self;
+        contained(&this.path, || this.write(batch))
+    }
+}
+
+impl Redb {
+    /// Applies `batch` in one durable redb transaction, every value sealed.
+    fn write(&self, batch: Batch) -> Result<(), Error> {
         let write = self
             .db
             .begin_write()
@@ -309,6 +433,7 @@ impl Store for Redb {
                     Op::Put(table, key, value) => (table, key, Some(value)),
                     Op::Delete(table, key) => (table, key, None),
                 };
+                let value = value.map(|v| seal(&table, &key, &v));
                 let t = match open.entry(table) {
                     std::collections::hash_map::Entry::Occupied(t) => t.into_mut(),
                     std::collections::hash_map::Entry::Vacant(slot) => {
