@@ -143,9 +143,9 @@ mod db_block {
             Ok::<_, Error>(both.iter().flatten().map(|a| a.balance).sum::<i64>())
         }).await?;
         let ten_minutes_ago = Timestamp::now() - Duration::from_secs(600);
-        let then = db.read_only_transaction_at(ten_minutes_ago, async |tx| { // the data back then:
-            tx.get(&ann_key).await                        // Google Cloud only (the embedded engine
-        }).await;                                          // keeps no versions: Error::Unsupported)
+        let then = db.read_only_transaction_at(ten_minutes_ago, async |tx| { // the data back then
+            tx.get(&ann_key).await                        // (kept an hour; before this Db existed:
+        }).await;                                          // refused, FAILED_PRECONDITION)
 
         let ids = db.allocate_ids::<Post>(&ann_key, 10).await?;   // scattered ids (R-K1)
         let tenant = db.namespace("tenant-a")?;                    // isolated, validated namespace
