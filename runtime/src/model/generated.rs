@@ -64,7 +64,7 @@ pub fn take_with<T: PropertyType>(
 
 /// The value of an embedded entity (what the derive's `to_value` of an embedded struct
 /// returns): its properties, built by `build`. A value of a recursive type can be nested
-/// deeper than the service allows (R-P2 keeps 20 levels); past [`MAX_NESTING`](crate::MAX_NESTING) `build` is
+/// deeper than the service allows (20 levels); past [`MAX_NESTING`](crate::MAX_NESTING) `build` is
 /// not called and the value is an empty entity, so that building stops where the stack is
 /// still shallow and the write is refused by the limits check, naming the path.
 pub fn nested_entity(build: impl FnOnce() -> PropertyMap) -> Value {

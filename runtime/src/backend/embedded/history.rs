@@ -1,10 +1,11 @@
 //! Past versions of the engine's tables, so that a transaction reads the store as it was when
 //! it began (a snapshot) and a read-only transaction can read at a `read_time`: a multi-version
-//! store kept as an undo log. Each commit is a version; for every table entry a commit
-//! changes, the history keeps what the entry held before, tagged with that version. Reading at
-//! version `v` is reading the store, except where an entry changed after `v`: there the value
-//! before its first change after `v` is the answer. Versions that no open transaction and no
-//! read inside the retention window can ask for are collected.
+//! store kept as an undo log. Each commit is a version; for every entity a commit writes, the
+//! history keeps its stored form before, tagged with that version. Reading at version `v` is
+//! reading the store, except for the entities changed after `v`: their form before their first
+//! change after `v` is the answer, and their index entries are recomputed from it (index
+//! entries follow from entities, so they are not kept). Versions that no open transaction and
+//! no read inside the retention window can ask for are collected.
 //!
 //! The history lives in memory, for both stores: a file reopened keeps no past versions.
 
@@ -245,25 +246,24 @@ impl AsOf<'_> {
                 .composites
                 .get(key.kind())
                 .map_or(&[][..], Vec::as_slice);
-            let mut entries =
-                |bytes: &[u8], value: fn(&[u8]) -> Option<Vec<u8>>| -> Result<(), Error> {
-                    let properties = decode_entity(bytes).ok_or_else(corrupt)?;
-                    for (t, entry) in index::entries(&key, &properties, composites) {
-                        if t == table && RangeBounds::<[u8]>::contains(&range, entry.as_slice()) {
-                            let v = value(&entry);
-                            out.insert(entry, v);
-                        }
+            // The entries of a stored form: present at this version (`then`) or hidden.
+            let mut entries = |bytes: &[u8], then: bool| -> Result<(), Error> {
+                let properties = decode_entity(bytes).ok_or_else(corrupt)?;
+                for (t, entry) in index::entries(&key, &properties, composites) {
+                    if t == table && RangeBounds::<[u8]>::contains(&range, entry.as_slice()) {
+                        out.insert(entry, then.then(Vec::new));
                     }
-                    Ok(())
-                };
+                }
+                Ok(())
+            };
             let mut now = None;
             self.store
                 .get(ENTITIES, at, &mut |bytes| now = Some(bytes.to_vec()))?;
             if let Some(now) = now {
-                entries(&now, |_| None)?;
+                entries(&now, false)?;
             }
             if let Some(Some(then)) = self.history.before(at, self.version) {
-                entries(then, |entry| Some(index::entry_value(entry)))?;
+                entries(then, true)?;
             }
         }
         Ok(out.into_iter().collect())

@@ -327,11 +327,6 @@ pub(crate) fn check_entry_count(
     })
 }
 
-/// The value stored under an index entry.
-pub(crate) fn entry_value(_entry: &[u8]) -> Vec<u8> {
-    Vec::new()
-}
-
 /// An entity's properties in the engine's stored form (which a map the derive built, or the
 /// engine returned, holds already).
 pub(crate) fn encode_entity(properties: PropertyMap) -> Vec<u8> {

@@ -978,8 +978,7 @@ impl State {
             let properties = self.load_entity(&at)?.ok_or_else(plan::corrupt)?;
             for (table, entry) in index::entries(&key, &properties, indexes) {
                 if tables.contains(table.as_ref()) {
-                    let value = index::entry_value(&entry);
-                    batch.put(table, entry, value);
+                    batch.put(table, entry, Vec::new());
                 }
             }
         }
@@ -1106,8 +1105,7 @@ impl State {
                         }
                         std::cmp::Ordering::Greater => {
                             if let Some((table, entry)) = n.next() {
-                                let value = index::entry_value(&entry);
-                                batch.put(table, entry, value);
+                                batch.put(table, entry, Vec::new());
                             }
                         }
                         std::cmp::Ordering::Equal => {
@@ -1118,8 +1116,7 @@ impl State {
                 }
             } else {
                 for (table, entry) in new {
-                    let value = index::entry_value(&entry);
-                    batch.put(table, entry, value);
+                    batch.put(table, entry, Vec::new());
                 }
             }
             if recording {
