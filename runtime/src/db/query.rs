@@ -22,7 +22,7 @@ use crate::query::descriptor::{
 };
 use crate::query::explain::Explanation;
 use crate::query::spec::{Aggregation, PropertyOrder, QueryBatch, QuerySpec, ResultShape};
-use crate::rules::filter::check;
+use crate::rules::filter::check_query;
 
 use super::read::with_counters;
 use super::scope::{Scope, TxRef};
@@ -262,7 +262,7 @@ impl<E: Entity> Query<E> {
         if let Some(error) = &self.error {
             return Err(error.clone());
         }
-        check(&self.spec.filters).map_err(|reason| Error::InvalidQuery {
+        check_query(&self.spec).map_err(|reason| Error::InvalidQuery {
             kind: E::KIND.to_owned(),
             reason,
         })

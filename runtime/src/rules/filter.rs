@@ -5,12 +5,16 @@
 //! The rules are Firestore in Datastore mode's, as its emulator enforces them (the conformance
 //! suite checks each there): IN takes 1 to 30 values and NOT_IN 1 to 10; a query holds one
 //! NOT_EQUAL or NOT_IN at most; NOT_IN does not mix with IN or OR; the normal form has at most
-//! 30 branches (IN values counted); AND and OR take at least one filter.
+//! 30 branches (IN values counted); AND and OR take at least one filter. [`check_query`] adds
+//! the rules on the rest of a query: a filter on `__key__` compares with complete keys of the
+//! query's own namespace, no operand is an incomplete key, and no property is ordered or
+//! projected twice.
 
 use std::cmp::Ordering;
 
+use crate::model::key::KEY_PROPERTY;
 use crate::model::value::{Value, compare_values};
-use crate::query::spec::{FilterNode, Operator, PropertyFilter};
+use crate::query::spec::{FilterNode, Operator, PropertyFilter, QuerySpec, ResultShape};
 
 /// The most values an IN filter takes.
 pub const MAX_IN_VALUES: usize = 30;
@@ -66,6 +70,81 @@ pub(crate) fn check(filters: &[FilterNode]) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Checks a whole query against the service's rules (its filters by [`check`]); the reason
+/// of a refusal.
+pub(crate) fn check_query(query: &QuerySpec) -> Result<(), String> {
+    check(&query.filters)?;
+    for leaf in query.filters.iter().flat_map(FilterNode::leaves) {
+        let operands = match &leaf.value {
+            Value::Array(values) if matches!(leaf.op, Operator::In | Operator::NotIn) => values,
+            value => std::slice::from_ref(value),
+        };
+        for operand in operands {
+            check_key_operand(query, leaf, operand)?;
+        }
+    }
+    for (i, order) in query.orders.iter().enumerate() {
+        if query.orders[..i]
+            .iter()
+            .any(|o| o.property == order.property)
+        {
+            return Err(format!(
+                "it orders by `{}` twice; the service refuses a property ordered more than once",
+                order.property
+            ));
+        }
+    }
+    if let ResultShape::Projection(names) = &query.shape
+        && let Some((_, name)) = names
+            .iter()
+            .enumerate()
+            .find(|(i, name)| names[..*i].contains(name))
+    {
+        return Err(format!(
+            "it projects `{name}` twice; the service refuses a property projected more than once"
+        ));
+    }
+    Ok(())
+}
+
+/// A filter's operand that is a key must be complete; a filter on `__key__` compares with
+/// keys only, of the query's own namespace (a key without a partition takes the query's).
+fn check_key_operand(
+    query: &QuerySpec,
+    leaf: &PropertyFilter,
+    operand: &Value,
+) -> Result<(), String> {
+    let on_key = leaf.property == KEY_PROPERTY;
+    match operand {
+        Value::Key(key) if !key.is_complete() => Err(format!(
+            "the filter on `{}` compares with an incomplete key (of kind `{}`, without an id \
+             or a name), which matches nothing stored; the service refuses it",
+            leaf.property,
+            key.kind()
+        )),
+        Value::Key(key) if on_key => match key.partition() {
+            Some(p)
+                if p.namespace != query.partition.namespace
+                    || p.database_id != query.partition.database_id =>
+            {
+                Err(format!(
+                    "the filter on `__key__` compares with a key of {p}, but the query runs in \
+                     {}; a query reads one namespace: run it from a handle of that namespace \
+                     (`db.namespace(..)`)",
+                    query.partition
+                ))
+            }
+            _ => Ok(()),
+        },
+        Value::Key(_) => Ok(()),
+        other if on_key => Err(format!(
+            "the filter on `__key__` compares with a {}; keys compare with keys only",
+            other.type_name()
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn check_node(node: &FilterNode, has_or: &mut bool) -> Result<(), String> {

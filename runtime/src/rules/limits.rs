@@ -1,6 +1,7 @@
 //! The service's limits on one entity, checked before anything is sent (and by the embedded
 //! engine itself): valid property names, indexed strings and byte strings of at most 1,500
-//! bytes (R-I4), no array directly inside an array, and at most 1 MiB in all.
+//! bytes (R-I4), no array directly inside an array, no incomplete key as a value, and at
+//! most 1 MiB in all.
 
 use crate::error::Error;
 use crate::model::key::RawKey;
@@ -147,6 +148,15 @@ fn value<'a>(
         }
         ValueView::Blob(b) if !excluded && b.len() > MAX_INDEXED_BYTES => {
             Err(too_large(path, b.len()))
+        }
+        ValueView::Key(key) if !key.to_key().is_some_and(|k| k.is_complete()) => {
+            Err(Error::InvalidValue {
+                kind: kind.to_owned(),
+                property: dotted(path),
+                reason: "an incomplete key (without an id or a name), which the service \
+                         refuses as a value: store the key the write returned"
+                    .to_owned(),
+            })
         }
         ValueView::Array(_) if in_array => Err(Error::InvalidValue {
             kind: kind.to_owned(),

@@ -1277,7 +1277,16 @@ impl State {
         let batch = self.run_query(&rows, transaction)?;
         let mut sum = Sum::default();
         for row in &batch.results {
-            scan::visit_indexed(&row.properties, property, &mut |v| sum.add(v));
+            match fixed {
+                true => scan::visit_indexed(&row.properties, property, &mut |v| sum.add(v)),
+                // A projection's row holds the one index value under the property's whole
+                // (dotted) name.
+                false => {
+                    if let Some(p) = row.properties.get(property) {
+                        sum.add(&p.value);
+                    }
+                }
+            }
         }
         Ok(match aggregation {
             Aggregation::Avg(_) => sum.mean(),

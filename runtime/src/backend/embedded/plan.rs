@@ -89,6 +89,9 @@ pub(crate) fn choose(
 ) -> Result<Access, Error> {
     let query = prepared.query;
     let orders = &prepared.orders;
+    if prepared.needs_scan {
+        return Ok(Access::Scan);
+    }
     // Filters on the key alone read the kinds table between the keys they name, in the key
     // order asked; beside other filters or orders, the kind is evaluated entity by entity.
     let on_key = prepared
@@ -120,6 +123,14 @@ pub(crate) fn choose(
     if orders
         .iter()
         .any(|o| equalities.contains(&o.property.as_str()))
+    {
+        return Ok(Access::Scan);
+    }
+    // An index's ties are in its last column's direction (either way it is read): ties
+    // asked the other way are sorted entity by entity.
+    if orders
+        .last()
+        .is_some_and(|o| o.direction != prepared.key_direction)
     {
         return Ok(Access::Scan);
     }

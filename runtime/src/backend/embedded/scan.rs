@@ -19,7 +19,7 @@ use crate::model::value::{Property, PropertyMap, Value, compare_values};
 use crate::query::spec::{
     Operator, PropertyFilter, PropertyOrder, QueryBatch, QueryResult, QuerySpec, ResultShape,
 };
-use crate::rules::filter::{branches, check};
+use crate::rules::filter::{branches, check_query};
 
 /// The plan tag of a scan's cursors.
 pub(crate) const SCAN: u8 = 0;
@@ -96,6 +96,10 @@ pub(crate) struct Prepared<'q> {
     /// An entity gives one row per combination of their distinct matching values, as an index
     /// scan does (Firestore in Datastore mode; the legacy emulator returned an entity once).
     scanned: Vec<String>,
+    /// Whether rows need a property no order names (projected, or ordered after the key) or
+    /// meet a range filter the orders do not lead with: no index plan serves them, the kind
+    /// is evaluated entity by entity.
+    pub(crate) needs_scan: bool,
     /// Where each order's value is in a row's scanned values.
     order_slots: Vec<usize>,
     /// Where each projected property's value is.
@@ -144,7 +148,7 @@ impl<'q> Prepared<'q> {
                 return Err(invalid("the ancestor key is in another namespace".into()));
             }
         }
-        check(&query.filters).map_err(&invalid)?;
+        check_query(query).map_err(&invalid)?;
         let leaves: Vec<&PropertyFilter> = query.filters.iter().flat_map(|f| f.leaves()).collect();
         let names = leaves
             .iter()
@@ -169,44 +173,45 @@ impl<'q> Prepared<'q> {
             .collect();
         inequalities.sort();
         inequalities.dedup();
+        let has_range = !inequalities.is_empty();
         let mut orders = query.orders.clone();
-        // An order on the key is the order of ties, which comes last: nothing can follow it.
+        // An order on the key orders every result: the orders after it (Firestore in
+        // Datastore mode accepts them) change nothing but still need the property, as an
+        // index holding them would; and the implied orders below, which would come after the
+        // key, change nothing either.
         let mut key_order = None;
+        let mut after_key = Vec::new();
         if let Some(at) = orders.iter().position(|o| o.property == KEY_PROPERTY) {
-            if at + 1 != orders.len() {
-                return Err(invalid(format!(
-                    "`{}` is ordered after the key, which orders every result already: \
-                     order by the key last",
-                    orders[at + 1].property
-                )));
-            }
+            after_key = orders.split_off(at + 1);
             key_order = orders.pop().map(|o| o.direction);
         }
         let explicit_orders = orders.len();
-        let direction = orders.last().map_or(Direction::Ascending, |o| o.direction);
-        for property in inequalities {
-            if !orders.iter().any(|o| o.property == property) {
-                orders.push(PropertyOrder {
-                    property: property.to_owned(),
-                    direction,
-                });
+        if key_order.is_none() {
+            let direction = orders.last().map_or(Direction::Ascending, |o| o.direction);
+            for property in inequalities {
+                if !orders.iter().any(|o| o.property == property) {
+                    orders.push(PropertyOrder {
+                        property: property.to_owned(),
+                        direction,
+                    });
+                }
             }
+            // A projection reads an index holding every projected property: after the
+            // orders, the projected properties not ordered, taken by name, in the direction
+            // of the last order (so without an order, results come in the order of the
+            // projected values), as in Firestore in Datastore mode.
+            let mut by_name: Vec<&String> = projected
+                .iter()
+                .filter(|p| !orders.iter().any(|o| o.property == **p))
+                .collect();
+            by_name.sort();
+            by_name.dedup();
+            let direction = orders.last().map_or(Direction::Ascending, |o| o.direction);
+            orders.extend(by_name.into_iter().map(|p| PropertyOrder {
+                property: p.clone(),
+                direction,
+            }));
         }
-        // A projection reads an index holding every projected property: after the orders,
-        // the projected properties not ordered, taken by name, in the direction of the last
-        // order (so without an order, results come in the order of the projected values), as
-        // in Firestore in Datastore mode.
-        let mut by_name: Vec<&String> = projected
-            .iter()
-            .filter(|p| !orders.iter().any(|o| o.property == **p))
-            .collect();
-        by_name.sort();
-        by_name.dedup();
-        let direction = orders.last().map_or(Direction::Ascending, |o| o.direction);
-        orders.extend(by_name.into_iter().map(|p| PropertyOrder {
-            property: p.clone(),
-            direction,
-        }));
         if projected.is_empty() && matches!(query.shape, ResultShape::Projection(_)) {
             return Err(invalid("a projection needs at least one property".into()));
         }
@@ -235,6 +240,9 @@ impl<'q> Prepared<'q> {
             w.u8(o.direction as u8);
         }
         w.u8(key_order.map_or(0, |d| d as u8 + 1));
+        for o in &after_key {
+            w.bytes.extend_from_slice(o.property.as_bytes());
+        }
         // Full and keys-only queries walk the same rows, so they share cursors; a projection
         // walks one row per combination of projected array elements, so it does not.
         w.u8(u8::from(matches!(query.shape, ResultShape::Projection(_))));
@@ -251,6 +259,12 @@ impl<'q> Prepared<'q> {
         };
         let order_slots = orders.iter().map(|o| slot(&o.property)).collect();
         let projected_slots = projected.iter().map(&mut slot).collect();
+        after_key.iter().for_each(|o| {
+            slot(&o.property);
+        });
+        // Rows that need a property no order names, or a range filter the orders do not
+        // lead with, are not one index range in order: no index plan serves them.
+        let needs_scan = scanned.len() > orders.len() || (key_order.is_some() && has_range);
         let branches = branches(&query.filters);
         let selected = (branches.len() == 1).then_some(0);
         Ok(Prepared {
@@ -263,6 +277,7 @@ impl<'q> Prepared<'q> {
             orders,
             explicit_orders,
             scanned,
+            needs_scan,
             order_slots,
             projected_slots,
             fingerprint: fnv1a(&w.bytes),
