@@ -190,8 +190,17 @@ impl Store for Memory {
 /// is sealed with a checksum (`format::file::seal`) and checked on read: damage is
 /// [`Error::Storage`] naming the file (and the entity), never altered data; a panic inside
 /// redb (which a damaged file can cause) is contained and reported the same way.
+///
+/// After a write fails (a full disk, an I/O error), redb refuses every later write until the
+/// database is opened again: reads go on, and the next write opens the file again first
+/// (redb then rolls it back to its last commit), so the handle writes again as soon as the
+/// cause is gone.
 pub(crate) struct Redb {
-    db: redb::Database,
+    /// `None` while opening the file again fails (each call tries again).
+    db: RefCell<Option<redb::Database>>,
+    /// A write failed: the next one opens the file again first.
+    failed: bool,
+    open: Opener,
     path: String,
     /// The snapshot reads use, kept until the next write: opening a read transaction and its
     /// tables per call would cost more than most reads.
@@ -203,6 +212,9 @@ struct Snapshot {
     /// Opened tables (`None`: the table does not exist in this snapshot).
     tables: HashMap<String, Option<Arc<ReadTable>>>,
 }
+
+/// Opens the database (the file at a path; in tests, a backend that can fail).
+type Opener = Box<dyn Fn() -> Result<redb::Database, redb::DatabaseError> + Send>;
 
 type Definition<'a> = redb::TableDefinition<'a, &'static [u8], &'static [u8]>;
 type ReadTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
@@ -222,7 +234,13 @@ impl Redb {
                 ),
             });
         }
-        let created = contained(&shown, || Ok(redb::Database::create(path)))?;
+        let owned = path.to_owned();
+        Redb::with_opener(shown, Box::new(move || redb::Database::create(&owned)))
+    }
+
+    /// Opens the database with `open`, checks it whole, and seals a format-1 file.
+    fn with_opener(shown: String, open: Opener) -> Result<Redb, Error> {
+        let created = contained(&shown, || Ok(open()))?;
         let mut db = created.map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => Error::Storage {
                 reason: format!(
@@ -255,7 +273,9 @@ impl Redb {
             }
         }
         let mut redb = Redb {
-            db,
+            db: RefCell::new(Some(db)),
+            failed: false,
+            open,
             path: shown,
             snapshot: RefCell::new(None),
         };
@@ -271,7 +291,7 @@ impl Redb {
             return Ok(());
         }
         let read = self
-            .db
+            .database()?
             .begin_read()
             .map_err(|e| self.error("cannot read", e))?;
         let tables: Vec<String> = read
@@ -337,12 +357,31 @@ impl Redb {
         }
     }
 
+    /// The database, opened again first if a failed write closed it.
+    fn database(&self) -> Result<std::cell::Ref<'_, redb::Database>, Error> {
+        if self.db.borrow().is_none() {
+            let reopened =
+                contained(&self.path, || Ok((self.open)()))?.map_err(|e| Error::Storage {
+                    reason: format!(
+                        "{} cannot be opened again after a failed write: {e}; the next call \
+                         tries again",
+                        self.path
+                    ),
+                })?;
+            tracing::info!(file = %self.path, "opened again after a failed write");
+            *self.db.borrow_mut() = Some(reopened);
+        }
+        std::cell::Ref::filter_map(self.db.borrow(), Option::as_ref).map_err(|_| Error::Storage {
+            reason: format!("{} is not open", self.path),
+        })
+    }
+
     /// `name` in the current snapshot (taken now if there is none).
     fn table(&self, name: &str) -> Result<Option<Arc<ReadTable>>, Error> {
         let mut snapshot = self.snapshot.borrow_mut();
         if snapshot.is_none() {
             let read = self
-                .db
+                .database()?
                 .begin_read()
                 .map_err(|e| self.error("cannot read", e))?;
             *snapshot = Some(Snapshot {
@@ -411,8 +450,20 @@ impl Store for Redb {
     fn apply(&mut self, batch: Batch) -> Result<(), Error> {
         // The snapshot would pin pages the write frees; a new one is taken at the next read.
         self.snapshot.borrow_mut().take();
+        if self.failed {
+            // redb refuses every write after an I/O error until the database is opened
+            // again: close it, and open it again below (if that fails too, the next call
+            // tries again).
+            self.db.borrow_mut().take();
+            self.failed = false;
+        }
         let this = &*self;
-        contained(&this.path, || this.write(batch))
+        let written = contained(&this.path, || this.write(batch));
+        if let Err(e) = &written {
+            tracing::warn!(file = %self.path, error = %e, "a write failed; the file is opened again at the next write");
+            self.failed = true;
+        }
+        written
     }
 }
 
@@ -420,7 +471,7 @@ impl Redb {
     /// Applies `batch` in one durable redb transaction, every value sealed.
     fn write(&self, batch: Batch) -> Result<(), Error> {
         let write = self
-            .db
+            .database()?
             .begin_write()
             .map_err(|e| self.error("cannot write", e))?;
         {
@@ -521,5 +572,204 @@ impl Store for Counting<'_> {
         Err(Error::Storage {
             reason: "a query's counting view of the store writes nothing".to_owned(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    /// A file whose writes fail while `full` is set, as on a full disk.
+    #[derive(Debug)]
+    struct Disk {
+        file: redb::backends::FileBackend,
+        full: Arc<AtomicBool>,
+    }
+
+    impl Disk {
+        fn check(&self) -> std::io::Result<()> {
+            match self.full.load(Ordering::SeqCst) {
+                true => Err(std::io::Error::new(
+                    std::io::ErrorKind::StorageFull,
+                    "No space left on device",
+                )),
+                false => Ok(()),
+            }
+        }
+    }
+
+    impl redb::StorageBackend for Disk {
+        fn len(&self) -> std::io::Result<u64> {
+            self.file.len()
+        }
+
+        fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+            self.file.read(offset, out)
+        }
+
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.check()?;
+            self.file.set_len(len)
+        }
+
+        fn sync_data(&self) -> std::io::Result<()> {
+            self.check()?;
+            self.file.sync_data()
+        }
+
+        fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+            self.check()?;
+            self.file.write(offset, data)
+        }
+
+        fn close(&self) -> std::io::Result<()> {
+            self.file.close()
+        }
+    }
+
+    /// Opens the file at `path` on a [`Disk`] that is full while `full` is set.
+    fn disk(path: std::path::PathBuf, full: Arc<AtomicBool>) -> Opener {
+        Box::new(move || {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)?;
+            let disk = Disk {
+                file: redb::backends::FileBackend::new(file)?,
+                full: full.clone(),
+            };
+            redb::Builder::new().create_with_backend(disk)
+        })
+    }
+
+    fn put(n: u8) -> Batch {
+        let mut batch = Batch::default();
+        batch.put(ENTITIES, vec![n], vec![n; 1000]);
+        batch
+    }
+
+    fn read(store: &Redb, n: u8) -> Result<Option<Vec<u8>>, Error> {
+        let mut found = None;
+        store.get(ENTITIES, &[n], &mut |v| found = Some(v.to_vec()))?;
+        Ok(found)
+    }
+
+    /// Through the engine: a commit on a full disk is `Error::Storage`, and the same engine
+    /// commits again once there is room; entities and index entries are as if the failed
+    /// commit never happened.
+    #[tokio::test]
+    async fn the_engine_commits_again_once_a_full_disk_has_room() {
+        use crate::backend::{Backend as _, Mask, Mutation, QuerySpec};
+        use crate::model::key::{PartitionId, PathElement, RawKey};
+        use crate::model::value::{Property, PropertyMap, Value};
+        use crate::{KeyName, Operator};
+
+        let path = std::env::temp_dir().join(format!(
+            "datastore-entity-full-engine-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        let full = Arc::new(AtomicBool::new(false));
+        let store =
+            Redb::with_opener("test file".into(), disk(path.clone(), full.clone())).unwrap();
+        let engine = super::super::Embedded::with_store(Box::new(store));
+        let partition = PartitionId::default();
+        let key = |name: &str| {
+            let element = PathElement::new("Note", Some(KeyName::new(name).unwrap().into()));
+            RawKey::new(Some(partition.clone()), vec![element.unwrap()]).unwrap()
+        };
+        let upsert = |name: &str, n: i64| {
+            let mut properties = PropertyMap::new();
+            properties.insert("n", Property::indexed(Value::Integer(n)));
+            vec![Mutation::Upsert(key(name), properties, Mask::Whole)]
+        };
+        engine.commit(upsert("a", 1), None).await.unwrap();
+        full.store(true, Ordering::SeqCst);
+        let refused = engine.commit(upsert("b", 2), None).await;
+        assert!(matches!(refused, Err(Error::Storage { .. })), "{refused:?}");
+        let refused = engine.commit(upsert("a", 5), None).await;
+        assert!(matches!(refused, Err(Error::Storage { .. })), "{refused:?}");
+        full.store(false, Ordering::SeqCst);
+        engine.commit(upsert("c", 3), None).await.unwrap();
+
+        let found = engine
+            .lookup(&[key("a"), key("b"), key("c")], None)
+            .await
+            .unwrap();
+        let n = |found: &Option<PropertyMap>| found.as_ref().map(|p| p["n"].value.clone());
+        assert_eq!(
+            found.iter().map(n).collect::<Vec<_>>(),
+            [Some(Value::Integer(1)), None, Some(Value::Integer(3))]
+        );
+        let query = QuerySpec {
+            partition: partition.clone(),
+            kind: "Note".into(),
+            filters: vec![crate::backend::FilterNode::Property(
+                crate::backend::PropertyFilter {
+                    property: "n".into(),
+                    op: Operator::GreaterThan,
+                    value: Value::Integer(0),
+                },
+            )],
+            ..QuerySpec::default()
+        };
+        let names: Vec<_> = engine
+            .run_query(&query, None)
+            .await
+            .unwrap()
+            .results
+            .iter()
+            .map(|r| r.key.name().map(str::to_owned))
+            .collect();
+        assert_eq!(names, [Some("a".to_owned()), Some("c".to_owned())]);
+        drop(engine);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// Writes fail while the disk is full, reads go on, and once there is room again the
+    /// same handle writes (redb itself refuses every write after an I/O error until the
+    /// database is opened again); the failed batch is nowhere, the others are on disk.
+    #[test]
+    fn a_handle_writes_again_once_a_full_disk_has_room() {
+        let path =
+            std::env::temp_dir().join(format!("datastore-entity-full-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let full = Arc::new(AtomicBool::new(false));
+        let mut store =
+            Redb::with_opener("test file".into(), disk(path.clone(), full.clone())).unwrap();
+        store.apply(put(1)).unwrap();
+
+        full.store(true, Ordering::SeqCst);
+        let refused = store.apply(put(2));
+        assert!(
+            matches!(&refused, Err(Error::Storage { reason }) if reason.contains("No space left")),
+            "{refused:?}"
+        );
+        assert_eq!(read(&store, 1).unwrap(), Some(vec![1; 1000]));
+        // Still full: opening the file again fails too (redb's recovery writes), and says so.
+        for _ in 0..2 {
+            let refused = store.apply(put(2));
+            assert!(
+                matches!(&refused, Err(Error::Storage { reason }) if reason.contains("No space left")),
+                "{refused:?}"
+            );
+        }
+
+        full.store(false, Ordering::SeqCst);
+        store.apply(put(3)).unwrap();
+        assert_eq!(read(&store, 2).unwrap(), None);
+        assert_eq!(read(&store, 3).unwrap(), Some(vec![3; 1000]));
+        drop(store);
+
+        let store = Redb::open(&path).unwrap();
+        assert_eq!(read(&store, 1).unwrap(), Some(vec![1; 1000]));
+        assert_eq!(read(&store, 2).unwrap(), None);
+        assert_eq!(read(&store, 3).unwrap(), Some(vec![3; 1000]));
+        drop(store);
+        std::fs::remove_file(&path).unwrap();
     }
 }
