@@ -383,8 +383,11 @@ impl<E: Entity> Query<E> {
     }
 
     /// The sum of a numeric property over the query's results (a SUM aggregation): an `i64`
-    /// for an integer property, an `f64` for a double one. Every element of an array counts;
-    /// entities without the property count nothing; an empty result sums to zero.
+    /// for an integer property, an `f64` for a double one. Every element of an array counts
+    /// (each distinct value once; where an `eq` or `is_in` filter on the same property
+    /// fixes it, each counts as the value the filter fixed, as the service reads it from
+    /// that index); entities without the property count nothing; an empty result sums to
+    /// zero.
     pub fn sum<T, I>(
         self,
         property: PropertyPath<E, T, I>,

@@ -55,7 +55,7 @@ use crate::format::keycode;
 use crate::model::entity::Entity;
 use crate::model::key::{IdOrName, KeyId, PartitionId, RawKey};
 use crate::model::schema::Schema;
-use crate::model::value::{PropertyMap, Value};
+use crate::model::value::{PropertyMap, Value, compare_values};
 use crate::query::explain::Explanation;
 use crate::query::spec::{Aggregation, Operator, QueryBatch, QuerySpec, ResultShape};
 use crate::rules::limits::check_entity;
@@ -1275,10 +1275,40 @@ impl State {
             false => ResultShape::Projection(vec![property.clone()]),
         };
         let batch = self.run_query(&rows, transaction)?;
+        // Where an equality (or IN) filter fixes the property, each of an entity's distinct
+        // values is a row of the index holding the value the filter fixed, as in Firestore
+        // in Datastore mode: the first operand (IN values in their listed order) the entity
+        // holds.
+        let operands: Vec<Value> = match fixed {
+            true => query
+                .filters
+                .iter()
+                .flat_map(|f| f.leaves())
+                .filter(|f| &f.property == property)
+                .flat_map(|f| match (&f.op, &f.value) {
+                    (Operator::Equal, value) => std::slice::from_ref(value),
+                    (Operator::In, Value::Array(listed)) => listed.as_slice(),
+                    _ => &[],
+                })
+                .cloned()
+                .collect(),
+            false => Vec::new(),
+        };
         let mut sum = Sum::default();
         for row in &batch.results {
             match fixed {
-                true => scan::visit_indexed(&row.properties, property, &mut |v| sum.add(v)),
+                true => {
+                    let mut values = Vec::new();
+                    scan::visit_indexed(&row.properties, property, &mut |v| values.push(v));
+                    values.sort_by(|a, b| compare_values(a, b));
+                    values.dedup_by(|a, b| compare_values(a, b).is_eq());
+                    let fixed_to = operands
+                        .iter()
+                        .find(|o| values.iter().any(|v| compare_values(v, o).is_eq()));
+                    for value in &values {
+                        sum.add(fixed_to.unwrap_or(value));
+                    }
+                }
                 // A projection's row holds the one index value under the property's whole
                 // (dotted) name.
                 false => {
