@@ -129,5 +129,7 @@ async fn main() -> Result<(), Error> {
     db.delete_many(&post_keys).await?;
     db.delete(&ann_key).await?;
     println!("Deleted everything again.");
+    // Google's scale rules watched at run time (R-K4, R-E2, R-S4, R-S6) found nothing here.
+    assert_eq!(db.diagnostics(), [], "{:?}", db.diagnostics());
     Ok(())
 }

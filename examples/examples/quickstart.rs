@@ -144,5 +144,7 @@ async fn main() -> Result<(), Error> {
             "it still"
         }
     );
+    // Google's scale rules watched at run time (R-K4, R-E2, R-S4, R-S6) found nothing here.
+    assert_eq!(db.diagnostics(), [], "{:?}", db.diagnostics());
     Ok(())
 }

@@ -79,5 +79,7 @@ async fn main() -> Result<(), Error> {
         .collect();
     println!("Ann's three latest: {}.", ann.join(", "));
     assert_eq!(ann, ["event 36", "event 32", "event 28"]);
+    // Google's scale rules watched at run time (R-K4, R-E2, R-S4, R-S6) found nothing here.
+    assert_eq!(db.diagnostics(), [], "{:?}", db.diagnostics());
     Ok(())
 }

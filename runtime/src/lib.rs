@@ -30,6 +30,7 @@
 // (DEVELOPERS.md, "Layout"); `layers/` keeps the imports between their files free of circles.
 pub mod backend;
 mod db;
+pub mod diagnostics;
 mod error;
 mod format;
 mod index_files;
@@ -47,6 +48,7 @@ pub use datastore_entity_derive::PropertyValue;
 pub use db::cloud::CloudBuilder;
 pub use db::txn::{ReadTx, Tx};
 pub use db::{Db, ParentKey};
+pub use diagnostics::{Diagnostics, Finding, Thresholds};
 pub use error::Error;
 pub use futures_core::Stream;
 pub use index_files::{firestore_indexes_json, index_yaml};

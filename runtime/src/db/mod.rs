@@ -19,6 +19,7 @@ use std::sync::Arc;
 use crate::backend::Backend;
 use crate::backend::embedded::Embedded;
 use crate::backend::retry::RetryPolicy;
+use crate::diagnostics::{Diagnostics, Finding, Watch};
 use crate::error::Error;
 use crate::model::entity::Entity;
 use crate::model::key::{Key, PartitionId, RawKey};
@@ -138,7 +139,11 @@ impl Db {
     /// A handle on any backend, reading and writing `partition`.
     pub fn with_backend_in(backend: Arc<dyn Backend>, partition: PartitionId) -> Db {
         Db {
-            scope: Scope { backend, partition },
+            scope: Scope {
+                backend,
+                partition,
+                watch: Arc::new(Watch::new(Diagnostics::new())),
+            },
             retry: RetryPolicy::default(),
         }
     }
@@ -150,6 +155,21 @@ impl Db {
         let mut db = self.clone();
         db.scope.partition.namespace = namespace.to_owned();
         Ok(db)
+    }
+
+    /// The same store, its writes watched with `diagnostics` (thresholds, clock) from now on,
+    /// by this handle and its clones ([`diagnostics`](crate::diagnostics)). Every handle is
+    /// watched with the defaults from the start.
+    pub fn watch(mut self, diagnostics: Diagnostics) -> Db {
+        self.scope.watch = Arc::new(Watch::new(diagnostics));
+        self
+    }
+
+    /// What the scale rules no type can check (`R-K4`, `R-E2`, `R-S4`, `R-S6`) have found in
+    /// the writes of this handle and its clones so far, oldest first; each is also logged once
+    /// through `tracing` at `warn` ([`diagnostics`](crate::diagnostics)).
+    pub fn diagnostics(&self) -> Vec<Finding> {
+        self.scope.watch.findings()
     }
 
     /// The same store, with another retry policy for [`transaction`](Db::transaction).

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::backend::{Backend, TransactionId, TransactionMode};
+use crate::diagnostics::Watch;
 use crate::error::Error;
 use crate::model::key::{PartitionId, RawKey};
 use crate::model::stored::lacks_partition;
@@ -17,6 +18,8 @@ use crate::model::value::{PropertyMap, Value};
 pub(crate) struct Scope {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) partition: PartitionId,
+    /// What watches this handle's writes for the scale rules (shared by its clones).
+    pub(crate) watch: Arc<Watch>,
 }
 
 impl Scope {

@@ -152,6 +152,7 @@ pub(crate) async fn prepare(
         }
     }
     check_mutation_count(mutations.len())?;
+    scope.watch.observe(&mutations);
     Ok((mutations, primaries))
 }
 

@@ -1,0 +1,515 @@
+//! The scale rules no type can check, watched at run time: every write that passes through a
+//! [`Db`](crate::Db) (on any backend) is observed, and the patterns Google's pages warn about
+//! become [`Finding`]s — logged once each through `tracing` (`warn`) and listed by
+//! [`Db::diagnostics`](crate::Db::diagnostics).
+//!
+//! - `R-K4`: key names or ids of one kind written in increasing (or decreasing) order —
+//!   `Customer1`, `Customer2`, … — which puts every write on one key range.
+//! - `R-E2`: one entity group (one root key) written more than about once per second,
+//!   sustained.
+//! - `R-S4`: a kind written faster than 500 writes/s in its first minutes, before the service
+//!   has split its key ranges (the 500/50/5 rule).
+//! - `R-S6`: an indexed property whose written values increase (or decrease) steadily at a
+//!   high rate — sequence numbers, counters — which puts every index write on one range.
+//!
+//! Memory is bounded (a few counters per kind and indexed property, and the entity groups
+//! written in the last window, at most [`Thresholds::max_groups`]); the cost per write is a
+//! lock and a few comparisons (the `diagnostics` benchmark measures it). Thresholds are
+//! [`Thresholds`]; the clock is injectable ([`Diagnostics::clock`]) so tests need not sleep.
+//!
+//! ```
+//! # use datastore_entity::prelude::*;
+//! # use datastore_entity::{Diagnostics, Thresholds};
+//! #[derive(Entity)]
+//! struct Customer {
+//!     #[key]
+//!     name: KeyName,
+//!     city: String,
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let db = Db::in_memory().watch(Diagnostics::new().thresholds(Thresholds {
+//!     monotonic_run: 20,
+//!     ..Thresholds::default()
+//! }));
+//! for i in 0..30 {
+//!     let name = KeyName::new(format!("Customer{i:03}"))?;
+//!     db.put(&Customer { name, city: "Oslo".into() }).await?;
+//! }
+//! let findings = db.diagnostics();
+//! assert_eq!(findings[0].rule, "R-K4");
+//! println!("{}", findings[0]); // names the kind and the fix: `KeyName::scattered`
+//! # Ok::<(), Error>(())
+//! # }).unwrap();
+//! ```
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use smallvec::SmallVec;
+
+use crate::backend::Mutation;
+use crate::model::key::{IdOrName, RawKey};
+use crate::model::stored::ValueView;
+
+/// A hash of `key`'s root (its entity group): partition and first path element.
+fn root_hash(key: &RawKey) -> u64 {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    key.partition().hash(&mut hasher);
+    key.path().first().hash(&mut hasher);
+    hasher.finish()
+}
+
+/// When a pattern becomes a [`Finding`]. The defaults follow Google's pages.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Thresholds {
+    /// `R-K4`, `R-S6`: how many writes in a row must each move the same way (keys of one
+    /// kind, or one indexed property's values) — 100 by default.
+    pub monotonic_run: u32,
+    /// `R-K4`, `R-S6`: … at no less than this many writes per second over the run (a slow
+    /// sequence makes no hotspot) — 50 by default.
+    pub monotonic_rate: f64,
+    /// `R-E2`: writes per second to one entity group the service sustains — 1 by default.
+    pub group_rate: f64,
+    /// `R-E2`: over how long the rate is measured (it must be sustained) — 10 s by default.
+    pub group_window: Duration,
+    /// `R-S4`: writes per second a new kind starts with — 500 by default.
+    pub ramp_rate: f64,
+    /// `R-S4`: how long after its first write a kind counts as new — 5 minutes by default.
+    pub ramp_window: Duration,
+    /// The most entity groups followed at once (`R-E2`): past it, the oldest are dropped.
+    pub max_groups: usize,
+}
+
+impl Default for Thresholds {
+    fn default() -> Thresholds {
+        Thresholds {
+            monotonic_run: 100,
+            monotonic_rate: 50.0,
+            group_rate: 1.0,
+            group_window: Duration::from_secs(10),
+            ramp_rate: 500.0,
+            ramp_window: Duration::from_secs(300),
+            max_groups: 10_000,
+        }
+    }
+}
+
+/// A pattern one of Google's scale rules warns about, seen in this handle's writes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    /// The rule: `"R-K4"`, `"R-E2"`, `"R-S4"` or `"R-S6"`.
+    pub rule: &'static str,
+    /// The kind written.
+    pub kind: String,
+    /// What is hot: the property (`R-S6`), the entity group's root key (`R-E2`), or the key
+    /// range (`R-K4`: from the first key of the run to the last); empty for `R-S4`.
+    pub subject: String,
+    /// The observed rate, in writes per second.
+    pub rate: f64,
+    /// How many writes were observed in the pattern.
+    pub writes: u64,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (kind, subject, rate, writes) = (&self.kind, &self.subject, self.rate, self.writes);
+        match self.rule {
+            "R-K4" => write!(
+                f,
+                "[R-K4] {writes} keys of kind `{kind}` written in sequence ({subject}) at \
+                 {rate:.0} writes/s: they all land on one key range. Scatter the keys: \
+                 `KeyName::scattered`, allocated ids, or a hash prefix"
+            ),
+            "R-E2" => write!(
+                f,
+                "[R-E2] the entity group {subject} of kind `{kind}` is written {rate:.1} times/s \
+                 ({writes} writes), more than the about once per second it sustains. Spread \
+                 the writes over several groups, or shard the value (`#[sharded(n)]`)"
+            ),
+            "R-S4" => write!(
+                f,
+                "[R-S4] kind `{kind}` is written at {rate:.0} writes/s in its first minutes: \
+                 ramp new traffic up from 500 writes/s, +50 % every 5 minutes (`RampUp`)"
+            ),
+            _ => write!(
+                f,
+                "[{}] indexed property `{subject}` of kind `{kind}` takes {writes} values in \
+                 sequence at {rate:.0} writes/s: every index write lands on one range. \
+                 Exclude it from indexes, shard its index (`#[sharded_index(n)]`), or write \
+                 values that do not follow each other",
+                self.rule
+            ),
+        }
+    }
+}
+
+/// How a handle watches its writes: thresholds and clock. [`Db::watch`](crate::Db::watch).
+#[derive(Clone)]
+pub struct Diagnostics {
+    thresholds: Thresholds,
+    clock: Arc<dyn Fn() -> Duration + Send + Sync>,
+    on: bool,
+}
+
+impl fmt::Debug for Diagnostics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Diagnostics")
+            .field("thresholds", &self.thresholds)
+            .field("on", &self.on)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Diagnostics {
+    fn default() -> Diagnostics {
+        Diagnostics::new()
+    }
+}
+
+impl Diagnostics {
+    /// The default thresholds, on the monotonic clock.
+    pub fn new() -> Diagnostics {
+        let start = Instant::now();
+        Diagnostics {
+            thresholds: Thresholds::default(),
+            clock: Arc::new(move || start.elapsed()),
+            on: true,
+        }
+    }
+
+    /// Nothing watched: [`Db::diagnostics`](crate::Db::diagnostics) stays empty.
+    pub fn off() -> Diagnostics {
+        Diagnostics {
+            on: false,
+            ..Diagnostics::new()
+        }
+    }
+
+    /// Other thresholds.
+    pub fn thresholds(mut self, thresholds: Thresholds) -> Diagnostics {
+        self.thresholds = thresholds;
+        self
+    }
+
+    /// Another clock: the time since any fixed start (a test's own, moved by hand).
+    pub fn clock(mut self, clock: impl Fn() -> Duration + Send + Sync + 'static) -> Diagnostics {
+        self.clock = Arc::new(clock);
+        self
+    }
+}
+
+/// The watcher a handle (and its clones) share.
+pub(crate) struct Watch {
+    config: Diagnostics,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    kinds: HashMap<String, KindState>,
+    groups: HashMap<u64, Window>,
+    findings: Vec<Finding>,
+}
+
+struct KindState {
+    first: Duration,
+    /// Writes in the current second, and which second (`R-S4`).
+    second: u64,
+    in_second: u64,
+    reported_ramp: bool,
+    keys: Run,
+    /// One run per indexed property, by name.
+    properties: Vec<(String, Run)>,
+}
+
+/// A value a run compares, kept without allocating per write (the string's buffer is
+/// reused): a key's id or name, or a property's number or string.
+#[derive(Debug, Clone, PartialEq, Default)]
+enum Last {
+    #[default]
+    None,
+    Integer(i64),
+    Double(f64),
+    String(String),
+}
+
+/// A value as [`Last`] compares it, borrowed.
+#[derive(Clone, Copy)]
+enum Seen<'a> {
+    Integer(i64),
+    Double(f64),
+    String(&'a str),
+}
+
+impl Last {
+    /// How `seen` compares with this one: `None` when there is none, or a number meets a
+    /// string (a type change starts a new run).
+    fn compare(&self, seen: Seen<'_>) -> Option<std::cmp::Ordering> {
+        match (self, seen) {
+            (Last::Integer(a), Seen::Integer(b)) => Some(b.cmp(a)),
+            (Last::Double(a), Seen::Double(b)) => b.partial_cmp(a),
+            (Last::String(a), Seen::String(b)) => Some(b.cmp(a.as_str())),
+            _ => None,
+        }
+    }
+
+    fn set(&mut self, seen: Seen<'_>) {
+        match (self, seen) {
+            (Last::String(buffer), Seen::String(s)) => {
+                buffer.clear();
+                buffer.push_str(s);
+            }
+            (last, Seen::Integer(i)) => *last = Last::Integer(i),
+            (last, Seen::Double(d)) => *last = Last::Double(d),
+            (last, Seen::String(s)) => *last = Last::String(s.to_owned()),
+        }
+    }
+}
+
+impl std::fmt::Display for Last {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Last::None => Ok(()),
+            Last::Integer(i) => write!(f, "{i}"),
+            Last::Double(d) => write!(f, "{d}"),
+            Last::String(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+/// A run of writes each moving the same way.
+#[derive(Default)]
+struct Run {
+    last: Last,
+    first: Last,
+    /// +1 increasing, -1 decreasing, 0 not yet known.
+    direction: i8,
+    length: u64,
+    since: Duration,
+    reported: bool,
+}
+
+impl Run {
+    /// Adds `seen`; the run's rate and length when it reaches `thresholds` (once per run).
+    fn step(
+        &mut self,
+        seen: Seen<'_>,
+        now: Duration,
+        thresholds: &Thresholds,
+    ) -> Option<(f64, u64)> {
+        let direction = match self.last.compare(seen) {
+            Some(std::cmp::Ordering::Greater) => 1,
+            Some(std::cmp::Ordering::Less) => -1,
+            Some(std::cmp::Ordering::Equal) => return None,
+            None => 0,
+        };
+        if direction == 0 || (self.direction != 0 && direction != self.direction) {
+            // A new run starts at the previous value (or this one, the first).
+            match direction {
+                0 => self.first.set(seen),
+                _ => self.first.clone_from(&self.last),
+            }
+            self.length = u64::from(direction != 0);
+            self.since = now;
+            self.reported = false;
+        } else {
+            self.length += 1;
+        }
+        self.direction = direction;
+        self.last.set(seen);
+        if self.reported || self.length < u64::from(thresholds.monotonic_run) {
+            return None;
+        }
+        let rate = self.length as f64 / (now - self.since).as_secs_f64().max(1e-3);
+        if rate < thresholds.monotonic_rate {
+            return None;
+        }
+        self.reported = true;
+        Some((rate, self.length))
+    }
+}
+
+/// Commits to one entity group in the current window.
+struct Window {
+    start: Duration,
+    writes: u64,
+    reported: bool,
+}
+
+impl Watch {
+    pub(crate) fn new(config: Diagnostics) -> Watch {
+        Watch {
+            config,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The findings so far, oldest first.
+    pub(crate) fn findings(&self) -> Vec<Finding> {
+        self.state().findings.clone()
+    }
+
+    /// Observes one commit's mutations (before they are sent). Allocates nothing per write
+    /// once a kind and its properties are known.
+    pub(crate) fn observe(&self, mutations: &[Mutation]) {
+        if !self.config.on {
+            return;
+        }
+        let now = (self.config.clock)();
+        let t = &self.config.thresholds;
+        let mut state = self.state();
+        let state = &mut *state;
+        let mut found = Vec::new();
+        let mut groups_seen: SmallVec<[u64; 8]> = SmallVec::new();
+        for mutation in mutations {
+            let (key, properties) = match mutation {
+                Mutation::Insert(k, p, _)
+                | Mutation::Update(k, p, _)
+                | Mutation::Upsert(k, p, _) => (k, Some(p)),
+                Mutation::Delete(k) => (k, None),
+            };
+            let kind = key.kind();
+            let entry = match state.kinds.get_mut(kind) {
+                Some(entry) => entry,
+                None => state.kinds.entry(kind.to_owned()).or_insert(KindState {
+                    first: now,
+                    second: now.as_secs(),
+                    in_second: 0,
+                    reported_ramp: false,
+                    keys: Run::default(),
+                    properties: Vec::new(),
+                }),
+            };
+            // R-S4: writes per second while the kind is new.
+            if now.as_secs() != entry.second {
+                entry.second = now.as_secs();
+                entry.in_second = 0;
+            }
+            entry.in_second += 1;
+            if !entry.reported_ramp
+                && now.saturating_sub(entry.first) < t.ramp_window
+                && entry.in_second as f64 > t.ramp_rate
+            {
+                entry.reported_ramp = true;
+                found.push(Finding {
+                    rule: "R-S4",
+                    kind: kind.to_owned(),
+                    subject: String::new(),
+                    rate: entry.in_second as f64,
+                    writes: entry.in_second,
+                });
+            }
+            // R-K4: ids or names the caller chose, written in sequence (allocated ids are
+            // scattered; deleting in key order is a cleanup, not new keys on one range).
+            let id_or_name = match key.id_or_name() {
+                Some(IdOrName::Id(id)) => Some(Seen::Integer(id.get())),
+                Some(IdOrName::Name(name)) => Some(Seen::String(name.as_str())),
+                None => None,
+            };
+            if let (Some(seen), Some(_)) = (id_or_name, properties)
+                && let Some((rate, writes)) = entry.keys.step(seen, now, t)
+            {
+                found.push(Finding {
+                    rule: "R-K4",
+                    kind: kind.to_owned(),
+                    subject: format!("{} to {}", entry.keys.first, entry.keys.last),
+                    rate,
+                    writes,
+                });
+            }
+            // R-S6: indexed numbers and strings in sequence (timestamps are R-I3's, checked
+            // at compile time). Properties come in name order, so each is usually found at
+            // the position it had in the previous write.
+            for (at, (name, excluded, value)) in
+                properties.into_iter().flat_map(|p| p.view()).enumerate()
+            {
+                let seen = match value {
+                    _ if excluded => continue,
+                    ValueView::Integer(i) => Seen::Integer(i),
+                    ValueView::Double(d) => Seen::Double(d),
+                    ValueView::String(s) => Seen::String(s),
+                    _ => continue,
+                };
+                let at = match entry.properties.get(at) {
+                    Some((n, _)) if n == name => at,
+                    _ => match entry.properties.iter().position(|(n, _)| n == name) {
+                        Some(at) => at,
+                        None => {
+                            entry.properties.push((name.to_owned(), Run::default()));
+                            entry.properties.len() - 1
+                        }
+                    },
+                };
+                if let Some((rate, writes)) = entry.properties[at].1.step(seen, now, t) {
+                    found.push(Finding {
+                        rule: "R-S6",
+                        kind: kind.to_owned(),
+                        subject: name.to_owned(),
+                        rate,
+                        writes,
+                    });
+                }
+            }
+            // R-E2: one count per commit and entity group (followed by a hash of its root).
+            if !key.is_complete() {
+                continue;
+            }
+            let group = root_hash(key);
+            if groups_seen.contains(&group) {
+                continue;
+            }
+            groups_seen.push(group);
+            let window = state.groups.entry(group).or_insert(Window {
+                start: now,
+                writes: 0,
+                reported: false,
+            });
+            let elapsed = now.saturating_sub(window.start);
+            if elapsed >= t.group_window {
+                let rate = window.writes as f64 / elapsed.as_secs_f64();
+                if rate > t.group_rate && !window.reported {
+                    window.reported = true;
+                    let root = key.root();
+                    found.push(Finding {
+                        rule: "R-E2",
+                        kind: root.kind().to_owned(),
+                        subject: format!("{root:?}"),
+                        rate,
+                        writes: window.writes,
+                    });
+                }
+                window.start = now;
+                window.writes = 0;
+            }
+            window.writes += 1;
+        }
+        if state.groups.len() > t.max_groups {
+            let horizon = now.saturating_sub(t.group_window);
+            state.groups.retain(|_, w| w.start >= horizon);
+            if state.groups.len() > t.max_groups {
+                state.groups.clear();
+            }
+        }
+        for finding in found {
+            // Keys only at `trace` (R-N8); the rule, kind and rate at `warn`, once.
+            tracing::warn!(
+                rule = finding.rule,
+                kind = %finding.kind,
+                rate = finding.rate,
+                writes = finding.writes,
+                "this handle's writes follow a pattern Google's scale rules warn about; \
+                 `db.diagnostics()` says which and how to fix it"
+            );
+            tracing::trace!("{finding}");
+            state.findings.push(finding);
+        }
+    }
+}
