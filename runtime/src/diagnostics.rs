@@ -133,7 +133,8 @@ impl fmt::Display for Finding {
             "R-S4" => write!(
                 f,
                 "[R-S4] kind `{kind}` is written at {rate:.0} writes/s in its first minutes: \
-                 ramp new traffic up from 500 writes/s, +50 % every 5 minutes (`RampUp`)"
+                 ramp new traffic up from 500 writes/s, +50 % every 5 minutes (the 500/50/5 \
+                 rule), so the service can split the kind's key ranges in time"
             ),
             _ => write!(
                 f,

@@ -36,7 +36,7 @@ mod format;
 mod index_files;
 mod model;
 pub mod query;
-mod rules;
+pub mod rules;
 pub mod scale;
 
 pub use backend::retry::RetryPolicy;

@@ -133,7 +133,7 @@ async fn r_s4_a_new_kind_written_faster_than_500_a_second_is_found() {
     }
     let findings = db.diagnostics();
     assert_eq!(rules(&findings), ["R-S4"]);
-    assert!(findings[0].to_string().contains("RampUp"));
+    assert!(findings[0].to_string().contains("500/50/5"));
 
     // Past the first five minutes, the kind is no longer new.
     let (db, advance) = watched();
