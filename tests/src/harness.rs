@@ -97,6 +97,9 @@ fn launcher(package: &str, file: &str) -> Result<String, String> {
         .ok_or_else(|| format!("the Debian package {package} (with {file}) is not installed"))
 }
 
+/// What the emulators print when their port was taken between [`free_port`] and their bind.
+const PORT_TAKEN: &str = "Address already in use";
+
 /// A port nothing listens on now.
 fn free_port() -> Result<u16, String> {
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
@@ -123,8 +126,17 @@ fn healthy(port: u16) -> bool {
 
 impl Emulator {
     /// Starts the emulator of `backend` on a free loopback port and waits until it answers.
+    ///
+    /// A port free when chosen can be taken before the emulator binds it (by another
+    /// process, or by the emulator's own WebSocket server): then it starts again on another.
     pub fn start(backend: Backend) -> Result<Emulator, String> {
-        Emulator::start_on(backend, free_port()?)
+        let mut attempt = 1;
+        loop {
+            match Emulator::start_on(backend, free_port()?) {
+                Err(reason) if attempt < 5 && reason.contains(PORT_TAKEN) => attempt += 1,
+                started => return started,
+            }
+        }
     }
 
     /// Starts the emulator of `backend` on loopback port `port` (to restart one where a
@@ -186,8 +198,11 @@ impl Emulator {
         let emulator = Emulator { port, child };
         let started = Instant::now();
         while !healthy(port) {
+            let output = std::fs::read_to_string(&log).unwrap_or_default();
+            if output.contains(PORT_TAKEN) {
+                return Err(format!("{file} could not bind port {port}:\n{output}"));
+            }
             if started.elapsed() > Duration::from_secs(90) {
-                let output = std::fs::read_to_string(&log).unwrap_or_default();
                 return Err(format!(
                     "{file} did not answer on port {port} within 90 s; its output:\n{output}"
                 ));
