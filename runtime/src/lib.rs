@@ -75,6 +75,9 @@ pub use rules::commit::MAX_MUTATIONS;
 pub use rules::filter::{MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_NOT_IN_VALUES};
 pub use rules::index_entries::MAX_INDEX_ENTRIES;
 pub use rules::limits::{MAX_ENTITY_BYTES, MAX_INDEXED_BYTES};
+pub use scale::bulk::{BulkWriter, Progress};
+pub use scale::migrate;
+pub use scale::ramp::{Limiter, RampUp};
 pub use scale::sharded_index::{ShardIndexable, ShardedQuery};
 
 /// Entities and their schemas (the paths of earlier releases).

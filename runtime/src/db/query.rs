@@ -14,14 +14,17 @@ use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 use crate::backend::BoxFuture;
 use crate::error::Error;
 use crate::model::entity::{Entity, Projection};
-use crate::model::key::{Key, RawKey};
+use crate::model::key::{KEY_PROPERTY, Key, RawKey};
+use crate::model::schema::Direction;
 use crate::model::property_type::PropertyType;
 use crate::model::value::{PropertyMap, Value};
 use crate::query::descriptor::{
     Filter, NotExcluded, NotFlattened, NotInArray, Order, PropertyPath,
 };
 use crate::query::explain::Explanation;
-use crate::query::spec::{Aggregation, PropertyOrder, QueryBatch, QuerySpec, ResultShape};
+use crate::query::spec::{
+    Aggregation, Operator, PropertyFilter, PropertyOrder, QueryBatch, QuerySpec, ResultShape,
+};
 use crate::rules::filter::check_query;
 
 use super::read::with_counters;
@@ -236,6 +239,115 @@ impl<E: Entity> Query<E> {
     pub fn end_at(mut self, cursor: impl Into<Option<Cursor>>) -> Self {
         self.spec.end_cursor = cursor.into().map(|c| c.0);
         self
+    }
+
+    /// Resumes after `last`, the last entity processed (R-Q4; call it after the orders): only entities after it in the
+    /// query's order come back. A queue-like workload that deletes what it has processed
+    /// starts each round from the last value it saw, rather than from the start of the
+    /// index, where the service would step over every deleted entry again (and an offset
+    /// would skip entries: deleted ones no longer count).
+    ///
+    /// The query is ordered by at most one property (then the key, added in that property's
+    /// direction when not given); the resume is `p > v OR (p = v AND __key__ > k)` (`<` for a
+    /// descending order), with `v` and `k` read from `last`. Another order, or a `last`
+    /// holding no single value for the ordered property, is [`Error::InvalidQuery`] when the
+    /// query runs. Needs `OR` (Firestore in Datastore mode and the embedded engine; the
+    /// legacy Datastore emulator refuses it).
+    ///
+    /// ```
+    /// # use datastore_entity::prelude::*;
+    /// #[derive(Entity)]
+    /// struct Task {
+    ///     #[key]
+    ///     id: KeyName,
+    ///     priority: i64,
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let db = Db::in_memory();
+    /// for (id, priority) in [("a", 1), ("b", 1), ("c", 2), ("d", 3)] {
+    ///     db.put(&Task { id: KeyName::new(id)?, priority }).await?;
+    /// }
+    /// let first = db.query::<Task>().order(Task::PRIORITY.asc()).limit(2).fetch().await?.items;
+    /// let last = first.last().unwrap();
+    /// for task in &first {
+    ///     db.delete(&Task::key(task.id.clone())).await?; // processed
+    /// }
+    /// let next = db.query::<Task>().order(Task::PRIORITY.asc()).resume_after(last).fetch().await?;
+    /// let ids: Vec<&str> = next.items.iter().map(|t| t.id.as_str()).collect();
+    /// assert_eq!(ids, ["c", "d"]);
+    /// # Ok::<(), Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn resume_after(mut self, last: &E) -> Self {
+        match self.resume_filter(last) {
+            Ok(filter) => self.filter(filter),
+            Err(error) => {
+                self.error.get_or_insert(error);
+                self
+            }
+        }
+    }
+
+    /// The filter of [`resume_after`](Query::resume_after) (after it has added the key order).
+    fn resume_filter(&mut self, last: &E) -> Result<Filter<E>, Error> {
+        let refuse = |reason: String| Error::InvalidQuery {
+            kind: E::KIND.to_owned(),
+            reason: format!("`resume_after`: {reason} [R-Q4]"),
+        };
+        let is_key = |o: &PropertyOrder| o.property == KEY_PROPERTY;
+        let key = Value::Key(last.entity_key()?.into_raw());
+        let orders = &self.spec.orders;
+        let (first, key_order) = match orders.as_slice() {
+            [] => (None, None),
+            [o] if is_key(o) => (None, Some(o.direction)),
+            [o] => (Some(o.clone()), None),
+            [o, k] if !is_key(o) && is_key(k) => (Some(o.clone()), Some(k.direction)),
+            _ => {
+                return Err(refuse(format!(
+                    "the query is ordered by {} properties; it resumes a query ordered by one \
+                     property (then the key)",
+                    orders.len()
+                )));
+            }
+        };
+        let after = |direction: Direction| match direction {
+            Direction::Ascending => Operator::GreaterThan,
+            Direction::Descending => Operator::LessThan,
+        };
+        let leaf = |property: &str, op, value| {
+            Filter::leaf(PropertyFilter {
+                property: property.to_owned(),
+                op,
+                value,
+            })
+        };
+        let Some(first) = first else {
+            let direction = key_order.unwrap_or(Direction::Ascending);
+            return Ok(leaf(KEY_PROPERTY, after(direction), key));
+        };
+        let key_direction = key_order.unwrap_or(first.direction);
+        if key_order.is_none() {
+            self.spec.orders.push(PropertyOrder {
+                property: KEY_PROPERTY.to_owned(),
+                direction: key_direction,
+            });
+        }
+        let properties = last.to_properties()?;
+        let value = match lookup(&properties, &first.property) {
+            Some(Value::Array(_)) | None => {
+                return Err(refuse(format!(
+                    "the last entity holds no single value of `{}`, the property the query is \
+                     ordered by",
+                    first.property
+                )));
+            }
+            Some(value) => value.clone(),
+        };
+        Ok(leaf(&first.property, after(first.direction), value.clone()).or(
+            leaf(&first.property, Operator::Equal, value)
+                .and(leaf(KEY_PROPERTY, after(key_direction), key)),
+        ))
     }
 
     /// Returns typed keys instead of entities, which is cheaper (R-Q1).
@@ -690,5 +802,18 @@ impl<E: Entity, P: Projection<Entity = E>> ProjectionQuery<E, P> {
             }
             .fetch()
         })
+    }
+}
+
+/// The value at `path` in `properties`: a property's name, or a dotted path into embedded
+/// entities (or a flattened property's dotted name).
+fn lookup<'m>(properties: &'m PropertyMap, path: &str) -> Option<&'m Value> {
+    if let Some(property) = properties.get(path) {
+        return Some(&property.value);
+    }
+    let (outer, inner) = path.split_once('.')?;
+    match &properties.get(outer)?.value {
+        Value::Entity(embedded) => lookup(embedded, inner),
+        _ => None,
     }
 }

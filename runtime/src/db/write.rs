@@ -28,6 +28,7 @@ pub(crate) enum Op {
 /// One write of a commit, before its companions are added: the entity (in the backend's
 /// partition), which of its stored properties it sets, and the schema that says which
 /// companions it has.
+#[derive(Clone)]
 pub(crate) struct Write {
     pub(crate) op: Op,
     pub(crate) key: RawKey,

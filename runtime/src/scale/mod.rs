@@ -1,9 +1,13 @@
-//! The scale patterns of Google's pages, built on the `Db` (R-S1, R-S3): sharded counters'
-//! increments and totals, and queries through sharded indexes. Their companion entities are
+//! The scale patterns of Google's pages, built on the `Db`: sharded counters' increments and
+//! totals (R-S1), queries through sharded indexes (R-S3), the 500/50/5 ramp and the bulk
+//! writer paced by it (R-S4), migrations (R-S5). Their companion entities are
 //! written, read and deleted with their owner by the `Db`'s own pipeline (`db/write.rs`,
 //! `db/read.rs`), in the layout of `format/companion.rs`; replicas (R-S2) need nothing more.
 
+pub mod bulk;
 pub mod counter;
+pub mod migrate;
+pub mod ramp;
 pub mod sharded_index;
 
 pub use crate::rules::commit::MAX_MUTATIONS;
