@@ -15,8 +15,8 @@ use crate::backend::BoxFuture;
 use crate::error::Error;
 use crate::model::entity::{Entity, Projection};
 use crate::model::key::{KEY_PROPERTY, Key, RawKey};
-use crate::model::schema::Direction;
 use crate::model::property_type::PropertyType;
+use crate::model::schema::Direction;
 use crate::model::value::{PropertyMap, Value};
 use crate::query::descriptor::{
     Filter, NotExcluded, NotFlattened, NotInArray, Order, PropertyPath,
@@ -344,10 +344,14 @@ impl<E: Entity> Query<E> {
             }
             Some(value) => value.clone(),
         };
-        Ok(leaf(&first.property, after(first.direction), value.clone()).or(
-            leaf(&first.property, Operator::Equal, value)
-                .and(leaf(KEY_PROPERTY, after(key_direction), key)),
-        ))
+        Ok(
+            leaf(&first.property, after(first.direction), value.clone()).or(leaf(
+                &first.property,
+                Operator::Equal,
+                value,
+            )
+            .and(leaf(KEY_PROPERTY, after(key_direction), key))),
+        )
     }
 
     /// Returns typed keys instead of entities, which is cheaper (R-Q1).

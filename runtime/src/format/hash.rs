@@ -1,12 +1,25 @@
 //! The hashes that name stored data (scattered key names, companion entities, composite index
 //! tables) and check cursors: FNV-1a, tiny and stable across releases and platforms. Changing
-//! either function re-keys data already written: `format/golden.rs` pins them.
+//! either function re-keys data already written (and moves users between rollout
+//! buckets): `tests/tests/formats.rs` and `tests/tests/scale_helpers.rs` pin them.
 
 /// FNV-1a, 64 bits: checksums, fingerprints, scattered key-name prefixes.
 pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
+}
+
+/// FNV-1a, 64 bits, then MurmurHash3's 64-bit finalizer, so that inputs differing in one
+/// character (`item0015`, `item0016`) land far apart in every bit: rollout buckets, scattered
+/// write orders.
+pub(crate) fn fnv1a_mixed(bytes: &[u8]) -> u64 {
+    let mut h = fnv1a(bytes);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
 }
 
 /// FNV-1a, 128 bits: for names that must not collide by accident.

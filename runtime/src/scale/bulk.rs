@@ -8,7 +8,7 @@ use crate::backend::retry::RetryPolicy;
 use crate::db::Db;
 use crate::db::write::{Op, Write, commit};
 use crate::error::Error;
-use crate::format::hash::fnv1a;
+use crate::format::hash::fnv1a_mixed;
 use crate::model::entity::Entity;
 use crate::model::key::{Key, RawKey};
 use crate::rules::commit::MAX_MUTATIONS;
@@ -166,7 +166,8 @@ impl<'a> BulkWriter<'a> {
         // which scatters them): consecutive commits land all over the key range.
         order.sort_by_cached_key(|&i| {
             let key = &writes[i].key;
-            key.is_complete().then(|| fnv1a(format!("{key:?}").as_bytes()))
+            key.is_complete()
+                .then(|| fnv1a_mixed(format!("{key:?}").as_bytes()))
         });
         let limiter = self.limiter.get_or_insert_with(|| self.ramp.limiter());
         let mut keys: Vec<Option<RawKey>> = vec![None; total];
@@ -184,7 +185,9 @@ impl<'a> BulkWriter<'a> {
                 (mutations, bytes, end) = (mutations + more, bytes + size, end + 1);
             }
             let batch: Vec<Write> = order[at..end].iter().map(|&i| writes[i].clone()).collect();
-            limiter.acquire(u32::try_from(mutations).unwrap_or(u32::MAX)).await;
+            limiter
+                .acquire(u32::try_from(mutations).unwrap_or(u32::MAX))
+                .await;
             let mut attempt = 1;
             let written = loop {
                 match commit(&self.db.scope, batch.clone(), None).await {

@@ -62,7 +62,7 @@ use futures_util::TryStreamExt as _;
 
 use crate::db::Db;
 use crate::error::Error;
-use crate::format::hash::fnv1a;
+use crate::format::hash::fnv1a_mixed;
 use crate::model::entity::Entity;
 use crate::model::key::{Key, RawKey};
 use crate::model::schema::Schema;
@@ -75,13 +75,7 @@ use super::ramp::RampUp;
 /// modulo 100. Stable across processes, platforms and releases of this crate (a test pins
 /// it), and easy to compute in any language.
 pub fn bucket(id: &str) -> u8 {
-    let mut h = fnv1a(id.as_bytes());
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^= h >> 33;
-    u8::try_from(h % 100).unwrap_or(0)
+    u8::try_from(fnv1a_mixed(id.as_bytes()) % 100).unwrap_or(0)
 }
 
 /// Whether `id` (a user id, say) is among the first `percent` % of ids to move: `bucket(id) <
@@ -188,7 +182,11 @@ impl fmt::Display for CopyState {
         writeln!(f, "deleted {}", r.deleted)?;
         for stripe in &self.stripes {
             writeln!(f, "stripe")?;
-            for (label, key) in [("from", &stripe.from), ("to", &stripe.to), ("after", &stripe.after)] {
+            for (label, key) in [
+                ("from", &stripe.from),
+                ("to", &stripe.to),
+                ("after", &stripe.after),
+            ] {
                 if let Some(key) = key {
                     writeln!(f, "{label} {key}")?;
                 }
@@ -220,7 +218,10 @@ impl FromStr for CopyState {
         };
         for line in lines.filter(|l| !l.is_empty()) {
             let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
-            let count = || rest.parse::<u64>().map_err(|e| bad(format!("`{line}`: {e}")));
+            let count = || {
+                rest.parse::<u64>()
+                    .map_err(|e| bad(format!("`{line}`: {e}")))
+            };
             let key = || rest.parse::<RawKey>().map(Some);
             let stripe = state.stripes.last_mut();
             match (word, stripe) {
@@ -368,8 +369,12 @@ impl<'a, O: Entity, N: Entity> CopyJob<'a, O, N> {
     /// Runs the job to its end; what it did (counts of this run and the runs it resumes).
     pub async fn run(mut self) -> Result<CopyReport, Error> {
         let delete = self.delete_source;
-        let per_entity =
-            mutations(N::SCHEMA, false) + if delete { mutations(O::SCHEMA, true) } else { 0 };
+        let per_entity = mutations(N::SCHEMA, false)
+            + if delete {
+                mutations(O::SCHEMA, true)
+            } else {
+                0
+            };
         let batch = self.batch.min(MAX_MUTATIONS / per_entity).max(1);
         let mut state = match self.resume.take() {
             Some(state) => state,
@@ -436,7 +441,11 @@ impl<'a, O: Entity, N: Entity> CopyJob<'a, O, N> {
             .collect();
         bounds.dedup();
         let starts = std::iter::once(None).chain(bounds.iter().cloned().map(Some));
-        let ends = bounds.iter().cloned().map(Some).chain(std::iter::once(None));
+        let ends = bounds
+            .iter()
+            .cloned()
+            .map(Some)
+            .chain(std::iter::once(None));
         Ok(CopyState {
             stripes: starts
                 .zip(ends)

@@ -66,7 +66,11 @@ impl RampUp {
     /// Grows no further than `rate` operations per second (at least 1): what the caller's own
     /// budget or quota allows.
     pub fn capped_at(mut self, rate: f64) -> RampUp {
-        self.ceiling = if rate.is_nan() { f64::INFINITY } else { rate.max(1.0) };
+        self.ceiling = if rate.is_nan() {
+            f64::INFINITY
+        } else {
+            rate.max(1.0)
+        };
         self
     }
 
