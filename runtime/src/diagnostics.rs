@@ -7,8 +7,10 @@
 //!   `Customer1`, `Customer2`, … — which puts every write on one key range.
 //! - `R-E2`: one entity group (one root key) written more than about once per second,
 //!   sustained.
-//! - `R-S4`: a kind written faster than 500 writes/s in its first minutes, before the service
-//!   has split its key ranges (the 500/50/5 rule).
+//! - `R-S4`: a kind written faster than 500 writes/s (measured over 10 s, one commit's burst
+//!   allowed) in its first minutes, before the service has split its key ranges (the
+//!   500/50/5 rule; [`RampUp`](crate::RampUp) and [`BulkWriter`](crate::BulkWriter) pace
+//!   writes to it).
 //! - `R-S6`: an indexed property whose written values increase (or decrease) steadily at a
 //!   high rate — sequence numbers, counters — which puts every index write on one range.
 //!
@@ -53,6 +55,7 @@ use smallvec::SmallVec;
 use crate::backend::Mutation;
 use crate::model::key::{IdOrName, RawKey};
 use crate::model::stored::ValueView;
+use crate::rules::commit::MAX_MUTATIONS;
 
 /// A hash of `key`'s root (its entity group): partition and first path element.
 fn root_hash(key: &RawKey) -> u64 {
@@ -80,6 +83,10 @@ pub struct Thresholds {
     pub ramp_rate: f64,
     /// `R-S4`: how long after its first write a kind counts as new — 5 minutes by default.
     pub ramp_window: Duration,
+    /// `R-S4`: over how long the rate is measured — 10 s by default. A window may hold one
+    /// commit (500 writes) more than `ramp_rate` allows: a writer paced to the rate sends
+    /// each batch at once (as [`RampUp`](crate::RampUp)'s limiter lets it).
+    pub ramp_measure: Duration,
     /// The most entity groups followed at once (`R-E2`): past it, the oldest are dropped.
     pub max_groups: usize,
 }
@@ -93,6 +100,7 @@ impl Default for Thresholds {
             group_window: Duration::from_secs(10),
             ramp_rate: 500.0,
             ramp_window: Duration::from_secs(300),
+            ramp_measure: Duration::from_secs(10),
             max_groups: 10_000,
         }
     }
@@ -134,7 +142,8 @@ impl fmt::Display for Finding {
                 f,
                 "[R-S4] kind `{kind}` is written at {rate:.0} writes/s in its first minutes: \
                  ramp new traffic up from 500 writes/s, +50 % every 5 minutes (the 500/50/5 \
-                 rule), so the service can split the kind's key ranges in time"
+                 rule), so the service can split the kind's key ranges in time: pace bulk \
+                 writes with `BulkWriter` (or a `RampUp` limiter)"
             ),
             _ => write!(
                 f,
@@ -218,9 +227,9 @@ struct State {
 
 struct KindState {
     first: Duration,
-    /// Writes in the current second, and which second (`R-S4`).
-    second: u64,
-    in_second: u64,
+    /// Which window of `ramp_measure` is current, and the writes in it (`R-S4`).
+    window: u128,
+    in_window: u64,
     reported_ramp: bool,
     keys: Run,
     /// One run per indexed property, by name.
@@ -366,6 +375,7 @@ impl Watch {
         }
         let now = (self.config.clock)();
         let t = &self.config.thresholds;
+        let measure = t.ramp_measure.as_nanos().max(1);
         let mut state = self.state();
         let state = &mut *state;
         let mut found = Vec::new();
@@ -382,30 +392,31 @@ impl Watch {
                 Some(entry) => entry,
                 None => state.kinds.entry(kind.to_owned()).or_insert(KindState {
                     first: now,
-                    second: now.as_secs(),
-                    in_second: 0,
+                    window: now.as_nanos() / measure,
+                    in_window: 0,
                     reported_ramp: false,
                     keys: Run::default(),
                     properties: Vec::new(),
                 }),
             };
-            // R-S4: writes per second while the kind is new.
-            if now.as_secs() != entry.second {
-                entry.second = now.as_secs();
-                entry.in_second = 0;
+            // R-S4: writes per measured window while the kind is new.
+            if now.as_nanos() / measure != entry.window {
+                entry.window = now.as_nanos() / measure;
+                entry.in_window = 0;
             }
-            entry.in_second += 1;
+            entry.in_window += 1;
+            let seconds = t.ramp_measure.as_secs_f64().max(1e-9);
             if !entry.reported_ramp
                 && now.saturating_sub(entry.first) < t.ramp_window
-                && entry.in_second as f64 > t.ramp_rate
+                && entry.in_window as f64 > t.ramp_rate * seconds + MAX_MUTATIONS as f64
             {
                 entry.reported_ramp = true;
                 found.push(Finding {
                     rule: "R-S4",
                     kind: kind.to_owned(),
                     subject: String::new(),
-                    rate: entry.in_second as f64,
-                    writes: entry.in_second,
+                    rate: entry.in_window as f64 / seconds,
+                    writes: entry.in_window,
                 });
             }
             // R-K4: ids or names the caller chose, written in sequence (allocated ids are

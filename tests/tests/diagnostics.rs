@@ -121,19 +121,22 @@ async fn r_s4_a_new_kind_written_faster_than_500_a_second_is_found() {
             .map(|i| customer(KeyName::scattered(format!("c{i}")).unwrap()))
             .collect::<Vec<_>>()
     };
-    // 400 in one second: within the ramp.
-    for i in 0..4 {
+    // 5,500 in 10 s: within the ramp (500/s, and one commit's burst).
+    for i in 0..55 {
         db.put_many(&batch(i * 100)).await.unwrap();
     }
     assert_eq!(db.diagnostics(), []);
-    // 600 in the next second.
-    advance(Duration::from_secs(1));
-    for i in 4..10 {
+    // 5,600 in the next 10 s.
+    advance(Duration::from_secs(10));
+    for i in 55..111 {
         db.put_many(&batch(i * 100)).await.unwrap();
     }
     let findings = db.diagnostics();
     assert_eq!(rules(&findings), ["R-S4"]);
     assert!(findings[0].to_string().contains("500/50/5"));
+    assert!(findings[0].to_string().contains("BulkWriter"));
+    // Found as the window crossed the threshold.
+    assert_eq!((findings[0].writes, findings[0].rate), (5_501, 550.1));
 
     // Past the first five minutes, the kind is no longer new.
     let (db, advance) = watched();

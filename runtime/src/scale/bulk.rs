@@ -33,6 +33,9 @@ pub struct Progress {
     pub retries: u32,
 }
 
+/// A progress callback.
+type OnProgress<'a> = Box<dyn FnMut(&Progress) + Send + 'a>;
+
 /// Writes or deletes many entities without the hotspots Google's pages warn about (R-S4,
 /// R-K4): commits of at most 500 mutations (replicas counted, and at most 9 MiB), paced by a
 /// [`RampUp`] (500 writes per second, +50 % every 5 minutes), in an order scattered over the
@@ -40,6 +43,9 @@ pub struct Progress {
 /// commit that meets contention or an outage is sent again after a backoff. Entities are
 /// written as [`Db::put`] writes them (upserts: properties the type does not declare are
 /// kept), so writing the same entities again is always safe.
+///
+/// The pace belongs to the writer: keep one writer per kind for the whole load (its ramp goes
+/// on across calls); two writers to one kind each take the full rate.
 ///
 /// ```
 /// use datastore_entity::prelude::*;
@@ -71,7 +77,7 @@ pub struct BulkWriter<'a> {
     limiter: Option<Limiter>,
     retry: RetryPolicy,
     batch: usize,
-    progress: Option<Box<dyn FnMut(&Progress) + Send + 'a>>,
+    progress: Option<OnProgress<'a>>,
 }
 
 impl std::fmt::Debug for BulkWriter<'_> {

@@ -489,6 +489,8 @@ impl<'a, O: Entity, N: Entity> CopyJob<'a, O, N> {
                         pairs.push((key, convert(old)?));
                     }
                 }
+                // Written in an order scattered by key, not the page's key order.
+                pairs.sort_by_cached_key(|(key, _)| fnv1a_mixed(key.to_string().as_bytes()));
                 let mut targets = Vec::new();
                 for (old_key, new) in &pairs {
                     let Some(new) = new else { continue };
