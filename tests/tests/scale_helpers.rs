@@ -581,3 +581,45 @@ on_backends! {
     r_q4_queue_ascending: |db| r_q4_a_queue_resumes_from_the_last_processed_value(db, false);
     r_q4_queue_descending: |db| r_q4_a_queue_resumes_from_the_last_processed_value(db, true);
 }
+
+#[derive(Entity, Debug, Clone, PartialEq)]
+struct Lease {
+    #[key]
+    id: KeyName,
+    generation: i64,
+}
+
+/// Expiry by generation (R-S7): the expired generation is invisible to the live query at once,
+/// and deleted through an equality query on it, leaving the live generation untouched.
+#[tokio::test]
+async fn r_s7_an_expired_generation_is_dropped_by_equality_not_by_range() {
+    let db = Db::in_memory();
+    let lease = |i: usize, generation| Lease {
+        id: KeyName::scattered(format!("lease-{generation}-{i}")).unwrap(),
+        generation,
+    };
+    let mut writer = BulkWriter::new(&db).ramp(RampUp::new().starting_at(100_000.0));
+    writer
+        .put_all(&(0..300).map(|i| lease(i, 1)).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    writer
+        .put_all(&(0..120).map(|i| lease(i, 2)).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let live = || db.query::<Lease>().filter(Lease::GENERATION.eq(2)).count();
+    assert_eq!(live().await.unwrap(), 120);
+    let expired: Vec<Key<Lease>> = db
+        .query::<Lease>()
+        .filter(Lease::GENERATION.eq(1))
+        .keys_only()
+        .stream()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(expired.len(), 300);
+    writer.delete_all(&expired).await.unwrap();
+    assert_eq!(live().await.unwrap(), 120);
+    assert_eq!(db.query::<Lease>().count().await.unwrap(), 120);
+    assert_eq!(db.diagnostics(), []);
+}
