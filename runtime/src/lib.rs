@@ -124,7 +124,8 @@ pub mod value {
         WholeEntity,
     };
     pub use crate::model::scalar::{Blob, GeoPoint, Timestamp};
-    pub use crate::model::stored::{StoredValue, StoredWriter};
+    pub use crate::model::sink::{Form, StoredWriter};
+    pub use crate::model::stored::StoredValue;
     pub use crate::model::value::{DecodeError, Property, PropertyMap, Value, compare_values};
 }
 

@@ -83,7 +83,11 @@ pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
         Mode::Stub
     };
     let entity_key = mode.body(&p, entity_key.unwrap_or_default());
-    let to_properties = mode.body(&p, quote!(#p::Result::Ok(#to_properties)));
+    let properties_in = mode.body(&p, quote!(#p::Result::Ok(#to_properties)));
+    let to_properties = mode.body(
+        &p,
+        quote!(<Self as #p::Entity>::properties_in(self, #p::Form::STORED)),
+    );
     let from_entity = mode.body(&p, from_entity.unwrap_or_default());
     quote! {
         #[automatically_derived]
@@ -97,6 +101,14 @@ pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
 
             fn to_properties(&self) -> #p::Result<#p::PropertyMap, #p::Error> {
                 #to_properties
+            }
+
+            #[allow(unused_variables)]
+            fn properties_in(
+                &self,
+                __form: #p::Form<'_>,
+            ) -> #p::Result<#p::PropertyMap, #p::Error> {
+                #properties_in
             }
 
             #[allow(unused_variables)]
@@ -115,7 +127,18 @@ pub(super) fn embedded_impl(entity: &Entity, mode: Mode) -> TokenStream {
     let p = private(entity);
     let ident = &entity.ident;
     let schema = schema(entity);
-    let to_properties = mode.body(&p, to_properties(entity));
+    let to_properties = to_properties(entity);
+    let to_value = mode.body(
+        &p,
+        quote!(#p::nested_entity(|| {
+            let __form = #p::Form::STORED;
+            #to_properties
+        })),
+    );
+    let write_stored = mode.body(
+        &p,
+        quote!(__w.entity(|__form| #p::nested(|| #to_properties))),
+    );
     let fields = entity.properties().map(|field| {
         let field_ident = &field.ident;
         let read = read_property(entity, field);
@@ -155,7 +178,12 @@ pub(super) fn embedded_impl(entity: &Entity, mode: Mode) -> TokenStream {
             const EMBEDDED: #p::Option<&'static #p::Schema> = #p::Option::Some(&#schema);
 
             fn to_value(&self) -> #p::Value {
-                #p::nested_entity(|| #to_properties)
+                #to_value
+            }
+
+            #[allow(unused_variables)]
+            fn write_stored(&self, __w: &mut #p::StoredWriter<'_>) {
+                #write_stored
             }
 
             #[allow(unused_variables)]
@@ -273,8 +301,9 @@ fn count(value: u64) -> u32 {
     u32::try_from(value).unwrap_or(u32::MAX)
 }
 
-/// The block that builds the `PropertyMap` from `self`: each field written straight into
-/// the stored form, in name order (the order the stored form keeps), with no `Value` built.
+/// The block that builds the `PropertyMap` from `self` in `__form`: each field written
+/// straight into the stored form or the wire form, in name order (the order the stored form
+/// keeps), with no `Value` built.
 fn to_properties(entity: &Entity) -> TokenStream {
     let p = private(entity);
     let mut puts: Vec<(String, TokenStream)> = entity
@@ -330,7 +359,7 @@ fn to_properties(entity: &Entity) -> TokenStream {
     let puts = puts.into_iter().map(|(_, put)| put);
     quote! {{
         #[allow(unused_mut)]
-        let mut __properties = #p::PropertyMap::stored_with_capacity(#count, 16 + 48 * #count);
+        let mut __properties = #p::PropertyMap::in_form(__form, #count, 16 + 48 * #count);
         #(#puts)*
         __properties
     }}

@@ -79,46 +79,59 @@ impl Mutation {
 /// Which stored properties an insert, update or upsert sets (the service's
 /// `Mutation.property_mask`). What a mask leaves out stays as it was stored, with its index
 /// entries: that is how a struct that does not declare a property leaves it alone.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Mask {
     /// Every property: the stored entity becomes exactly the written one.
     Whole,
     /// Only these paths, each a property name followed by names inside embedded entities.
     /// A path the written entity lacks is removed from the stored one.
     Paths(Vec<Vec<Cow<'static, str>>>),
+    /// The properties an entity type writes ([`Mask::declared`]): its paths, named without
+    /// building them for every write.
+    Declared(&'static Schema),
 }
 
 impl Mask {
     /// The properties an entity type writes: every stored property it declares, and the
     /// former names of its properties (a write removes those).
-    pub fn declared(schema: &Schema) -> Mask {
-        let mut paths = Vec::new();
-        for property in schema.properties {
-            match property.embedded().filter(|_| property.flatten) {
-                // `#[property(flatten)]`: its `name.sub` properties.
-                Some(inner) => paths.extend(
-                    inner
-                        .properties
-                        .iter()
-                        .map(|sub| vec![Cow::Owned(format!("{}.{}", property.name, sub.name))]),
-                ),
-                None => paths.push(vec![Cow::Borrowed(property.name)]),
-            }
-            paths.extend(
-                property
-                    .aliases
+    pub fn declared(schema: &'static Schema) -> Mask {
+        Mask::Declared(schema)
+    }
+
+    /// The paths of a declared mask, each one name long.
+    pub fn declared_names(schema: &'static Schema) -> impl Iterator<Item = Cow<'static, str>> {
+        schema.properties.iter().flat_map(|property| {
+            let flattened = property.embedded().filter(|_| property.flatten);
+            // `#[property(flatten)]`: its `name.sub` properties.
+            let subs = flattened.into_iter().flat_map(move |inner| {
+                inner
+                    .properties
                     .iter()
-                    .map(|&alias| vec![Cow::Borrowed(alias)]),
-            );
+                    .map(move |sub| Cow::Owned(format!("{}.{}", property.name, sub.name)))
+            });
+            let own = flattened.is_none().then_some(Cow::Borrowed(property.name));
+            own.into_iter()
+                .chain(subs)
+                .chain(property.aliases.iter().map(|&alias| Cow::Borrowed(alias)))
+        })
+    }
+
+    /// The paths, `None` for the whole entity.
+    pub fn paths(&self) -> Option<Cow<'_, [Vec<Cow<'static, str>>]>> {
+        match self {
+            Mask::Whole => None,
+            Mask::Paths(paths) => Some(Cow::Borrowed(paths)),
+            Mask::Declared(schema) => Some(Cow::Owned(
+                Mask::declared_names(schema).map(|n| vec![n]).collect(),
+            )),
         }
-        Mask::Paths(paths)
     }
 
     /// `self`, each path behind `name` (the mask of an entity embedded as property `name`).
     pub(crate) fn inside(&self, name: &'static str) -> Mask {
-        match self {
-            Mask::Whole => Mask::Paths(vec![vec![Cow::Borrowed(name)]]),
-            Mask::Paths(paths) => Mask::Paths(
+        match self.paths() {
+            None => Mask::Paths(vec![vec![Cow::Borrowed(name)]]),
+            Some(paths) => Mask::Paths(
                 paths
                     .iter()
                     .map(|path| {
@@ -133,21 +146,18 @@ impl Mask {
 
     /// `self` and `other`'s paths.
     pub(crate) fn with(self, other: Mask) -> Mask {
-        match (self, other) {
-            (Mask::Paths(mut a), Mask::Paths(b)) => {
-                a.extend(b);
-                Mask::Paths(a)
-            }
+        match (self.paths(), other.paths()) {
+            (Some(a), Some(b)) => Mask::Paths(a.iter().chain(b.iter()).cloned().collect()),
             _ => Mask::Whole,
         }
     }
 
     /// `written` laid over `stored` as this mask says: the entity the write leaves.
     pub(crate) fn merge(&self, stored: Option<PropertyMap>, written: PropertyMap) -> PropertyMap {
-        match (self, stored) {
-            (Mask::Whole, _) | (_, None) => written,
-            (Mask::Paths(paths), Some(mut stored)) => {
-                for path in paths {
+        match (self.paths(), stored) {
+            (None, _) | (_, None) => written,
+            (Some(paths), Some(mut stored)) => {
+                for path in paths.iter() {
                     overlay(&mut stored, &written, path);
                 }
                 stored
@@ -155,6 +165,15 @@ impl Mask {
         }
     }
 }
+
+/// Masks are equal when they keep the same paths.
+impl PartialEq for Mask {
+    fn eq(&self, other: &Mask) -> bool {
+        self.paths() == other.paths()
+    }
+}
+
+impl Eq for Mask {}
 
 /// Sets `path` of `stored` to what `written` holds there (removes it when `written` has none).
 fn overlay(stored: &mut PropertyMap, written: &PropertyMap, path: &[Cow<'static, str>]) {

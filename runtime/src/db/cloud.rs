@@ -98,7 +98,11 @@ impl CloudBuilder {
         };
         let retry = self.settings.retry;
         let cloud = self.settings.connect().await?;
-        Ok(Db::with_backend_in(Arc::new(cloud), partition).with_retry(retry))
+        let partitions = cloud.partitions().clone();
+        let mut db = Db::with_backend_in(Arc::new(cloud), partition).with_retry(retry);
+        // The derive writes entities straight into the service's protocol buffers.
+        db.scope = db.scope.writing_wire(&partitions);
+        Ok(db)
     }
 }
 

@@ -139,11 +139,7 @@ impl Db {
     /// A handle on any backend, reading and writing `partition`.
     pub fn with_backend_in(backend: Arc<dyn Backend>, partition: PartitionId) -> Db {
         Db {
-            scope: Scope {
-                backend,
-                partition,
-                watch: Arc::new(Watch::new(Diagnostics::new())),
-            },
+            scope: Scope::new(backend, partition, Arc::new(Watch::new(Diagnostics::new()))),
             retry: RetryPolicy::default(),
         }
     }
@@ -153,7 +149,7 @@ impl Db {
     pub fn namespace(&self, namespace: &str) -> Result<Db, Error> {
         validate(NameRole::Namespace, namespace)?;
         let mut db = self.clone();
-        db.scope.partition.namespace = namespace.to_owned();
+        db.scope = self.scope.in_namespace(namespace);
         Ok(db)
     }
 

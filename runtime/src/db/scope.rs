@@ -8,9 +8,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::backend::{Backend, TransactionId, TransactionMode};
 use crate::diagnostics::Watch;
 use crate::error::Error;
+use crate::model::entity::Entity;
 use crate::model::key::{PartitionId, RawKey};
+#[cfg(feature = "cloud")]
+use crate::model::sink::Form;
 use crate::model::stored::lacks_partition;
 use crate::model::value::{PropertyMap, Value};
+#[cfg(feature = "cloud")]
+use crate::model::wire::Partitions;
 
 /// A backend and the partition (namespace) a handle reads and writes: keys built in code take
 /// it, keys of another partition are refused before anything is sent.
@@ -20,9 +25,59 @@ pub(crate) struct Scope {
     pub(crate) partition: PartitionId,
     /// What watches this handle's writes for the scale rules (shared by its clones).
     pub(crate) watch: Arc<Watch>,
+    /// On Google Cloud, the wire form entities are written in (key values without a
+    /// partition take `partition`); the stored form otherwise.
+    #[cfg(feature = "cloud")]
+    pub(crate) wire: Option<Arc<Partitions>>,
 }
 
 impl Scope {
+    /// A scope of `backend` in `partition`, writing entities in the stored form.
+    pub(crate) fn new(
+        backend: Arc<dyn Backend>,
+        partition: PartitionId,
+        watch: Arc<Watch>,
+    ) -> Self {
+        Scope {
+            backend,
+            partition,
+            watch,
+            #[cfg(feature = "cloud")]
+            wire: None,
+        }
+    }
+
+    /// The same scope in namespace `namespace`.
+    pub(crate) fn in_namespace(&self, namespace: &str) -> Scope {
+        let mut scope = self.clone();
+        scope.partition.namespace = namespace.to_owned();
+        #[cfg(feature = "cloud")]
+        if let Some(wire) = &self.wire {
+            scope.wire = Some(Arc::new(wire.writing_into(&scope.partition)));
+        }
+        scope
+    }
+
+    /// The same scope, writing entities in the wire form of `partitions`' database.
+    #[cfg(feature = "cloud")]
+    pub(crate) fn writing_wire(mut self, partitions: &Partitions) -> Scope {
+        self.wire = Some(Arc::new(partitions.writing_into(&self.partition)));
+        self
+    }
+
+    /// `entity`'s properties, in the form this scope's backend takes best, with key values
+    /// in this partition unless they carry one.
+    pub(crate) fn outgoing_entity<E: Entity>(&self, entity: &E) -> Result<PropertyMap, Error> {
+        #[cfg(feature = "cloud")]
+        if let Some(wire) = &self.wire {
+            // The sink wrote key values in this partition already.
+            return entity.properties_in(Form::wire(wire));
+        }
+        let mut properties = entity.to_properties()?;
+        self.outgoing_properties(&mut properties);
+        Ok(properties)
+    }
+
     /// A user's key as the backend sees it: in this partition, which a key without one takes;
     /// a key of another partition is refused before anything is sent.
     pub(crate) fn outgoing(&self, key: &RawKey) -> Result<RawKey, Error> {

@@ -43,8 +43,7 @@ impl Write {
     pub(crate) fn entity<E: Entity>(scope: &Scope, entity: &E, op: Op) -> Result<Write, Error> {
         let key = scope.outgoing(entity.entity_key()?.raw())?;
         key.check_writable()?;
-        let mut properties = entity.to_properties()?;
-        scope.outgoing_properties(&mut properties);
+        let properties = scope.outgoing_entity(entity)?;
         Ok(Write {
             op,
             key,

@@ -6,7 +6,7 @@ use crate::model::key::{IdOrName, Key, KeyId, RawKey};
 use crate::model::name::{KeyName, NameRole, validate};
 use crate::model::property_type::{Flat, Projectable, PropertyType, Steady};
 use crate::model::schema::Schema;
-use crate::model::stored::StoredWriter;
+use crate::model::sink::{Form, StoredWriter};
 use crate::model::value::{DecodeError, PropertyMap, Value};
 
 /// A struct stored as an entity of its own kind. Implement it with `#[derive(Entity)]`.
@@ -30,6 +30,15 @@ pub trait Entity: Sized + Send + Sync + 'static {
     /// The stored properties (never the key or parent fields). Fails only where writing a
     /// field can: a `#[property(json)]` value its `Serialize` refuses (`Error::InvalidValue`).
     fn to_properties(&self) -> Result<PropertyMap, Error>;
+
+    /// The stored properties built in `form`: the derive writes them straight into the
+    /// service's wire form for a Google Cloud handle. The default builds the stored form,
+    /// which every backend also takes. Not a public API.
+    #[doc(hidden)]
+    fn properties_in(&self, form: Form<'_>) -> Result<PropertyMap, Error> {
+        let _ = form;
+        self.to_properties()
+    }
 
     /// Rebuilds the entity from its key and properties; key and parent fields come from the key.
     fn from_entity(key: &RawKey, properties: PropertyMap) -> Result<Self, Error>;

@@ -63,11 +63,17 @@ pub fn take_with<T: PropertyType>(
 }
 
 /// The value of an embedded entity (what the derive's `to_value` of an embedded struct
-/// returns): its properties, built by `build`. A value of a recursive type can be nested
-/// deeper than the service allows (20 levels); past [`MAX_NESTING`](crate::MAX_NESTING) `build` is
-/// not called and the value is an empty entity, so that building stops where the stack is
-/// still shallow and the write is refused by the limits check, naming the path.
+/// returns): its properties, built by `build` (see [`nested`]).
 pub fn nested_entity(build: impl FnOnce() -> PropertyMap) -> Value {
+    Value::Entity(nested(build))
+}
+
+/// The properties of an embedded entity, built by `build`. A value of a recursive type can
+/// be nested deeper than the service allows (20 levels); past
+/// [`MAX_NESTING`](crate::MAX_NESTING) `build` is not called and the entity is empty, so that
+/// building stops where the stack is still shallow and the write is refused by the limits
+/// check, naming the path.
+pub fn nested(build: impl FnOnce() -> PropertyMap) -> PropertyMap {
     thread_local! {
         static DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     }
@@ -83,8 +89,8 @@ pub fn nested_entity(build: impl FnOnce() -> PropertyMap) -> Value {
     });
     let _level = Level;
     match depth > crate::model::value::MAX_NESTING {
-        true => Value::Entity(PropertyMap::new()),
-        false => Value::Entity(build()),
+        true => PropertyMap::new(),
+        false => build(),
     }
 }
 

@@ -33,6 +33,7 @@ impl KeyId {
 
     /// An id as another client stored it: any id but 0, negative ones included (the legacy
     /// service and its emulator accept them). Writes check it again.
+    #[cfg(feature = "cloud")]
     pub(crate) fn stored(id: i64) -> Result<KeyId, Error> {
         match std::num::NonZeroI64::new(id) {
             Some(id) => Ok(KeyId(id)),
@@ -156,6 +157,7 @@ impl PathElement {
     }
 
     /// An element as another client stored it, its kind unchecked (reads are lenient).
+    #[cfg(feature = "cloud")]
     pub(crate) fn stored(kind: String, id_or_name: Option<IdOrName>) -> Self {
         PathElement { kind, id_or_name }
     }

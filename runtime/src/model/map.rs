@@ -6,7 +6,10 @@ use std::fmt;
 use std::ops::Index;
 use std::sync::OnceLock;
 
-use crate::model::stored::{StoredValue, StoredWriter, Writer, view};
+use crate::model::sink::StoredWriter;
+#[cfg(feature = "cloud")]
+use crate::model::sink::{decode_wire, property_from_wire, put_wire};
+use crate::model::stored::{StoredValue, Writer, view};
 use crate::model::value::{
     DecodeError, Entries, Entry, Property, PropertyMap, Repr, Slot, Stored, Value,
 };
@@ -98,7 +101,7 @@ impl PropertyMap {
             let name_end = w.bytes.len();
             w.u8(u8::from(excluded));
             let value_start = w.bytes.len();
-            write(&mut StoredWriter { w: &mut w });
+            write(&mut StoredWriter::stored(&mut w));
             let value_end = w.bytes.len();
             s.bytes = w.bytes;
             let at = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
@@ -113,8 +116,12 @@ impl PropertyMap {
             s.bytes[..4].copy_from_slice(&count);
             return;
         }
+        #[cfg(feature = "cloud")]
+        if let Repr::Wire(map) = &mut self.repr {
+            return put_wire(map, name, excluded, write);
+        }
         let mut w = Writer::default();
-        write(&mut StoredWriter { w: &mut w });
+        write(&mut StoredWriter::stored(&mut w));
         let value = view(&w.bytes, 0).map_or(Value::Null, |(v, _)| v.to_value());
         self.insert(name, Property { value, excluded });
     }
@@ -144,6 +151,20 @@ impl PropertyMap {
                 s.exact = false;
                 Some(value)
             }
+            // Moved out and converted, its strings moved, not copied.
+            #[cfg(feature = "cloud")]
+            Repr::Wire(w) if w.decoded.get().is_none() => {
+                let value = w.properties.remove(name)?;
+                w.size = std::sync::OnceLock::new();
+                Some(match property_from_wire(value, &w.partitions) {
+                    Ok(p) => from_value(p.value),
+                    // `from_wire` checked every value: not expected.
+                    Err(e) => Err(DecodeError::new(
+                        "a value the crate can hold",
+                        e.to_string(),
+                    )),
+                })
+            }
             _ => self.remove(name).map(|p| from_value(p.value)),
         }
     }
@@ -152,17 +173,27 @@ impl PropertyMap {
         match &self.repr {
             Repr::Entries(e) => e,
             Repr::Stored(s) => s.entries(),
+            #[cfg(feature = "cloud")]
+            Repr::Wire(w) => w.decoded.get_or_init(|| decode_wire(w)),
         }
     }
 
     fn entries_mut(&mut self) -> &mut Entries {
-        if let Repr::Stored(s) = &mut self.repr {
-            let entries = s.decoded.take().unwrap_or_else(|| s.decode());
-            self.repr = Repr::Entries(entries);
+        match &mut self.repr {
+            Repr::Entries(_) => {}
+            Repr::Stored(s) => {
+                let entries = s.decoded.take().unwrap_or_else(|| s.decode());
+                self.repr = Repr::Entries(entries);
+            }
+            #[cfg(feature = "cloud")]
+            Repr::Wire(w) => {
+                let entries = w.decoded.take().unwrap_or_else(|| decode_wire(w));
+                self.repr = Repr::Entries(entries);
+            }
         }
         match &mut self.repr {
             Repr::Entries(e) => e,
-            Repr::Stored(_) => unreachable!("just decoded"),
+            _ => unreachable!("just decoded"),
         }
     }
 
@@ -171,6 +202,8 @@ impl PropertyMap {
         match &self.repr {
             Repr::Entries(e) => e.entries.len(),
             Repr::Stored(s) => s.live().len(),
+            #[cfg(feature = "cloud")]
+            Repr::Wire(w) => w.properties.len(),
         }
     }
 
@@ -196,6 +229,8 @@ impl PropertyMap {
         match &self.repr {
             Repr::Entries(e) => e.find(name).is_ok(),
             Repr::Stored(s) => s.find(name).is_ok(),
+            #[cfg(feature = "cloud")]
+            Repr::Wire(w) => w.properties.contains_key(name),
         }
     }
 

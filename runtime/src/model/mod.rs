@@ -1,6 +1,7 @@
 //! What is stored, bottom up: names (`name`), keys (`key`), the value types (`scalar`,
-//! `value`), the stored form of values and property maps (`stored`) and the operations of a
-//! property map over it (`map`), the Rust types that convert to values (`property_type`),
+//! `value`), the stored form of values and property maps (`stored`), the service's wire form
+//! (`wire`, feature `cloud`), the sink the derive writes into, in either form (`sink`), the
+//! operations of a property map over any of them (`map`), the Rust types that convert to values (`property_type`),
 //! the Rust ecosystem's types behind Cargo features (`ecosystem`), entities with their
 //! schemas (`schema`, `entity`), keys as text (`key_text`), and what the
 //! derive's generated code calls (`generated`). Nothing here knows queries, backends or the `Db`.
@@ -15,5 +16,8 @@ pub(crate) mod name;
 pub(crate) mod property_type;
 pub(crate) mod scalar;
 pub(crate) mod schema;
+pub(crate) mod sink;
 pub(crate) mod stored;
 pub(crate) mod value;
+#[cfg(feature = "cloud")]
+pub(crate) mod wire;

@@ -5,7 +5,8 @@ use crate::model::key::{KeyId, RawKey};
 use crate::model::name::KeyName;
 use crate::model::scalar::{Blob, GeoPoint, Timestamp};
 use crate::model::schema::Schema;
-use crate::model::stored::{StoredValue, StoredWriter};
+use crate::model::sink::StoredWriter;
+use crate::model::stored::StoredValue;
 use crate::model::value::{DecodeError, Value};
 
 /// A Rust type that can be stored as a property value.

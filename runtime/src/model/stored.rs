@@ -1,8 +1,9 @@
 //! The stored form of values and property maps: the bytes the embedded engine keeps for every
-//! entity (and the crate for cursors), written by [`Writer`] and [`StoredWriter`], read back
-//! whole by [`Reader`] or viewed where they lie ([`ValueView`]) without building [`Value`]s:
-//! the derive writes each field straight into it and reads each field straight out of it,
-//! and the engine checks and indexes it where it lies.
+//! entity (and the crate for cursors), written by [`Writer`] (the derive writes into it
+//! through `sink.rs`), read back whole by [`Reader`] or viewed where they lie ([`ValueView`])
+//! without building [`Value`]s: the derive reads each field straight out of it, and the
+//! engine checks and indexes it where it lies. Views also see decoded values and, with
+//! feature `cloud`, the service's wire form, so every check runs on any of the three.
 //!
 //! A property map is a count, then per property in name order its name, whether it is
 //! excluded, and its value; a value is a tag byte and its payload (little-endian numbers,
@@ -16,6 +17,10 @@ use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
 use crate::model::name::KeyName;
 use crate::model::scalar::{Blob, GeoPoint, Timestamp};
 use crate::model::value::{Entries, Property, PropertyMap, Repr, Slot, Stored, Value};
+#[cfg(feature = "cloud")]
+use crate::model::wire::{Partitions, from_timestamp};
+#[cfg(feature = "cloud")]
+use gcloud_sdk::google::datastore::v1 as pb;
 
 pub(crate) const NULL: u8 = 0;
 pub(crate) const BOOLEAN: u8 = 1;
@@ -61,6 +66,26 @@ impl Writer {
     pub(crate) fn bytes(&mut self, b: &[u8]) {
         self.len(b.len());
         self.bytes.extend_from_slice(b);
+    }
+
+    /// How many bytes [`Writer::key`] writes for `key`.
+    pub(crate) fn key_len(key: &RawKey) -> usize {
+        let partition = key.partition().map_or(1, |p| {
+            13 + p.project_id.len() + p.database_id.len() + p.namespace.len()
+        });
+        let path: usize = key
+            .path()
+            .iter()
+            .map(|e| {
+                5 + e.kind().len()
+                    + match e.id_or_name() {
+                        None => 0,
+                        Some(IdOrName::Id(_)) => 8,
+                        Some(IdOrName::Name(name)) => 4 + name.as_str().len(),
+                    }
+            })
+            .sum();
+        partition + 4 + path
     }
 
     pub(crate) fn key(&mut self, key: &RawKey) {
@@ -169,6 +194,70 @@ impl Writer {
                     self.u8(u8::from(entry.property.excluded));
                     self.value(&entry.property.value);
                 }
+            }
+            #[cfg(feature = "cloud")]
+            Repr::Wire(_) => self.viewed_properties(properties.view()),
+        }
+    }
+
+    /// Viewed properties, in any order (the stored form keeps them in name order).
+    #[cfg(feature = "cloud")]
+    fn viewed_properties<'a>(
+        &mut self,
+        properties: impl Iterator<Item = (&'a str, bool, ValueView<'a>)>,
+    ) {
+        let mut properties: Vec<_> = properties.collect();
+        properties.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        self.len(properties.len());
+        for (name, excluded, value) in properties {
+            self.bytes(name.as_bytes());
+            self.u8(u8::from(excluded));
+            self.view(value);
+        }
+    }
+
+    /// A viewed value.
+    pub(crate) fn view(&mut self, value: ValueView<'_>) {
+        match value {
+            ValueView::Key(KeyView::Encoded(bytes)) => {
+                self.u8(KEY);
+                self.bytes.extend_from_slice(bytes);
+            }
+            ValueView::Key(k) => match k.to_key() {
+                Some(k) => self.value(&Value::Key(k)),
+                None => self.u8(NULL),
+            },
+            ValueView::Array(values) => {
+                self.u8(ARRAY);
+                self.len(values.len());
+                values.iter().for_each(|v| self.view(v));
+            }
+            ValueView::Entity(MapView::Map(map)) => {
+                self.u8(ENTITY);
+                self.properties(map);
+            }
+            ValueView::Entity(MapView::Encoded(bytes)) => {
+                self.u8(ENTITY);
+                self.bytes.extend_from_slice(bytes);
+            }
+            #[cfg(feature = "cloud")]
+            ValueView::Entity(map @ MapView::Wire(..)) => {
+                self.u8(ENTITY);
+                self.viewed_properties(map.iter());
+            }
+            ValueView::Null => self.u8(NULL),
+            ValueView::Boolean(b) => self.value(&Value::Boolean(b)),
+            ValueView::Integer(i) => self.value(&Value::Integer(i)),
+            ValueView::Double(d) => self.value(&Value::Double(d)),
+            ValueView::Timestamp(t) => self.value(&Value::Timestamp(t)),
+            ValueView::GeoPoint(g) => self.value(&Value::GeoPoint(g)),
+            ValueView::String(s) => {
+                self.u8(STRING);
+                self.bytes(s.as_bytes());
+            }
+            ValueView::Blob(b) => {
+                self.u8(BLOB);
+                self.bytes(b);
             }
         }
     }
@@ -336,6 +425,8 @@ pub(crate) enum ValueView<'a> {
 pub(crate) enum KeyView<'a> {
     Decoded(&'a RawKey),
     Encoded(&'a [u8]),
+    #[cfg(feature = "cloud")]
+    Wire(&'a pb::Key, &'a Partitions),
 }
 
 /// An array value's elements.
@@ -347,6 +438,8 @@ pub(crate) enum ArrayView<'a> {
         bytes: &'a [u8],
         len: usize,
     },
+    #[cfg(feature = "cloud")]
+    Wire(&'a [pb::Value], &'a Partitions),
 }
 
 /// An embedded entity's properties.
@@ -355,6 +448,11 @@ pub(crate) enum MapView<'a> {
     Map(&'a PropertyMap),
     /// A stored property map (count first).
     Encoded(&'a [u8]),
+    #[cfg(feature = "cloud")]
+    Wire(
+        &'a std::collections::HashMap<String, pb::Value>,
+        &'a Partitions,
+    ),
 }
 
 impl<'a> ValueView<'a> {
@@ -392,7 +490,50 @@ impl<'a> ValueView<'a> {
             ValueView::Entity(MapView::Encoded(bytes)) => {
                 Value::Entity(PropertyMap::from_stored(bytes.to_vec()).unwrap_or_default())
             }
+            #[cfg(feature = "cloud")]
+            ValueView::Entity(map @ MapView::Wire(..)) => Value::Entity(
+                map.iter()
+                    .map(|(name, excluded, v)| {
+                        let value = v.to_value();
+                        (name, Property { value, excluded })
+                    })
+                    .collect(),
+            ),
         }
+    }
+
+    /// The view of a value in the service's wire form (a value it would refuse, a
+    /// geo point out of range, reads as null: the cloud backend checks what it receives).
+    #[cfg(feature = "cloud")]
+    pub(crate) fn wire(value: &'a pb::Value, partitions: &'a Partitions) -> ValueView<'a> {
+        use pb::value::ValueType as V;
+        match &value.value_type {
+            None | Some(V::NullValue(_)) => ValueView::Null,
+            Some(V::BooleanValue(b)) => ValueView::Boolean(*b),
+            Some(V::IntegerValue(i)) => ValueView::Integer(*i),
+            Some(V::DoubleValue(d)) => ValueView::Double(*d),
+            Some(V::TimestampValue(t)) => ValueView::Timestamp(from_timestamp(t)),
+            Some(V::StringValue(s)) => ValueView::String(s),
+            Some(V::BlobValue(b)) => ValueView::Blob(b),
+            Some(V::GeoPointValue(g)) => {
+                GeoPoint::new(g.latitude, g.longitude).map_or(ValueView::Null, ValueView::GeoPoint)
+            }
+            Some(V::KeyValue(k)) => ValueView::Key(KeyView::Wire(k, partitions)),
+            Some(V::ArrayValue(a)) => ValueView::Array(ArrayView::Wire(&a.values, partitions)),
+            Some(V::EntityValue(e)) => ValueView::Entity(MapView::Wire(&e.properties, partitions)),
+        }
+    }
+}
+
+/// Whether a value in the wire form is excluded from indexes: an array's flag is on its
+/// elements.
+#[cfg(feature = "cloud")]
+pub(crate) fn wire_excluded(value: &pb::Value) -> bool {
+    match &value.value_type {
+        Some(pb::value::ValueType::ArrayValue(a)) => {
+            a.values.first().is_some_and(|v| v.exclude_from_indexes)
+        }
+        _ => value.exclude_from_indexes,
     }
 }
 
@@ -402,6 +543,8 @@ impl<'a> KeyView<'a> {
         match self {
             KeyView::Decoded(k) => Some(k.clone()),
             KeyView::Encoded(bytes) => Reader::new(bytes).key().ok(),
+            #[cfg(feature = "cloud")]
+            KeyView::Wire(k, partitions) => partitions.raw_key(k.clone()).ok(),
         }
     }
 
@@ -410,6 +553,8 @@ impl<'a> KeyView<'a> {
         match self {
             KeyView::Decoded(k) => k.partition().is_some(),
             KeyView::Encoded(bytes) => bytes.first() == Some(&1),
+            #[cfg(feature = "cloud")]
+            KeyView::Wire(..) => true,
         }
     }
 }
@@ -419,6 +564,8 @@ impl<'a> ArrayView<'a> {
         match self {
             ArrayView::Values(values) => values.len(),
             ArrayView::Encoded { len, .. } => len,
+            #[cfg(feature = "cloud")]
+            ArrayView::Wire(values, _) => values.len(),
         }
     }
 
@@ -427,7 +574,18 @@ impl<'a> ArrayView<'a> {
         let (values, mut bytes, len) = match self {
             ArrayView::Values(values) => (values, &[][..], 0),
             ArrayView::Encoded { bytes, len } => (&[][..], bytes, len),
+            #[cfg(feature = "cloud")]
+            ArrayView::Wire(..) => (&[][..], &[][..], 0),
         };
+        #[cfg(feature = "cloud")]
+        let wire = match self {
+            ArrayView::Wire(values, partitions) => Some((values, partitions)),
+            _ => None,
+        }
+        .into_iter()
+        .flat_map(|(values, p)| values.iter().map(move |v| ValueView::wire(v, p)));
+        #[cfg(not(feature = "cloud"))]
+        let wire = std::iter::empty();
         values
             .iter()
             .map(ValueView::of)
@@ -436,19 +594,63 @@ impl<'a> ArrayView<'a> {
                 bytes = rest;
                 Some(view)
             }))
+            .chain(wire)
     }
 }
 
 impl<'a> MapView<'a> {
     /// The properties: name, whether excluded, value.
-    pub(crate) fn iter(self) -> impl Iterator<Item = (&'a str, bool, ValueView<'a>)> {
-        let (map, bytes) = match self {
-            MapView::Map(map) => (Some(map), &[][..]),
-            MapView::Encoded(bytes) => (None, bytes),
-        };
-        map.into_iter()
-            .flat_map(PropertyMap::view)
-            .chain(Properties::new(bytes))
+    pub(crate) fn iter(self) -> Views<'a> {
+        match self {
+            MapView::Map(map) => map.view(),
+            MapView::Encoded(bytes) => Views::Encoded(Properties::new(bytes)),
+            #[cfg(feature = "cloud")]
+            MapView::Wire(properties, partitions) => Views::Wire(partitions, properties.iter()),
+        }
+    }
+}
+
+/// The properties of a map, viewed where they lie: name, whether excluded, value (in name
+/// order, except in the wire form, which has none).
+pub(crate) enum Views<'a> {
+    Entries(
+        &'a Entries,
+        std::collections::vec_deque::Iter<'a, crate::model::value::Entry>,
+    ),
+    Stored(&'a Stored, std::slice::Iter<'a, Slot>),
+    Encoded(Properties<'a>),
+    #[cfg(feature = "cloud")]
+    Wire(
+        &'a Partitions,
+        std::collections::hash_map::Iter<'a, String, pb::Value>,
+    ),
+}
+
+impl<'a> Iterator for Views<'a> {
+    type Item = (&'a str, bool, ValueView<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Views::Entries(e, entries) => entries.next().map(|entry| {
+                (
+                    e.name(entry),
+                    entry.property.excluded,
+                    ValueView::of(&entry.property.value),
+                )
+            }),
+            Views::Stored(s, slots) => slots
+                .next()
+                .map(|slot| (s.name(slot), slot.excluded, s.view(slot))),
+            Views::Encoded(properties) => properties.next(),
+            #[cfg(feature = "cloud")]
+            Views::Wire(partitions, properties) => properties.next().map(|(name, v)| {
+                (
+                    name.as_str(),
+                    wire_excluded(v),
+                    ValueView::wire(v, partitions),
+                )
+            }),
+        }
     }
 }
 
@@ -654,7 +856,7 @@ pub(crate) fn slots(bytes: &[u8]) -> Result<Vec<Slot>, Malformed> {
 }
 
 /// The properties of stored map bytes, in order.
-struct Properties<'a> {
+pub(crate) struct Properties<'a> {
     rest: &'a [u8],
     left: usize,
 }
@@ -720,27 +922,33 @@ impl PropertyMap {
         }
     }
 
+    /// Property `name`, viewed where it lies: whether excluded, value.
+    pub(crate) fn view_of(&self, name: &str) -> Option<(bool, ValueView<'_>)> {
+        match &self.repr {
+            Repr::Entries(e) => e.find(name).ok().map(|i| {
+                let property = &e.entries[i].property;
+                (property.excluded, ValueView::of(&property.value))
+            }),
+            Repr::Stored(s) => s.find(name).ok().map(|i| {
+                let slot = &s.slots[i];
+                (slot.excluded, s.view(slot))
+            }),
+            #[cfg(feature = "cloud")]
+            Repr::Wire(w) => w
+                .properties
+                .get(name)
+                .map(|v| (wire_excluded(v), ValueView::wire(v, &w.partitions))),
+        }
+    }
+
     /// The properties, viewed where they lie: name, whether excluded, value.
-    pub(crate) fn view(&self) -> impl Iterator<Item = (&str, bool, ValueView<'_>)> {
-        let (entries, stored) = match &self.repr {
-            Repr::Entries(e) => (Some(e), None),
-            Repr::Stored(s) => (None, Some(s)),
-        };
-        let entries = entries.into_iter().flat_map(|e| {
-            e.entries.iter().map(|entry| {
-                (
-                    e.name(entry),
-                    entry.property.excluded,
-                    ValueView::of(&entry.property.value),
-                )
-            })
-        });
-        let stored = stored.into_iter().flat_map(|s| {
-            s.live()
-                .iter()
-                .map(|slot| (s.name(slot), slot.excluded, s.view(slot)))
-        });
-        entries.chain(stored)
+    pub(crate) fn view(&self) -> Views<'_> {
+        match &self.repr {
+            Repr::Entries(e) => Views::Entries(e, e.entries.iter()),
+            Repr::Stored(s) => Views::Stored(s, s.live().iter()),
+            #[cfg(feature = "cloud")]
+            Repr::Wire(w) => Views::Wire(&w.partitions, w.properties.iter()),
+        }
     }
 }
 
@@ -772,72 +980,6 @@ impl Stored {
 
     pub(crate) fn entries(&self) -> &Entries {
         self.decoded.get_or_init(|| self.decode())
-    }
-}
-
-/// Writes values in the stored form. Used by the derive's generated code through
-/// [`PropertyType::write_stored`](crate::PropertyType::write_stored); not a public API.
-pub struct StoredWriter<'a> {
-    pub(crate) w: &'a mut Writer,
-}
-
-impl StoredWriter<'_> {
-    /// A null.
-    pub fn null(&mut self) {
-        self.w.u8(NULL);
-    }
-
-    /// A boolean.
-    pub fn boolean(&mut self, b: bool) {
-        self.w.u8(BOOLEAN);
-        self.w.u8(u8::from(b));
-    }
-
-    /// An integer.
-    pub fn integer(&mut self, i: i64) {
-        self.w.u8(INTEGER);
-        self.w.u64(i.cast_unsigned());
-    }
-
-    /// A double.
-    pub fn double(&mut self, d: f64) {
-        self.w.u8(DOUBLE);
-        self.w.u64(d.to_bits());
-    }
-
-    /// A timestamp.
-    pub fn timestamp(&mut self, t: Timestamp) {
-        self.w.u8(TIMESTAMP);
-        self.w.u64(t.as_micros().cast_unsigned());
-    }
-
-    /// A string.
-    pub fn string(&mut self, s: &str) {
-        self.w.u8(STRING);
-        self.w.bytes(s.as_bytes());
-    }
-
-    /// Bytes.
-    pub fn blob(&mut self, b: &[u8]) {
-        self.w.u8(BLOB);
-        self.w.bytes(b);
-    }
-
-    /// A key.
-    pub fn key(&mut self, key: &RawKey) {
-        self.w.u8(KEY);
-        self.w.key(key);
-    }
-
-    /// An array of `len` values, which the next `len` writes are.
-    pub fn array(&mut self, len: usize) {
-        self.w.u8(ARRAY);
-        self.w.len(len);
-    }
-
-    /// Any value.
-    pub fn value(&mut self, value: &Value) {
-        self.w.value(value);
     }
 }
 
@@ -903,6 +1045,20 @@ mod tests {
             vec![PathElement::new("K", Some(IdOrName::Id(KeyId::new(3).unwrap()))).unwrap()],
         )
         .unwrap();
+        let named = RawKey::new(
+            None,
+            vec![
+                PathElement::new("Parent", Some(IdOrName::Name(KeyName::new("é").unwrap())))
+                    .unwrap(),
+                PathElement::new("K", None).unwrap(),
+            ],
+        )
+        .unwrap();
+        for k in [&key, &named] {
+            let mut w = Writer::default();
+            w.key(k);
+            assert_eq!(w.bytes.len(), Writer::key_len(k), "{k:?}");
+        }
         let value = Value::Array(vec![
             Value::Null,
             Value::String("é".into()),

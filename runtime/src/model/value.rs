@@ -8,6 +8,10 @@ use std::sync::OnceLock;
 use crate::error::Error;
 use crate::model::key::RawKey;
 use crate::model::scalar::{Blob, GeoPoint, Timestamp};
+#[cfg(feature = "cloud")]
+use crate::model::wire::Partitions;
+#[cfg(feature = "cloud")]
+use gcloud_sdk::google::datastore::v1 as pb;
 
 /// The most array and entity values nested in one another: a property holding an embedded
 /// entity is one level, an array another ("At most 20 nested array/entity values are
@@ -115,6 +119,9 @@ pub struct PropertyMap {
 pub(crate) enum Repr {
     Entries(Entries),
     Stored(Stored),
+    /// The service's wire form (feature `cloud`).
+    #[cfg(feature = "cloud")]
+    Wire(Wire),
 }
 
 impl Default for Repr {
@@ -150,6 +157,24 @@ pub(crate) struct Stored {
     /// Whether `bytes` holds exactly the slots (none was taken out).
     pub(crate) exact: bool,
     pub(crate) decoded: OnceLock<Entries>,
+}
+
+/// Properties in the service's protocol buffers, as a `LookupResponse` holds them or as the
+/// derive writes them for a commit (`sink.rs`), decoded only if something asks for a
+/// `&Property`: the derive reads its fields straight out of them, and the cloud backend
+/// sends them as they are.
+#[cfg(feature = "cloud")]
+#[derive(Clone)]
+pub(crate) struct Wire {
+    pub(crate) properties: std::collections::HashMap<String, pb::Value>,
+    /// What key values are read (and written) against.
+    pub(crate) partitions: std::sync::Arc<Partitions>,
+    /// Whether every value written into the map is excluded from indexes (the properties
+    /// of an excluded embedded entity).
+    pub(crate) excluded: bool,
+    pub(crate) decoded: OnceLock<Entries>,
+    /// The properties' encoded size, once measured (the limits check, then the commit).
+    pub(crate) size: OnceLock<usize>,
 }
 
 /// Where one property lies in stored bytes: its name, its value, whether it is excluded.

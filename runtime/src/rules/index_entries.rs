@@ -34,6 +34,23 @@ pub(crate) fn check_index_entries(
     key: &RawKey,
     properties: &PropertyMap,
 ) -> Result<(), Error> {
+    // Most entities are far below the limit: counted without allocating, the total is all
+    // there is to know. The details are gathered only for the error.
+    let count = |name: &str| {
+        properties
+            .view_of(name)
+            .map_or(0, |(excluded, value)| indexed_values(value, excluded))
+    };
+    let total = schema.indexes.iter().fold(
+        properties
+            .view()
+            .map(|(_, excluded, value)| indexed_values(value, excluded))
+            .sum::<usize>(),
+        |total, index| total.saturating_add(composite_entries(index, key, &count)),
+    );
+    if total <= MAX_INDEX_ENTRIES {
+        return Ok(());
+    }
     let mut by_property: Vec<(&str, usize)> = properties
         .view()
         .map(|(name, excluded, value)| (name, indexed_values(value, excluded)))

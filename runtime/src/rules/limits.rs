@@ -19,16 +19,7 @@ pub const MAX_ENTITY_BYTES: usize = 1_048_572;
 pub(crate) fn check_entity(key: &RawKey, entity: &PropertyMap) -> Result<(), Error> {
     let mut path = Vec::new();
     properties(key.kind(), &mut path, entity.view(), false, false, 0)?;
-    let mut w = Writer::default();
-    w.key(key);
-    let size = w.bytes.len()
-        + match entity.stored_bytes() {
-            Some(stored) => stored.len(),
-            None => {
-                w.properties(entity);
-                w.bytes.len()
-            }
-        };
+    let size = Writer::key_len(key) + entity.encoded_size();
     // The crate's own encoding is within a few bytes of the service's for large entities;
     // the cloud backend checks the exact size of what it sends too.
     if size > MAX_ENTITY_BYTES {
@@ -43,6 +34,7 @@ pub(crate) fn check_entity(key: &RawKey, entity: &PropertyMap) -> Result<(), Err
 
 /// Only the nesting limit ([`MAX_NESTING`]): for callers of a backend's commit that did not
 /// go through [`check_entity`], before anything recursive meets the value.
+#[cfg(feature = "cloud")]
 pub(crate) fn check_nesting(key: &RawKey, entity: &PropertyMap) -> Result<(), Error> {
     /// Whether `value` (at `path`, `depth` levels deep) nests too deep; `path` then leads to it.
     fn too_deep_at<'a>(path: &mut Vec<&'a str>, value: ValueView<'a>, depth: usize) -> bool {

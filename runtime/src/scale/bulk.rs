@@ -183,7 +183,7 @@ impl<'a> BulkWriter<'a> {
             let (mut mutations, mut bytes, mut end) = (0, 0, at);
             while end < order.len() {
                 let write = &writes[order[end]];
-                let size = write.properties.stored_bytes().map_or(0, <[u8]>::len);
+                let size = write.properties.encoded_size();
                 let more = per_write(write);
                 if end > at && (mutations + more > self.batch || bytes + size > MAX_BATCH_BYTES) {
                     break;

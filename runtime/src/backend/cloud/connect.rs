@@ -4,6 +4,7 @@
 //! credentials, or none). Credentials are checked before anything is sent to the service, so a
 //! machine without them gets [`Error::Credentials`] at once, never a panic or a hang.
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -16,9 +17,9 @@ use tower_layer::Layer as _;
 
 use super::Cloud;
 use super::call::{Calls, Client};
-use super::convert::Partitions;
 use crate::backend::retry::RetryPolicy;
 use crate::error::Error;
+use crate::model::wire::Partitions;
 
 /// The service's production endpoint.
 const PRODUCTION_ENDPOINT: &str = "https://datastore.googleapis.com";
@@ -179,10 +180,7 @@ impl Settings {
                 timeout: self.timeout,
                 retry: self.retry,
             },
-            partitions: Partitions {
-                project_id: self.project_id,
-                database_id: self.database_id,
-            },
+            partitions: Arc::new(Partitions::new(self.project_id, self.database_id)),
         })
     }
 }

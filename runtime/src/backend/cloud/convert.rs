@@ -1,291 +1,97 @@
-//! The store's values, keys, entities and queries in the service's protocol buffers, and back.
+//! Mutations, query results, queries and aggregations in the service's protocol buffers (the
+//! values and keys in them: `model/wire.rs`, `model/sink.rs`).
+
+use std::sync::Arc;
 
 use gcloud_sdk::google::datastore::v1 as pb;
-use gcloud_sdk::google::r#type::LatLng;
-use gcloud_sdk::prost_types;
-
 use gcloud_sdk::prost::Message as _;
 
 use crate::backend::{Mask, Mutation};
 use crate::error::Error;
-use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
-use crate::model::name::KeyName;
-use crate::model::scalar::{Blob, GeoPoint, Timestamp};
 use crate::model::schema::Direction;
+use crate::model::sink::wire_value;
 use crate::model::stored::ValueView;
-use crate::model::value::{Property, PropertyMap, Value};
+use crate::model::value::{PropertyMap, Value};
+use crate::model::wire::Partitions;
 use crate::query::spec::{
     Aggregation, FilterNode, Operator, PropertyOrder, QueryResult, QuerySpec, ResultShape,
 };
 use crate::rules::limits::{MAX_ENTITY_BYTES, check_nesting};
 
-/// How the service's partitions map to ours: the database and project of the handle fill
-/// in what a response leaves empty.
-#[derive(Debug, Clone)]
-pub(super) struct Partitions {
-    pub(super) project_id: String,
-    pub(super) database_id: String,
+/// A batch's results (an entity without a key is skipped).
+pub(super) fn results(
+    partitions: &Arc<Partitions>,
+    found: Vec<pb::EntityResult>,
+) -> Result<Vec<QueryResult>, Error> {
+    let mut results = Vec::with_capacity(found.len());
+    for result in found {
+        let Some(entity) = result.entity else {
+            continue;
+        };
+        let Some(key) = entity.key else { continue };
+        results.push(QueryResult {
+            key: partitions.raw_key(key)?,
+            properties: PropertyMap::from_wire(entity.properties, partitions)?,
+            cursor: result.cursor,
+        });
+    }
+    Ok(results)
 }
 
 impl Partitions {
     /// One mutation, as the service receives it; an entity over 1 MiB encoded is refused.
+    /// Properties the derive wrote in the wire form are sent as they are.
     pub(super) fn mutation(&self, mutation: Mutation) -> Result<pb::Mutation, Error> {
         use pb::mutation::Operation;
-        let (operation, mask) = match &mutation {
-            Mutation::Insert(k, p, mask)
-            | Mutation::Update(k, p, mask)
-            | Mutation::Upsert(k, p, mask) => {
-                check_nesting(k, p)?;
-                let entity = self.entity(k, p);
-                let size = entity.encoded_len();
-                if size > MAX_ENTITY_BYTES {
-                    return Err(Error::EntityTooLarge {
-                        key: format!("{k:?}"),
-                        size,
-                        max: MAX_ENTITY_BYTES,
+        let (operation, key, properties, mask): (fn(pb::Entity) -> Operation, _, _, _) =
+            match mutation {
+                Mutation::Insert(k, p, mask) => (Operation::Insert, k, p, mask),
+                Mutation::Update(k, p, mask) => (Operation::Update, k, p, mask),
+                Mutation::Upsert(k, p, mask) => (Operation::Upsert, k, p, mask),
+                Mutation::Delete(k) => {
+                    return Ok(pb::Mutation {
+                        operation: Some(Operation::Delete(self.key(&k))),
+                        ..pb::Mutation::default()
                     });
                 }
-                let operation = match mutation {
-                    Mutation::Insert(..) => Operation::Insert(entity),
-                    Mutation::Update(..) => Operation::Update(entity),
-                    _ => Operation::Upsert(entity),
-                };
-                (operation, property_mask(mask))
+            };
+        // A map in the wire form was written by the derive (which stops nesting past the
+        // limit, refused by the write pipeline) or received from the service; its size is
+        // measured once (the pipeline's limits check did).
+        let wire_key = self.key(&key);
+        let size = match properties.is_wire() {
+            true => Some(
+                gcloud_sdk::prost::encoding::message::encoded_len(1, &wire_key)
+                    + properties.encoded_size(),
+            ),
+            false => {
+                check_nesting(&key, &properties)?;
+                None
             }
-            Mutation::Delete(k) => (Operation::Delete(self.key(k)), None),
         };
+        let entity = pb::Entity {
+            key: Some(wire_key),
+            properties: properties.into_wire(self, false),
+        };
+        debug_assert!(size.is_none_or(|size| size == entity.encoded_len()));
+        let size = size.unwrap_or_else(|| entity.encoded_len());
+        if size > MAX_ENTITY_BYTES {
+            return Err(Error::EntityTooLarge {
+                key: format!("{key:?}"),
+                size,
+                max: MAX_ENTITY_BYTES,
+            });
+        }
         Ok(pb::Mutation {
-            operation: Some(operation),
-            property_mask: mask,
+            operation: Some(operation(entity)),
+            property_mask: property_mask(&mask),
             ..pb::Mutation::default()
         })
     }
 
-    pub(super) fn key(&self, key: &RawKey) -> pb::Key {
-        let partition = key.partition();
-        pb::Key {
-            partition_id: Some(pb::PartitionId {
-                project_id: partition
-                    .map(|p| p.project_id.clone())
-                    .filter(|p| !p.is_empty())
-                    .unwrap_or_else(|| self.project_id.clone()),
-                database_id: partition.map(|p| p.database_id.clone()).unwrap_or_default(),
-                namespace_id: key.namespace().to_owned(),
-            }),
-            path: key
-                .path()
-                .iter()
-                .map(|e| pb::key::PathElement {
-                    kind: e.kind().to_owned(),
-                    id_type: e.id_or_name().map(|id| match id {
-                        IdOrName::Id(id) => pb::key::path_element::IdType::Id(id.get()),
-                        IdOrName::Name(name) => {
-                            pb::key::path_element::IdType::Name(name.as_str().to_owned())
-                        }
-                    }),
-                })
-                .collect(),
-        }
-    }
-
-    pub(super) fn partition(&self, partition: &PartitionId) -> pb::PartitionId {
-        pb::PartitionId {
-            project_id: if partition.project_id.is_empty() {
-                self.project_id.clone()
-            } else {
-                partition.project_id.clone()
-            },
-            database_id: partition.database_id.clone(),
-            namespace_id: partition.namespace.clone(),
-        }
-    }
-
-    /// A key from the service. Reading is lenient about what other clients wrote: kinds,
-    /// names and ids the rules forbid for new keys are kept as they are (a write of such a
-    /// key is refused: `RawKey::check_writable`); the depth and the path's shape are checked.
-    pub(super) fn raw_key(&self, key: pb::Key) -> Result<RawKey, Error> {
-        let partition = key.partition_id.unwrap_or_default();
-        let partition = PartitionId {
-            project_id: if partition.project_id.is_empty() {
-                self.project_id.clone()
-            } else {
-                partition.project_id
-            },
-            database_id: if partition.database_id.is_empty() {
-                self.database_id.clone()
-            } else {
-                partition.database_id
-            },
-            namespace: partition.namespace_id,
-        };
-        let path = key
-            .path
-            .into_iter()
-            .map(|e| {
-                let id_or_name = match e.id_type {
-                    Some(pb::key::path_element::IdType::Id(id)) => {
-                        Some(IdOrName::Id(KeyId::stored(id)?))
-                    }
-                    Some(pb::key::path_element::IdType::Name(name)) => {
-                        Some(IdOrName::Name(KeyName::stored(name)))
-                    }
-                    None => None,
-                };
-                Ok(PathElement::stored(e.kind, id_or_name))
-            })
-            .collect::<Result<Vec<_>, Error>>()?;
-        RawKey::new(Some(partition), path)
-    }
-
-    /// A value as the service stores it. `excluded` applies to the value, or to each element
-    /// of an array (the service refuses the flag on the array itself).
+    /// A value as the service stores it (`excluded`: see [`wire_value`]).
     pub(super) fn value(&self, value: &Value, excluded: bool) -> pb::Value {
-        self.value_view(ValueView::of(value), excluded)
-    }
-
-    /// A value where it lies (the stored form the derive writes, or a decoded value) as the
-    /// service stores it, in one pass: each string and byte string copied once.
-    fn value_view(&self, value: ValueView<'_>, excluded: bool) -> pb::Value {
-        use pb::value::ValueType as V;
-        let value_type = match value {
-            ValueView::Null => V::NullValue(prost_types::NullValue::NullValue as i32),
-            ValueView::Boolean(b) => V::BooleanValue(b),
-            ValueView::Integer(i) => V::IntegerValue(i),
-            ValueView::Double(d) => V::DoubleValue(d),
-            ValueView::Timestamp(t) => V::TimestampValue(timestamp(t)),
-            ValueView::String(s) => V::StringValue(s.to_owned()),
-            ValueView::Blob(b) => V::BlobValue(b.to_vec()),
-            ValueView::GeoPoint(g) => V::GeoPointValue(LatLng {
-                latitude: g.latitude(),
-                longitude: g.longitude(),
-            }),
-            ValueView::Key(k) => match k.to_key() {
-                Some(k) => V::KeyValue(self.key(&k)),
-                None => V::NullValue(prost_types::NullValue::NullValue as i32),
-            },
-            ValueView::Array(values) => {
-                return pb::Value {
-                    value_type: Some(V::ArrayValue(pb::ArrayValue {
-                        values: values
-                            .iter()
-                            .map(|v| self.value_view(v, excluded))
-                            .collect(),
-                    })),
-                    ..pb::Value::default()
-                };
-            }
-            // An excluded embedded entity excludes everything in it: the service would still
-            // index its sub-properties (`outer.inner`) otherwise (R-I1).
-            ValueView::Entity(properties) => V::EntityValue(pb::Entity {
-                key: None,
-                properties: self.properties_of(properties.iter(), excluded, 0),
-            }),
-        };
-        pb::Value {
-            value_type: Some(value_type),
-            exclude_from_indexes: excluded,
-            meaning: 0,
-        }
-    }
-
-    /// Viewed properties as the service's map (all excluded when `excluded`).
-    fn properties_of<'a>(
-        &self,
-        properties: impl Iterator<Item = (&'a str, bool, ValueView<'a>)>,
-        excluded: bool,
-        capacity: usize,
-    ) -> std::collections::HashMap<String, pb::Value> {
-        let mut map = std::collections::HashMap::with_capacity(capacity);
-        for (name, own, value) in properties {
-            map.insert(name.to_owned(), self.value_view(value, own || excluded));
-        }
-        map
-    }
-
-    pub(super) fn properties(
-        &self,
-        properties: &PropertyMap,
-    ) -> std::collections::HashMap<String, pb::Value> {
-        self.properties_of(properties.view(), false, properties.len())
-    }
-
-    pub(super) fn entity(&self, key: &RawKey, properties: &PropertyMap) -> pb::Entity {
-        pb::Entity {
-            key: Some(self.key(key)),
-            properties: self.properties(properties),
-        }
-    }
-
-    /// A value from the service.
-    pub(super) fn property(&self, value: pb::Value) -> Result<Property, Error> {
-        use pb::value::ValueType as V;
-        let excluded = value.exclude_from_indexes;
-        let converted = match value.value_type {
-            None | Some(V::NullValue(_)) => Value::Null,
-            Some(V::BooleanValue(b)) => Value::Boolean(b),
-            Some(V::IntegerValue(i)) => Value::Integer(i),
-            Some(V::DoubleValue(d)) => Value::Double(d),
-            Some(V::TimestampValue(t)) => Value::Timestamp(Timestamp::from_micros(
-                t.seconds
-                    .saturating_mul(1_000_000)
-                    .saturating_add(i64::from(t.nanos / 1_000)),
-            )),
-            Some(V::StringValue(s)) => Value::String(s),
-            Some(V::BlobValue(b)) => Value::Blob(Blob::from(b)),
-            Some(V::GeoPointValue(g)) => Value::GeoPoint(GeoPoint::new(g.latitude, g.longitude)?),
-            Some(V::KeyValue(k)) => Value::Key(self.raw_key(k)?),
-            Some(V::EntityValue(e)) => Value::Entity(self.property_map(e.properties)?),
-            Some(V::ArrayValue(a)) => {
-                let elements = a
-                    .values
-                    .into_iter()
-                    .map(|v| self.property(v))
-                    .collect::<Result<Vec<_>, _>>()?;
-                // The flag lives on the elements of an array.
-                let excluded = elements.first().is_some_and(|p| p.excluded);
-                return Ok(Property {
-                    value: Value::Array(elements.into_iter().map(|p| p.value).collect()),
-                    excluded,
-                });
-            }
-        };
-        Ok(Property {
-            value: converted,
-            excluded,
-        })
-    }
-
-    pub(super) fn property_map(
-        &self,
-        properties: std::collections::HashMap<String, pb::Value>,
-    ) -> Result<PropertyMap, Error> {
-        // Sorted once, then appended in name order: no search, no shifting.
-        let mut converted = properties
-            .into_iter()
-            .map(|(name, value)| Ok((name, self.property(value)?)))
-            .collect::<Result<Vec<_>, Error>>()?;
-        converted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let name_bytes = converted.iter().map(|(name, _)| name.len()).sum();
-        let mut map = PropertyMap::with_capacity(converted.len(), name_bytes);
-        map.extend(converted);
-        Ok(map)
-    }
-
-    /// A batch's results (an entity without a key is skipped).
-    pub(super) fn results(&self, found: Vec<pb::EntityResult>) -> Result<Vec<QueryResult>, Error> {
-        let mut results = Vec::with_capacity(found.len());
-        for result in found {
-            let Some(entity) = result.entity else {
-                continue;
-            };
-            let Some(key) = entity.key else { continue };
-            results.push(QueryResult {
-                key: self.raw_key(key)?,
-                properties: self.property_map(entity.properties)?,
-                cursor: result.cursor,
-            });
-        }
-        Ok(results)
+        wire_value(ValueView::of(value), excluded, self)
     }
 
     /// A query as the service takes it. There is no offset (R-Q3).
@@ -405,14 +211,6 @@ impl Partitions {
 /// The alias of an aggregation's result.
 pub(super) const AGGREGATE: &str = "result";
 
-pub(super) fn timestamp(t: Timestamp) -> prost_types::Timestamp {
-    let micros = t.as_micros();
-    prost_types::Timestamp {
-        seconds: micros.div_euclid(1_000_000),
-        nanos: i32::try_from(micros.rem_euclid(1_000_000) * 1_000).unwrap_or(0),
-    }
-}
-
 fn property_filter(
     property: &str,
     op: pb::property_filter::Operator,
@@ -453,28 +251,32 @@ fn order(order: &PropertyOrder) -> pb::PropertyOrder {
 /// identifier (`[a-zA-Z_][a-zA-Z_0-9]*`: a `.` of a flattened `field.sub`, a `-`, a non-ASCII
 /// letter) quoted in backticks, its own backticks and backslashes escaped by a backslash.
 fn property_mask(mask: &Mask) -> Option<pb::PropertyMask> {
-    match mask {
-        Mask::Whole => None,
-        Mask::Paths(paths) => Some(pb::PropertyMask {
-            paths: paths
-                .iter()
-                .map(|path| {
-                    path.iter()
-                        .map(|name| mask_name(name))
-                        .collect::<Vec<_>>()
-                        .join(".")
-                })
-                .collect(),
-        }),
-    }
+    let paths = match mask {
+        Mask::Whole => return None,
+        Mask::Declared(schema) => Mask::declared_names(schema)
+            .map(|name| mask_name(&name))
+            .collect(),
+        Mask::Paths(paths) => paths
+            .iter()
+            .map(|path| match path.as_slice() {
+                [name] => mask_name(name),
+                _ => path
+                    .iter()
+                    .map(|name| mask_name(name))
+                    .collect::<Vec<_>>()
+                    .join("."),
+            })
+            .collect(),
+    };
+    Some(pb::PropertyMask { paths })
 }
 
 fn mask_name(name: &str) -> String {
-    let mut chars = name.chars();
-    let plain = chars
+    let mut bytes = name.bytes();
+    let plain = bytes
         .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+        && bytes.all(|c| c.is_ascii_alphanumeric() || c == b'_');
     if plain {
         return name.to_owned();
     }
@@ -493,12 +295,13 @@ fn mask_name(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
+    use crate::model::scalar::{Blob, GeoPoint, Timestamp};
+    use crate::model::sink::property_from_wire;
+    use crate::model::value::Property;
 
     fn partitions() -> Partitions {
-        Partitions {
-            project_id: "p".into(),
-            database_id: String::new(),
-        }
+        Partitions::new("p", "")
     }
 
     #[test]
@@ -538,7 +341,7 @@ mod tests {
             Value::Entity(inner),
         ] {
             for excluded in [false, true] {
-                let back = p.property(p.value(&value, excluded)).unwrap();
+                let back = property_from_wire(p.value(&value, excluded), &p).unwrap();
                 assert_eq!(back.value, value);
                 let flagged = !matches!(&value, Value::Array(v) if v.is_empty());
                 assert_eq!(back.excluded, excluded && flagged, "{value:?}");
@@ -551,6 +354,9 @@ mod tests {
             exclude_from_indexes: false,
             value_type: Some(pb::value::ValueType::IntegerValue(42)),
         };
-        assert_eq!(p.property(projected).unwrap().value, Value::Integer(42));
+        assert_eq!(
+            property_from_wire(projected, &p).unwrap().value,
+            Value::Integer(42)
+        );
     }
 }

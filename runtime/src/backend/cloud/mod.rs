@@ -14,6 +14,7 @@ mod connect;
 mod convert;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -26,16 +27,20 @@ pub use crate::db::cloud::CloudBuilder;
 pub(crate) use self::connect::Settings;
 
 use self::call::{About, Calls, Client, Sending};
-use self::convert::Partitions;
 use super::{
     Backend, BoxFuture, Found, Mask, Mutation, TransactionId, TransactionMode, after_begin,
 };
 use crate::error::Error;
 use crate::model::entity::Entity;
 use crate::model::key::{PartitionId, RawKey};
+use crate::model::sink::{Form, property_from_wire};
 use crate::model::value::{PropertyMap, Value};
+use crate::model::wire::Partitions;
 use crate::query::explain::{ExecutionStats, Explanation};
 use crate::query::spec::{Aggregation, QueryBatch, QueryResult, QuerySpec};
+use crate::rules::commit::check_mutation_count;
+use crate::rules::index_entries::check_index_entries;
+use crate::rules::limits::check_entity;
 
 /// The most keys the service looks up in one call.
 const MAX_LOOKUP_KEYS: usize = 1_000;
@@ -46,12 +51,19 @@ const MAX_ID_KEYS: usize = 500;
 /// Google Cloud Firestore in Datastore mode (or an emulator of it), over gRPC.
 pub struct Cloud {
     calls: Calls,
-    partitions: Partitions,
+    partitions: Arc<Partitions>,
     /// Whether a transaction's first read begins it (one round trip less).
     begin_with_reads: bool,
     /// Whether an aggregation that is asked to begin a transaction does (the Firestore
     /// emulator's returns none: then transactions begin on their own before aggregations).
     aggregations_begin: AtomicBool,
+}
+
+impl Cloud {
+    /// The project and database entities are written for (in the wire form).
+    pub(crate) fn partitions(&self) -> &Partitions {
+        &self.partitions
+    }
 }
 
 impl std::fmt::Debug for Cloud {
@@ -181,7 +193,7 @@ fn transaction_options(mode: &TransactionMode) -> pb::TransactionOptions {
         }
         TransactionMode::ReadOnly { read_time } => {
             pb::transaction_options::Mode::ReadOnly(pb::transaction_options::ReadOnly {
-                read_time: read_time.map(convert::timestamp),
+                read_time: read_time.map(crate::model::wire::timestamp),
             })
         }
     };
@@ -236,7 +248,10 @@ impl Cloud {
                     };
                     let Some(key) = entity.key else { continue };
                     let key = self.partitions.raw_key(key)?;
-                    found.insert(key, self.partitions.property_map(entity.properties)?);
+                    found.insert(
+                        key,
+                        PropertyMap::from_wire(entity.properties, &self.partitions)?,
+                    );
                 }
                 pending = response.deferred;
             }
@@ -323,7 +338,7 @@ impl Cloud {
                 begun = Some(TransactionId(response.transaction));
             }
             let batch = response.batch.unwrap_or_default();
-            results.extend(self.partitions.results(batch.entity_results)?);
+            results.extend(convert::results(&self.partitions, batch.entity_results)?);
             let more = More::try_from(batch.more_results).unwrap_or(More::NoMoreResults);
             let enough = wanted.is_some_and(|w| results.len() > w);
             if more == More::NotFinished && !enough {
@@ -389,7 +404,7 @@ impl Cloud {
             .and_then(|mut r| r.aggregate_properties.remove(convert::AGGREGATE));
         let begun = read.begins().then_some(TransactionId(response.transaction));
         match value {
-            Some(value) => Ok((begun, self.partitions.property(value)?.value)),
+            Some(value) => Ok((begun, property_from_wire(value, &self.partitions)?.value)),
             None => Err(Error::Service {
                 code: "INTERNAL".to_owned(),
                 message: "the aggregation query returned no result".to_owned(),
@@ -461,7 +476,7 @@ impl Cloud {
             return Ok((None, explanation));
         }
         let batch = response.batch.unwrap_or_default();
-        let results = self.partitions.results(batch.entity_results)?;
+        let results = convert::results(&self.partitions, batch.entity_results)?;
         let more = More::try_from(batch.more_results).unwrap_or(More::NoMoreResults);
         if let Some(stats) = metrics.execution_stats {
             let debug = |name: &str| {
@@ -694,7 +709,10 @@ impl Backend for Cloud {
 
 /// The `CommitRequest` a `put_many` of `entities` sends to project `project_id`'s default
 /// database and namespace (upserts, outside a transaction), built as the backend builds it:
-/// for benchmarks, and tools that look at what goes on the wire.
+/// each entity written by the derive straight into the wire form, then checked as the write
+/// pipeline checks it (the service's limits, R-I5, the 500 mutations; entity types with
+/// replicas or counters also get companions from `Db::put_many`, not here). For benchmarks,
+/// and tools that look at what goes on the wire.
 ///
 /// ```
 /// # use datastore_entity::prelude::*;
@@ -738,10 +756,10 @@ pub fn commit_request<E: Entity>(
         project_id: project_id.to_owned(),
         ..PartitionId::default()
     };
-    let partitions = Partitions {
-        project_id: project_id.to_owned(),
-        database_id: String::new(),
-    };
+    let partitions = Arc::new(Partitions::new(project_id, "").writing_into(&partition));
+    // The checks of the write pipeline (`db/write.rs`), on the properties as the derive
+    // wrote them: straight into the wire form.
+    check_mutation_count(entities.len())?;
     let mutations = entities
         .iter()
         .map(|entity| {
@@ -749,11 +767,10 @@ pub fn commit_request<E: Entity>(
                 .entity_key()?
                 .into_raw()
                 .with_partition(partition.clone());
-            partitions.mutation(Mutation::Upsert(
-                key,
-                entity.to_properties()?,
-                Mask::declared(E::SCHEMA),
-            ))
+            let properties = entity.properties_in(Form::wire(&partitions))?;
+            check_index_entries(E::SCHEMA, &key, &properties)?;
+            check_entity(&key, &properties)?;
+            partitions.mutation(Mutation::Upsert(key, properties, Mask::declared(E::SCHEMA)))
         })
         .collect::<Result<_, Error>>()?;
     Ok(pb::CommitRequest {
@@ -770,10 +787,7 @@ pub fn entities_from_lookup<E: Entity>(
     project_id: &str,
     response: pb::LookupResponse,
 ) -> Result<Vec<E>, Error> {
-    let partitions = Partitions {
-        project_id: project_id.to_owned(),
-        database_id: String::new(),
-    };
+    let partitions = Arc::new(Partitions::new(project_id, ""));
     response
         .found
         .into_iter()
@@ -781,7 +795,7 @@ pub fn entities_from_lookup<E: Entity>(
         .filter_map(|entity| Some((entity.key?, entity.properties)))
         .map(|(key, properties)| {
             let key = partitions.raw_key(key)?;
-            E::from_entity(&key, partitions.property_map(properties)?)
+            E::from_entity(&key, PropertyMap::from_wire(properties, &partitions)?)
         })
         .collect()
 }
@@ -851,10 +865,7 @@ mod tests {
                 timeout: cloud.timeout,
                 retry: cloud.retry,
             },
-            partitions: Partitions {
-                project_id: "p".to_owned(),
-                database_id: String::new(),
-            },
+            partitions: Arc::new(Partitions::new("p", "")),
             begin_with_reads: false,
             aggregations_begin: AtomicBool::new(true),
         };
