@@ -171,7 +171,7 @@ fn unit_enum(
                 }
 
                 fn from_value(__value: #p::Value) -> #p::Result<Self, #p::DecodeError> {
-                    match __value {
+                    match &__value {
                         #p::Value::String(__text) => match __text.as_str() {
                             #(#strings => #p::Result::Ok(Self::#variants),)*
                             __other => #p::Result::Err(#p::DecodeError::new(
@@ -179,7 +179,7 @@ fn unit_enum(
                                 ::std::format!("the string {:?}", __other),
                             )),
                         },
-                        __other => #p::Result::Err(#p::DecodeError::mismatch(#expected, &__other)),
+                        __other => #p::Result::Err(#p::DecodeError::mismatch(#expected, __other)),
                     }
                 }
             }

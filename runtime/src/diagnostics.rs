@@ -471,7 +471,9 @@ impl Watch {
                 }
             }
             // R-E2: one count per commit and entity group (followed by a hash of its root).
-            if !key.is_complete() {
+            // The group of an incomplete key is its root (an allocated id under a parent
+            // writes the parent's group); a root that is itself incomplete is a new group.
+            if key.path().len() == 1 && !key.is_complete() {
                 continue;
             }
             let group = root_hash(key);

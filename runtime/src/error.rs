@@ -151,6 +151,30 @@ pub enum Error {
         contribution: usize,
     },
 
+    /// One entity, or one embedded entity value in it, would index more values than Firestore
+    /// in Datastore mode takes (R-I5): each indexed value counts, each element of an indexed
+    /// array too (duplicates and nulls included), an embedded entity value as one in its
+    /// parent, its own properties in its own count. Nothing was written.
+    #[error(
+        "the entity {key} of kind `{kind}` would index {values} values in {}, more than          the {max} Firestore in Datastore mode takes in one entity (\"Too many indexed          properties\") [R-I5]; nothing was written. Property `{property}` holds the most          ({contribution}): mark it `#[exclude_from_index]` if it is never queried, or store          fewer values in it", if .within.is_empty() { "the entity".to_owned() } else { format!("its embedded entity `{}`", .within) }
+    )]
+    TooManyIndexedValues {
+        /// The kind written.
+        kind: String,
+        /// The entity's key.
+        key: Box<str>,
+        /// The embedded entity value counted (its dotted path), empty for the entity itself.
+        within: Box<str>,
+        /// The indexed values counted there.
+        values: usize,
+        /// The limit.
+        max: usize,
+        /// The property (dotted path) holding the most of them.
+        property: String,
+        /// How many values that property holds.
+        contribution: usize,
+    },
+
     /// A `#[sharded]` counter would leave the range of an `i64`. Nothing was written.
     #[error(
         "the counter `{field}` (shards of kind `{kind}`) would overflow a 64-bit integer; \

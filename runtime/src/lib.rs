@@ -73,7 +73,7 @@ pub use query::spec::Operator;
 pub use query::{Cursor, KeysOnlyQuery, Numeric, Page, ProjectionQuery, Query};
 pub use rules::commit::MAX_MUTATIONS;
 pub use rules::filter::{MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_NOT_IN_VALUES};
-pub use rules::index_entries::MAX_INDEX_ENTRIES;
+pub use rules::index_entries::{MAX_INDEX_ENTRIES, MAX_INDEXED_VALUES};
 pub use rules::limits::{MAX_ENTITY_BYTES, MAX_INDEXED_BYTES};
 pub use scale::bulk::{BulkWriter, Progress};
 pub use scale::migrate;
@@ -126,7 +126,8 @@ pub mod value {
     pub use crate::model::scalar::{Blob, GeoPoint, Timestamp};
     pub use crate::model::sink::{Form, StoredWriter};
     pub use crate::model::stored::StoredValue;
-    pub use crate::model::value::{DecodeError, Property, PropertyMap, Value, compare_values};
+    pub use crate::model::value::{DecodeError, Property, PropertyMap, Value};
+    pub use crate::model::walk::compare_values;
 }
 
 /// `use datastore_entity::prelude::*;` brings what entity declarations and queries need.

@@ -313,11 +313,34 @@ pub fn foreign_commit(backend: Backend, mutations: serde_json::Value) -> Result<
     stream
         .write_all(request.as_bytes())
         .map_err(|e| format!("cannot send the commit: {e}"))?;
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response);
+    let response = read_response(&mut stream);
     match response.split_once("\r\n\r\n") {
         Some((head, body)) if head.starts_with("HTTP/1.1 200") => Ok(body.to_owned()),
         _ => Err(format!("the emulator refused the commit: {response}")),
+    }
+}
+
+/// An HTTP response, read up to the end of its body (by its `Content-Length`, or until the
+/// server closes: the Firestore emulator keeps the connection open despite `close`).
+fn read_response(stream: &mut TcpStream) -> String {
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let text = String::from_utf8_lossy(&bytes);
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head.lines().find_map(|line| {
+                let (name, value) = line.split_once(':')?;
+                name.eq_ignore_ascii_case("content-length")
+                    .then(|| value.trim().parse::<usize>().ok())?
+            });
+            if length.is_some_and(|n| body.len() >= n) {
+                return text.into_owned();
+            }
+        }
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return String::from_utf8_lossy(&bytes).into_owned(),
+            Ok(n) => bytes.extend_from_slice(&buf[..n]),
+        }
     }
 }
 

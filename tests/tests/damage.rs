@@ -1,6 +1,7 @@
 //! A `Db::open` file damaged at rest: single bit flips anywhere in the file. Every flip
 //! must end in an error (at open or on read) or in the data as it was: never altered or
 //! missing data, never a panic. Runs `FLIPS` flips (200 by default; `FLIPS=2000` for more).
+//! And files that are not this engine's at all, refused untouched.
 
 use std::panic::AssertUnwindSafe;
 
@@ -114,4 +115,60 @@ fn every_bit_flip_is_an_error_or_the_data_as_written_never_a_panic() {
         refused > 0,
         "no flip was detected: the test damaged nothing that matters"
     );
+}
+
+/// Issue #26: `Db::open` wrote its tables into a redb database of another program. Another
+/// program's file — a redb database with tables of its own, or one with this engine's table
+/// names but no format record, or no database at all — is refused with `Error::Storage`,
+/// and left byte for byte as it was.
+#[test]
+fn a_file_of_another_program_is_refused_and_left_byte_for_byte_untouched() {
+    let dir = std::env::temp_dir().join(format!("datastore-entity-foreign-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    const THEIRS: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("their_table");
+    const LOOKALIKE: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("entities");
+    let redb_file = |name: &str, write: &dyn Fn(&redb::WriteTransaction)| {
+        let path = dir.join(name);
+        let db = redb::Database::create(&path).unwrap();
+        let tx = db.begin_write().unwrap();
+        write(&tx);
+        tx.commit().unwrap();
+        drop(db);
+        path
+    };
+    let files = [
+        redb_file("theirs.redb", &|tx| {
+            tx.open_table(THEIRS).unwrap().insert("answer", 42).unwrap();
+        }),
+        redb_file("lookalike.redb", &|tx| {
+            tx.open_table(LOOKALIKE)
+                .unwrap()
+                .insert(&b"k"[..], &b"v"[..])
+                .unwrap();
+        }),
+        {
+            let path = dir.join("text.redb");
+            std::fs::write(&path, "not a database at all\n".repeat(100)).unwrap();
+            path
+        },
+    ];
+    for path in &files {
+        let before = std::fs::read(path).unwrap();
+        match Db::open(path) {
+            Err(Error::Storage { reason }) => {
+                assert!(
+                    reason.contains("left as it is"),
+                    "{}: {reason}",
+                    path.display()
+                )
+            }
+            other => panic!("{}: {other:?}", path.display()),
+        }
+        assert_eq!(std::fs::read(path).unwrap(), before, "{}", path.display());
+    }
+    // A database of this engine opens, and a new file is one.
+    let ours = dir.join("ours.redb");
+    drop(Db::open(&ours).unwrap());
+    drop(Db::open(&ours).unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -15,6 +15,17 @@ struct Customer {
     city: String,
 }
 
+/// A child written with an allocated id, under a `Customer`.
+#[derive(Entity, Debug, Clone, PartialEq)]
+struct Order {
+    #[parent]
+    customer: Key<Customer>,
+    #[key]
+    id: Option<KeyId>,
+    #[exclude_from_index]
+    total: i64,
+}
+
 #[derive(Entity, Debug, Clone, PartialEq)]
 struct Reading {
     #[key]
@@ -85,6 +96,46 @@ async fn r_k4_names_written_in_sequence_are_found_once_and_scattered_ones_are_no
         db.put(&customer(name)).await.unwrap();
     }
     assert_eq!(db.diagnostics(), []);
+}
+
+/// Issue #26: children with allocated ids under one parent are the commonest hot entity
+/// group; their keys are incomplete when written, but their group (the root) is not.
+#[tokio::test]
+async fn r_e2_children_with_allocated_ids_count_toward_their_parents_group() {
+    let (db, advance) = watched();
+    let parent = Customer::key(KeyName::new("busy").unwrap());
+    for n in 0..90 {
+        advance(Duration::from_millis(333));
+        let order = Order {
+            customer: parent.clone(),
+            id: None,
+            total: n,
+        };
+        db.put(&order).await.unwrap();
+    }
+    let findings = db.diagnostics();
+    assert_eq!(rules(&findings), ["R-E2"], "{findings:?}");
+    assert_eq!(findings[0].kind, "Customer");
+    assert!(
+        findings[0].subject.contains("busy"),
+        "{}",
+        findings[0].subject
+    );
+
+    // Incomplete root keys are each a new group: no finding, however fast.
+    let (db, advance) = watched();
+    for _ in 0..90 {
+        advance(Duration::from_millis(333));
+        db.put(&Sequenced { id: None }).await.unwrap();
+    }
+    assert_eq!(db.diagnostics(), []);
+}
+
+/// A root entity with an allocated id.
+#[derive(Entity, Debug, Clone, PartialEq)]
+struct Sequenced {
+    #[key]
+    id: Option<KeyId>,
 }
 
 #[tokio::test]

@@ -673,13 +673,15 @@ struct UndeclaredTicket {
 #[tokio::test]
 async fn r_i2_strict_index_mode_refuses_a_query_no_declared_index_serves() {
     let db = Db::in_memory();
-    let tickets: Vec<Ticket> = (1..=5)
-        .map(|i| Ticket {
+    let tickets: Vec<UndeclaredTicket> = (1..=5)
+        .map(|i| UndeclaredTicket {
             id: KeyId::new(i).unwrap(),
             status: if i % 2 == 0 { "open" } else { "closed" }.into(),
             opened: i * 10,
         })
         .collect();
+    // Written through the type that declares nothing (writing through `Ticket` declares its
+    // indexes, as querying through it does).
     db.put_many(&tickets).await.unwrap();
     let triage = || {
         db.query::<UndeclaredTicket>()

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use datastore_entity::prelude::*;
-use datastore_entity::{Direction, Error, MAX_INDEX_ENTRIES, Value};
+use datastore_entity::{Direction, Error, MAX_INDEX_ENTRIES, MAX_INDEXED_VALUES, Value};
 use datastore_entity_tests::{
     Account, Article, ArticleCard, Call, Instrumented, Post, PostCard, Priority, SiteConfig,
     Status, TagRow, account, account_key,
@@ -506,17 +506,30 @@ fn wide(left: usize, right: usize, notes: usize) -> Wide {
 }
 
 #[tokio::test]
-async fn too_many_index_entries_fail_before_anything_is_sent() {
+async fn too_many_index_entries_fail_before_anything_is_written() {
     // R-I5: built-in entries (one per indexed value) plus composite ones (the product of
     // the indexed properties' value counts).
     let (backend, db) = Instrumented::db();
-    let cases = [
-        // 20,001 values of one property.
-        (
-            wide(MAX_INDEX_ENTRIES + 1, 0, 0),
-            "left",
-            MAX_INDEX_ENTRIES + 1,
+    // 5,001 values of one property: more than one entity indexes (as Firestore counts).
+    match db
+        .put(&wide(MAX_INDEXED_VALUES + 1, 0, 0))
+        .await
+        .unwrap_err()
+    {
+        Error::TooManyIndexedValues {
+            values,
+            max,
+            property,
+            contribution,
+            within,
+            ..
+        } => assert_eq!(
+            (values, max, property.as_str(), contribution, &*within),
+            (5_001, 5_000, "left", 5_001, "")
         ),
+        other => panic!("{other:?}"),
+    }
+    let cases = [
         // 150 + 140 built-in, and 150 × 140 = 21,000 in the composite index.
         (wide(150, 140, 0), "left", 290 + 21_000),
         (wide(20, 1_000, 0), "right", 1_020 + 20_000),
@@ -534,7 +547,8 @@ async fn too_many_index_entries_fail_before_anything_is_sent() {
             other => panic!("{other:?}"),
         }
     }
-    assert_eq!(backend.count(Call::Commit), 0, "nothing was sent");
+    // The backend's commit refused each (`rules::commit`): nothing was written.
+    let refused = backend.count(Call::Commit);
     assert!(
         db.get(&Wide::key(KeyId::new(1).unwrap()))
             .await
@@ -542,10 +556,19 @@ async fn too_many_index_entries_fail_before_anything_is_sent() {
             .is_none()
     );
 
-    // Exactly the limit is allowed, and excluded values do not count.
-    db.put(&wide(MAX_INDEX_ENTRIES, 0, 0)).await.unwrap();
+    // Exactly the limits are allowed, and excluded values do not count.
+    db.put(&wide(MAX_INDEXED_VALUES, 0, 0)).await.unwrap();
     db.put(&wide(100, 100, 50_000)).await.unwrap();
-    assert_eq!(backend.count(Call::Commit), 2);
+    // 99 + 200 built-in, 99 × 200 = 19,800 composite: 20,099 is over; 98 × 200 + 298 is not.
+    assert!(matches!(
+        db.put(&wide(99, 200, 0)).await,
+        Err(Error::TooManyIndexEntries {
+            entries: 20_099,
+            ..
+        })
+    ));
+    db.put(&wide(98, 200, 0)).await.unwrap();
+    assert_eq!(backend.count(Call::Commit), refused + 4);
     // In a transaction too, with nothing committed.
     let error = db
         .transaction(|tx| async move {
@@ -558,13 +581,12 @@ async fn too_many_index_entries_fail_before_anything_is_sent() {
         matches!(error, Error::TooManyIndexEntries { .. }),
         "{error}"
     );
-    assert_eq!(backend.count(Call::Commit), 2);
     let kept = db
         .get(&Wide::key(KeyId::new(1).unwrap()))
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(kept.notes.len(), 50_000);
+    assert_eq!((kept.left.len(), kept.right.len()), (98, 200));
 }
 
 #[tokio::test]
@@ -581,7 +603,7 @@ async fn the_engine_enforces_r_i5_on_any_caller_of_backend_commit() {
         .into_raw();
     let values = |n: usize| Value::Array((0..n).map(|i| Value::Integer(i as i64)).collect());
     let mut properties = PropertyMap::new();
-    properties.insert("left", Property::indexed(values(MAX_INDEX_ENTRIES)));
+    properties.insert("left", Property::indexed(values(MAX_INDEXED_VALUES)));
     properties.insert("right", Property::indexed(values(1)));
     let refused = engine
         .commit(
@@ -590,14 +612,14 @@ async fn the_engine_enforces_r_i5_on_any_caller_of_backend_commit() {
         )
         .await;
     match refused {
-        Err(Error::TooManyIndexEntries {
-            entries,
+        Err(Error::TooManyIndexedValues {
+            values,
             property,
             contribution,
             ..
         }) => assert_eq!(
-            (entries, property.as_str(), contribution),
-            (MAX_INDEX_ENTRIES + 1, "left", MAX_INDEX_ENTRIES)
+            (values, property.as_str(), contribution),
+            (MAX_INDEXED_VALUES + 1, "left", MAX_INDEXED_VALUES)
         ),
         other => panic!("{other:?}"),
     }
@@ -608,43 +630,49 @@ async fn the_engine_enforces_r_i5_on_any_caller_of_backend_commit() {
             .unwrap(),
         vec![None]
     );
-    // Repeated values are one index entry each: 40,000 elements of 20,000 values fit.
-    let mut properties = PropertyMap::new();
-    let Value::Array(mut twice) = values(MAX_INDEX_ENTRIES) else {
-        unreachable!()
-    };
-    twice.extend(twice.clone());
-    properties.insert("left", Property::indexed(Value::Array(twice)));
-    engine
-        .commit(vec![Mutation::Upsert(key, properties, Mask::Whole)], None)
-        .await
-        .unwrap();
+    // Repeated values count each, as Firestore in Datastore mode counts them: 5,001 copies
+    // of one value are refused, 5,000 are not.
+    for (copies, ok) in [(MAX_INDEXED_VALUES + 1, false), (MAX_INDEXED_VALUES, true)] {
+        let mut properties = PropertyMap::new();
+        let same = Value::Array(vec![Value::Integer(7); copies]);
+        properties.insert("left", Property::indexed(same));
+        let result = engine
+            .commit(
+                vec![Mutation::Upsert(key.clone(), properties, Mask::Whole)],
+                None,
+            )
+            .await;
+        assert_eq!(result.is_ok(), ok, "{copies}: {result:?}");
+    }
 }
 
 #[tokio::test]
 async fn ancestor_indexes_count_once_per_ancestor() {
     #[derive(Entity)]
-    #[entity(ancestor_index(tags))]
+    #[entity(ancestor_index(tags, labels))]
     struct Note {
         #[parent]
         account: Key<Account>,
         #[key]
         id: KeyId,
         tags: Vec<String>,
+        labels: Vec<String>,
     }
-    let note = |n: usize| Note {
+    let note = |n: usize, m: usize| Note {
         account: account_key("ann"),
         id: KeyId::new(1).unwrap(),
         tags: (0..n).map(|i| i.to_string()).collect(),
+        labels: (0..m).map(|i| i.to_string()).collect(),
     };
-    // 6,667 tags: 6,667 built-in + 6,667 × 2 (the note and its account) = 20,001.
+    // 100 tags, 100 labels: 200 built-in + 100 × 100 × 2 (the note and its account) = 20,200.
     let db = Db::in_memory();
     assert!(matches!(
-        db.put(&note(6_667)).await,
+        db.put(&note(100, 100)).await,
         Err(Error::TooManyIndexEntries {
-            entries: 20_001,
+            entries: 20_200,
             ..
         })
     ));
-    db.put(&note(6_666)).await.unwrap();
+    // 100 × 99: 199 + 19,800 = 19,999.
+    db.put(&note(100, 99)).await.unwrap();
 }

@@ -6,14 +6,49 @@ use std::time::Duration;
 use datastore_entity::{Error, Timestamp};
 use proptest::prelude::*;
 
-/// 0000-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z: the years RFC 3339 writes.
-const FIRST: i64 = -62_167_219_200_000_000;
-const LAST: i64 = 253_402_300_799_999_999;
+/// 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z: the range the service stores.
+const FIRST: i64 = Timestamp::MIN.as_micros();
+const LAST: i64 = Timestamp::MAX.as_micros();
+
+/// `t` written at `offset` minutes east of UTC, as RFC 3339 text: `None` where the local
+/// time falls outside the years four digits write.
+fn at_offset(t: Timestamp, offset: i64) -> Option<String> {
+    let local = match offset >= 0 {
+        true => t.checked_add(Duration::from_secs(offset as u64 * 60)),
+        false => t.checked_sub(Duration::from_secs(offset.unsigned_abs() * 60)),
+    }?;
+    let text = local.to_string();
+    let sign = if offset < 0 { '-' } else { '+' };
+    let (h, m) = (offset.abs() / 60, offset.abs() % 60);
+    Some(format!("{}{sign}{h:02}:{m:02}", text.strip_suffix('Z')?))
+}
 
 proptest! {
     #[test]
     fn every_timestamp_reads_back_what_it_writes(micros in FIRST..=LAST) {
         let t = Timestamp::from_micros(micros);
+        prop_assert_eq!(t.to_string().parse::<Timestamp>().unwrap(), t);
+    }
+
+    /// Issue #26: every valid time reads back from its text at any offset, and the same
+    /// instant whatever the offset it was written at.
+    #[test]
+    fn every_timestamp_reads_back_at_every_offset(
+        micros in FIRST..=LAST,
+        offset in -(23 * 60 + 59)..=(23 * 60 + 59_i64),
+    ) {
+        let t = Timestamp::from_micros(micros);
+        if let Some(text) = at_offset(t, offset) {
+            prop_assert_eq!(text.parse::<Timestamp>().unwrap(), t, "{}", text);
+        }
+    }
+
+    /// Any `i64` of microseconds gives a time the service stores.
+    #[test]
+    fn every_constructor_stays_in_the_services_range(micros in any::<i64>()) {
+        let t = Timestamp::from_micros(micros);
+        prop_assert!(Timestamp::MIN <= t && t <= Timestamp::MAX);
+        prop_assert_eq!(Timestamp::try_from_micros(micros).is_ok(), (FIRST..=LAST).contains(&micros));
         prop_assert_eq!(t.to_string().parse::<Timestamp>().unwrap(), t);
     }
 
@@ -24,6 +59,7 @@ proptest! {
     ) {
         let t = Timestamp::from_micros(micros);
         let d = Duration::from_micros(by);
+        prop_assume!(t.checked_add(d).is_some());
         prop_assert_eq!((t + d) - d, t);
         prop_assert_eq!((t + d) - t, d);
         prop_assert_eq!(t.checked_duration_since(t + d), (by == 0).then_some(Duration::ZERO));
@@ -78,6 +114,42 @@ fn what_is_not_rfc_3339_is_a_parse_error() {
             other => panic!("{text:?} -> {other:?}"),
         }
     }
+}
+
+#[test]
+fn times_outside_the_services_range_are_refused_or_saturate() {
+    // Issue #26: `from_micros(i64::MAX)` held year 294,247, which `put` stored.
+    assert_eq!(Timestamp::from_micros(i64::MAX), Timestamp::MAX);
+    assert_eq!(Timestamp::from_micros(i64::MIN), Timestamp::MIN);
+    assert_eq!(Timestamp::MAX.to_string(), "9999-12-31T23:59:59.999999Z");
+    assert_eq!(Timestamp::MIN.to_string(), "0001-01-01T00:00:00.000000Z");
+    assert!(matches!(
+        Timestamp::try_from_micros(Timestamp::MAX.as_micros() + 1),
+        Err(Error::InvalidValue { .. })
+    ));
+    assert!(Timestamp::try_from_micros(Timestamp::MIN.as_micros()).is_ok());
+    let far = std::time::UNIX_EPOCH + Duration::from_secs(400_000_000_000);
+    assert_eq!(Timestamp::from(far), Timestamp::MAX);
+    // An offset that carries the time past either end is refused; one that keeps it inside
+    // is read, whatever year the local time shows.
+    for text in [
+        "9999-12-31T23:59:59-23:59",
+        "0001-01-01T00:00:00+00:01",
+        "0000-06-01T00:00:00Z",
+    ] {
+        match text.parse::<Timestamp>() {
+            Err(Error::Parse { reason, .. }) => assert!(reason.contains("range"), "{reason}"),
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+    assert_eq!(
+        "0000-12-31T23:00:00-01:00".parse::<Timestamp>().unwrap(),
+        Timestamp::MIN
+    );
+    assert!(
+        "10000-01-01T00:00:00Z".parse::<Timestamp>().is_err(),
+        "five-digit years are not RFC 3339"
+    );
 }
 
 #[test]

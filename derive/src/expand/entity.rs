@@ -150,15 +150,16 @@ pub(super) fn embedded_impl(entity: &Entity, mode: Mode) -> TokenStream {
     let from_value = mode.body(
         &p,
         quote! {
-            match __value {
-                #p::Value::Entity(__properties) => {
+            let __found = #p::Value::type_name(&__value);
+            match #p::Value::into_entity(__value) {
+                #p::Option::Some(__properties) => {
                     #[allow(unused_mut)]
                     let mut __properties = __properties;
                     #p::Result::Ok(Self {
                         #(#fields)*
                     })
                 }
-                __other => #p::Result::Err(#p::DecodeError::mismatch("embedded entity", &__other)),
+                #p::Option::None => #p::Result::Err(#p::DecodeError::new("embedded entity", __found)),
             }
         },
     );

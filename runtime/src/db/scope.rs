@@ -10,6 +10,7 @@ use crate::diagnostics::Watch;
 use crate::error::Error;
 use crate::model::entity::Entity;
 use crate::model::key::{PartitionId, RawKey};
+use crate::model::schema::Schema;
 #[cfg(feature = "cloud")]
 use crate::model::sink::Form;
 use crate::model::stored::lacks_partition;
@@ -25,6 +26,9 @@ pub(crate) struct Scope {
     pub(crate) partition: PartitionId,
     /// What watches this handle's writes for the scale rules (shared by its clones).
     pub(crate) watch: Arc<Watch>,
+    /// The entity types declared to the backend already (`Backend::declare`), by the
+    /// address of their schema (shared by its clones).
+    declared: Arc<std::sync::Mutex<std::collections::HashSet<usize>>>,
     /// On Google Cloud, the wire form entities are written in (key values without a
     /// partition take `partition`); the stored form otherwise.
     #[cfg(feature = "cloud")]
@@ -42,9 +46,30 @@ impl Scope {
             backend,
             partition,
             watch,
+            declared: Arc::default(),
             #[cfg(feature = "cloud")]
             wire: None,
         }
+    }
+
+    /// Declares `schema` to the backend (its composite indexes, which the backend maintains
+    /// and counts against R-I5), once per handle.
+    pub(crate) async fn declare(&self, schema: &'static Schema) -> Result<(), Error> {
+        let address = std::ptr::from_ref(schema).addr();
+        let known = |d: &Self| {
+            d.declared
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&address)
+        };
+        if !known(self) {
+            self.backend.declare(schema).await?;
+            self.declared
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(address);
+        }
+        Ok(())
     }
 
     /// The same scope in namespace `namespace`.

@@ -10,9 +10,7 @@ use crate::model::entity::Entity;
 use crate::model::key::{Key, RawKey};
 use crate::model::schema::Schema;
 use crate::model::value::PropertyMap;
-use crate::rules::commit::{check_mutation_count, check_unique};
-use crate::rules::index_entries::check_index_entries;
-use crate::rules::limits::check_entity;
+use crate::rules::commit::check_mutations;
 
 use super::scope::Scope;
 
@@ -102,32 +100,31 @@ pub(crate) async fn commit(
     Ok(keys)
 }
 
-/// Every check of a commit (R-A4, R-I5, the 500-mutation limit), done before anything is
-/// sent, then the mutations of the writes (first, in order) and of their companions; and how
-/// many writes there were.
+/// The mutations of the writes (first, in order) and of their companions; and how many writes
+/// there were. The backend's commit checks them all (`rules::commit`: R-A4, R-I5, the limits,
+/// the 500 mutations) before anything is written or sent; the types written are declared to
+/// it first, so it counts their composite indexes.
 pub(crate) async fn prepare(
     scope: &Scope,
     mut writes: Vec<Write>,
 ) -> Result<(Vec<Mutation>, usize), Error> {
-    for write in &writes {
-        if let (Some(schema), Op::Insert | Op::Update | Op::Upsert) = (write.schema, write.op) {
-            check_index_entries(schema, &write.key, &write.properties)?;
+    let mut schemas: Vec<&'static Schema> = Vec::new();
+    for schema in writes.iter().filter_map(|w| w.schema) {
+        if !schemas.iter().any(|s| std::ptr::eq(*s, schema)) {
+            schemas.push(schema);
         }
     }
-    check_unique(writes.iter().map(|w| &w.key))?;
-    // The service refuses these with INVALID_ARGUMENT: there is no entity to name.
-    if let Some(write) = writes
-        .iter()
-        .find(|w| matches!(w.op, Op::Update | Op::Delete) && !w.key.is_complete())
-    {
-        return Err(Error::InvalidKey {
-            key: format!("{:?}", write.key),
-            reason: "an update or a delete needs a complete key (with its id or name)".into(),
-        });
+    for schema in schemas {
+        scope.declare(schema).await?;
     }
-    // Replicas are keyed by the entity's complete key: allocate the missing ids first.
+
+    // Replicas are keyed by the entity's complete key: allocate the missing ids first (an
+    // update or a delete needs a complete key; the check refuses it).
     let incomplete: Vec<usize> = (0..writes.len())
-        .filter(|&i| writes[i].replicated() && !writes[i].key.is_complete())
+        .filter(|&i| {
+            let w = &writes[i];
+            w.replicated() && !w.key.is_complete() && matches!(w.op, Op::Insert | Op::Upsert)
+        })
         .collect();
     if !incomplete.is_empty() {
         let templates = incomplete.iter().map(|&i| writes[i].key.clone()).collect();
@@ -143,15 +140,10 @@ pub(crate) async fn prepare(
         expand(write, &mut mutations, &mut companions);
     }
     mutations.append(&mut companions);
-    for mutation in &mutations {
-        if let Mutation::Insert(key, properties, _)
-        | Mutation::Update(key, properties, _)
-        | Mutation::Upsert(key, properties, _) = mutation
-        {
-            check_entity(key, properties)?;
-        }
-    }
-    check_mutation_count(mutations.len())?;
+    // The rules of the mutations themselves (how many, R-A4, complete keys) are refused here,
+    // before the backend is called; the backend checks them again with the entities
+    // (`rules::commit`), whoever calls it.
+    check_mutations(&mutations)?;
     scope.watch.observe(&mutations);
     Ok((mutations, primaries))
 }

@@ -123,7 +123,9 @@ pub(crate) fn from_replica(
 ) -> Result<PropertyMap, Error> {
     check_owner(owner, key, &replica)?;
     match replica.remove(ENTITY).map(|p| p.value) {
-        Some(Value::Entity(properties)) => Ok(properties),
+        Some(value) if matches!(value, Value::Entity(_)) => {
+            Ok(value.into_entity().unwrap_or_default())
+        }
         other => Err(Error::Decode {
             key: Some(format!("{key:?}").into()),
             kind: key.kind().to_owned(),

@@ -6,7 +6,7 @@
 //! compare component by component, and inverting every byte of a value's encoding reverses
 //! its order (descending composite index columns).
 //!
-//! Values follow the service's order across types (`value::compare_values`): null;
+//! Values follow the service's order across types (`walk::compare_values`): null;
 //! integers and timestamps (by number); booleans; strings and byte strings (by bytes);
 //! doubles (NaN last); geo points; keys. Two values have one encoding exactly when that
 //! order says they are equal: an index holds a value as the service's indexes do, so an
@@ -318,7 +318,7 @@ pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
     use crate::model::scalar::Timestamp;
-    use crate::model::value::compare_values;
+    use crate::model::walk::compare_values;
     use proptest::prelude::*;
 
     fn encode(v: &Value) -> Vec<u8> {

@@ -105,13 +105,13 @@ mod uuid_text {
             Value::String(self.hyphenated().to_string())
         }
         fn from_value(value: Value) -> Result<Self, DecodeError> {
-            match value {
-                Value::String(text) => Uuid::parse_str(&text).map_err(|e| DecodeError {
+            match &value {
+                Value::String(text) => Uuid::parse_str(text).map_err(|e| DecodeError {
                     path: String::new(),
                     expected: "a UUID".to_owned(),
                     found: format!("the string {text:?} ({e})"),
                 }),
-                other => Err(DecodeError::mismatch("a UUID (a string)", &other)),
+                other => Err(DecodeError::mismatch("a UUID (a string)", other)),
             }
         }
     }

@@ -198,8 +198,9 @@ impl<E: Entity> PropertyType for Key<E> {
         w.key(self.raw());
     }
     fn from_value(value: Value) -> Result<Self, DecodeError> {
-        match value {
-            Value::Key(raw) => {
+        let found = value.type_name();
+        match value.into_key() {
+            Some(raw) => {
                 let found = format!("a key of kind `{}`", raw.kind());
                 Key::from_raw(raw).map_err(|_| DecodeError {
                     path: String::new(),
@@ -207,9 +208,9 @@ impl<E: Entity> PropertyType for Key<E> {
                     found,
                 })
             }
-            other => Err(DecodeError::mismatch(
+            None => Err(DecodeError::new(
                 format!("a key of kind `{}`", E::KIND),
-                &other,
+                found,
             )),
         }
     }

@@ -612,10 +612,7 @@ fn take_flattened(properties: &mut PropertyMap, name: &str) -> PropertyMap {
 
 /// The sub-properties of one embedded entity value.
 fn sub_properties<T: PropertyType>(value: &T) -> PropertyMap {
-    match value.to_value() {
-        Value::Entity(inner) => inner,
-        _ => PropertyMap::new(),
-    }
+    value.to_value().into_entity().unwrap_or_default()
 }
 
 impl<T: EmbeddedEntity> Flatten for T {

@@ -14,32 +14,40 @@ use crate::model::value::{
     DecodeError, Entries, Entry, Property, PropertyMap, Repr, Slot, Stored, Value,
 };
 
-/// Dropped without recursion: a value nested thousands of levels deep (which no write
-/// accepts, but a caller can build) would otherwise overflow the stack as it is freed.
+/// Dropped without recursion (see [`Value`]).
 impl Drop for PropertyMap {
     fn drop(&mut self) {
-        let Repr::Entries(entries) = &mut self.repr else {
-            return; // The stored form is flat bytes.
-        };
-        let nests = |v: &Value| matches!(v, Value::Entity(_) | Value::Array(_));
-        if !entries.entries.iter().any(|e| nests(&e.property.value)) {
-            return;
+        if self.holds_nested_values() {
+            let mut pending = Vec::new();
+            self.take_values(&mut pending);
+            // Each value drops what it nests without recursion.
+            drop(pending);
         }
-        let mut pending: Vec<Value> = entries
-            .entries
-            .drain(..)
-            .map(|e| e.property.value)
-            .collect();
-        while let Some(value) = pending.pop() {
-            match value {
-                Value::Entity(mut inner) => {
-                    if let Repr::Entries(e) = &mut inner.repr {
-                        pending.extend(e.entries.drain(..).map(|e| e.property.value));
-                    }
-                }
-                Value::Array(values) => pending.extend(values),
-                _ => {}
-            }
+    }
+}
+
+impl PropertyMap {
+    /// Whether the map holds decoded array or entity values (which cloning, comparing and
+    /// dropping walk without recursion). The stored and wire forms are bounded by
+    /// construction: no write produces, and no read accepts, values nested too deep.
+    pub(crate) fn holds_nested_values(&self) -> bool {
+        match &self.repr {
+            Repr::Entries(e) => e
+                .entries
+                .iter()
+                .any(|e| matches!(e.property.value, Value::Array(_) | Value::Entity(_))),
+            _ => false,
+        }
+    }
+
+    /// Moves the decoded values out onto `pending`, leaving their properties null.
+    pub(crate) fn take_values(&mut self, pending: &mut Vec<Value>) {
+        if let Repr::Entries(e) = &mut self.repr {
+            pending.extend(
+                e.entries
+                    .iter_mut()
+                    .map(|e| std::mem::take(&mut e.property.value)),
+            );
         }
     }
 }

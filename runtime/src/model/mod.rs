@@ -1,5 +1,5 @@
 //! What is stored, bottom up: names (`name`), keys (`key`), the value types (`scalar`,
-//! `value`), the stored form of values and property maps (`stored`), the service's wire form
+//! `value`) and what walks a value without recursion (`walk`), the stored form of values and property maps (`stored`), the service's wire form
 //! (`wire`, feature `cloud`), the sink the derive writes into, in either form (`sink`), the
 //! operations of a property map over any of them (`map`), the Rust types that convert to values (`property_type`),
 //! the Rust ecosystem's types behind Cargo features (`ecosystem`), entities with their
@@ -19,5 +19,6 @@ pub(crate) mod schema;
 pub(crate) mod sink;
 pub(crate) mod stored;
 pub(crate) mod value;
+pub(crate) mod walk;
 #[cfg(feature = "cloud")]
 pub(crate) mod wire;

@@ -205,9 +205,9 @@ macro_rules! simple_property {
                 Value::$variant(self.clone().into())
             }
             fn from_value(value: Value) -> Result<Self, DecodeError> {
-                match value {
-                    Value::$variant(v) => Ok(v.into()),
-                    other => Err(DecodeError::mismatch($expected, &other)),
+                match &value {
+                    Value::$variant(v) => Ok(v.clone().into()),
+                    other => Err(DecodeError::mismatch($expected, other)),
                 }
             }
         }
@@ -225,10 +225,10 @@ impl PropertyType for String {
     fn to_value(&self) -> Value {
         Value::String(self.clone())
     }
-    fn from_value(value: Value) -> Result<Self, DecodeError> {
-        match value {
-            Value::String(s) => Ok(s),
-            other => Err(DecodeError::mismatch("string", &other)),
+    fn from_value(mut value: Value) -> Result<Self, DecodeError> {
+        match &mut value {
+            Value::String(s) => Ok(std::mem::take(s)),
+            other => Err(DecodeError::mismatch("string", other)),
         }
     }
     fn write_stored(&self, w: &mut StoredWriter<'_>) {
@@ -248,10 +248,10 @@ impl PropertyType for Blob {
     fn to_value(&self) -> Value {
         Value::Blob(self.clone())
     }
-    fn from_value(value: Value) -> Result<Self, DecodeError> {
-        match value {
-            Value::Blob(b) => Ok(b),
-            other => Err(DecodeError::mismatch("blob", &other)),
+    fn from_value(mut value: Value) -> Result<Self, DecodeError> {
+        match &mut value {
+            Value::Blob(b) => Ok(std::mem::take(b)),
+            other => Err(DecodeError::mismatch("blob", other)),
         }
     }
     fn write_stored(&self, w: &mut StoredWriter<'_>) {
@@ -263,11 +263,11 @@ impl PropertyType for Blob {
             None => Self::from_value(value.to_value()),
         }
     }
-    fn from_index_value(value: Value) -> Result<Self, DecodeError> {
-        match value {
+    fn from_index_value(mut value: Value) -> Result<Self, DecodeError> {
+        match &mut value {
             // The index keeps strings and byte strings alike.
-            Value::String(s) => Ok(Blob::from(s.into_bytes())),
-            other => Self::from_value(other),
+            Value::String(s) => Ok(Blob::from(std::mem::take(s).into_bytes())),
+            _ => Self::from_value(value),
         }
     }
 }
@@ -359,14 +359,14 @@ impl PropertyType for KeyName {
     fn to_value(&self) -> Value {
         Value::String(self.as_str().to_owned())
     }
-    fn from_value(value: Value) -> Result<Self, DecodeError> {
-        match value {
-            Value::String(s) => KeyName::new(s).map_err(|e| DecodeError {
+    fn from_value(mut value: Value) -> Result<Self, DecodeError> {
+        match &mut value {
+            Value::String(s) => KeyName::new(std::mem::take(s)).map_err(|e| DecodeError {
                 path: String::new(),
                 expected: "a valid key name".to_owned(),
                 found: format!("{e}"),
             }),
-            other => Err(DecodeError::mismatch("string", &other)),
+            other => Err(DecodeError::mismatch("string", other)),
         }
     }
 }
@@ -375,6 +375,9 @@ impl PropertyType for Value {
     type Growth = Steady;
     fn to_value(&self) -> Value {
         self.clone()
+    }
+    fn write_stored(&self, w: &mut StoredWriter<'_>) {
+        w.value(self);
     }
     fn from_value(value: Value) -> Result<Self, DecodeError> {
         Ok(value)
@@ -430,14 +433,14 @@ impl<T: PropertyType> PropertyType for Vec<T> {
     fn to_value(&self) -> Value {
         Value::Array(self.iter().map(T::to_value).collect())
     }
-    fn from_value(value: Value) -> Result<Self, DecodeError> {
-        match value {
-            Value::Array(values) => values
+    fn from_value(mut value: Value) -> Result<Self, DecodeError> {
+        match &mut value {
+            Value::Array(values) => std::mem::take(values)
                 .into_iter()
                 .enumerate()
                 .map(|(i, v)| T::from_value(v).map_err(|e| e.within(&format!("[{i}]"))))
                 .collect(),
-            other => Err(DecodeError::mismatch("array", &other)),
+            other => Err(DecodeError::mismatch("array", other)),
         }
     }
     fn write_stored(&self, w: &mut StoredWriter<'_>) {

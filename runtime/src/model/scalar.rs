@@ -7,11 +7,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::Error;
 
-/// A point in time with microsecond precision, as the service stores it.
+/// A point in time with microsecond precision, as the service stores it: from
+/// [`Timestamp::MIN`] (0001-01-01T00:00:00Z) to [`Timestamp::MAX`]
+/// (9999-12-31T23:59:59.999999Z), the range the service takes — a `Timestamp` never holds
+/// anything else.
 ///
 /// It adds and subtracts `std::time::Duration`s (saturating at the ends of its range; the
 /// `checked_` methods say when they would), the difference of two is a `Duration`, and it
 /// reads and writes RFC 3339. Nanoseconds, which the service does not keep, are truncated.
+/// Conversions saturate at the ends too ([`Timestamp::from_micros`], `From<SystemTime>`, the
+/// `chrono` and `time` types); [`Timestamp::try_from_micros`] and parsing refuse instead.
 ///
 /// ```
 /// use std::time::Duration;
@@ -30,9 +35,47 @@ use crate::error::Error;
 pub struct Timestamp(i64);
 
 impl Timestamp {
-    /// Microseconds since the Unix epoch (negative before it).
+    /// The earliest time the service stores: 0001-01-01T00:00:00Z.
+    pub const MIN: Timestamp = Timestamp(-62_135_596_800_000_000);
+
+    /// The latest time the service stores: 9999-12-31T23:59:59.999999Z.
+    pub const MAX: Timestamp = Timestamp(253_402_300_799_999_999);
+
+    /// Microseconds since the Unix epoch (negative before it), saturating at
+    /// [`Timestamp::MIN`] and [`Timestamp::MAX`]: `from_micros(i64::MAX)` is the latest time
+    /// the service stores.
     pub const fn from_micros(micros: i64) -> Timestamp {
-        Timestamp(micros)
+        if micros < Timestamp::MIN.0 {
+            Timestamp::MIN
+        } else if micros > Timestamp::MAX.0 {
+            Timestamp::MAX
+        } else {
+            Timestamp(micros)
+        }
+    }
+
+    /// Microseconds since the Unix epoch, or [`Error::InvalidValue`] outside the service's
+    /// range.
+    pub fn try_from_micros(micros: i64) -> Result<Timestamp, Error> {
+        Timestamp::checked(micros).ok_or_else(|| Error::InvalidValue {
+            kind: String::new(),
+            property: String::new(),
+            reason: format!(
+                "{micros} microseconds since the Unix epoch is outside the range of timestamps \
+                 the service stores ({} to {})",
+                Timestamp::MIN,
+                Timestamp::MAX
+            ),
+        })
+    }
+
+    /// The time `micros` microseconds since the epoch, if the service stores it.
+    pub(crate) const fn checked(micros: i64) -> Option<Timestamp> {
+        if micros < Timestamp::MIN.0 || micros > Timestamp::MAX.0 {
+            None
+        } else {
+            Some(Timestamp(micros))
+        }
     }
 
     /// Microseconds since the Unix epoch.
@@ -47,12 +90,12 @@ impl Timestamp {
 }
 
 impl From<SystemTime> for Timestamp {
-    /// Times beyond ±292,000 years saturate.
+    /// Times outside the service's range saturate at its ends.
     fn from(time: SystemTime) -> Timestamp {
         let micros = |d: Duration| i64::try_from(d.as_micros()).unwrap_or(i64::MAX);
         match time.duration_since(UNIX_EPOCH) {
-            Ok(after) => Timestamp(micros(after)),
-            Err(before) => Timestamp(-micros(before.duration())),
+            Ok(after) => Timestamp::from_micros(micros(after)),
+            Err(before) => Timestamp::from_micros(-micros(before.duration())),
         }
     }
 }
@@ -96,17 +139,16 @@ impl fmt::Display for Timestamp {
 }
 
 impl Timestamp {
-    /// The time `duration` after this one; `None` beyond the range of microseconds an `i64`
-    /// holds (about ±292,000 years).
+    /// The time `duration` after this one; `None` after [`Timestamp::MAX`].
     pub fn checked_add(self, duration: Duration) -> Option<Timestamp> {
         let micros = i64::try_from(duration.as_micros()).ok()?;
-        self.0.checked_add(micros).map(Timestamp)
+        Timestamp::checked(self.0.checked_add(micros)?)
     }
 
-    /// The time `duration` before this one; `None` beyond the range.
+    /// The time `duration` before this one; `None` before [`Timestamp::MIN`].
     pub fn checked_sub(self, duration: Duration) -> Option<Timestamp> {
         let micros = i64::try_from(duration.as_micros()).ok()?;
-        self.0.checked_sub(micros).map(Timestamp)
+        Timestamp::checked(self.0.checked_sub(micros)?)
     }
 
     /// How long after `earlier` this is; `None` when `earlier` is later.
@@ -125,7 +167,7 @@ impl Timestamp {
 impl Add<Duration> for Timestamp {
     type Output = Timestamp;
     fn add(self, duration: Duration) -> Timestamp {
-        self.checked_add(duration).unwrap_or(Timestamp(i64::MAX))
+        self.checked_add(duration).unwrap_or(Timestamp::MAX)
     }
 }
 
@@ -133,7 +175,7 @@ impl Add<Duration> for Timestamp {
 impl Sub<Duration> for Timestamp {
     type Output = Timestamp;
     fn sub(self, duration: Duration) -> Timestamp {
-        self.checked_sub(duration).unwrap_or(Timestamp(i64::MIN))
+        self.checked_sub(duration).unwrap_or(Timestamp::MIN)
     }
 }
 
@@ -179,7 +221,9 @@ fn days_in_month(year: i64, month: i64) -> i64 {
 }
 
 /// RFC 3339: `2023-11-14T22:13:20Z`, `2023-11-14T23:13:20.5+01:00`, `2023-11-14 22:13:20z`.
-/// Fractions finer than a microsecond are truncated (the service keeps microseconds).
+/// Fractions finer than a microsecond are truncated (the service keeps microseconds). A time
+/// outside the service's range ([`Timestamp::MIN`] to [`Timestamp::MAX`]) is refused, also
+/// when only its offset takes it there (`9999-12-31T23:59:59-23:59`).
 impl FromStr for Timestamp {
     type Err = Error;
 
@@ -250,7 +294,9 @@ impl FromStr for Timestamp {
         let seconds =
             days_from_civil(year, month, day) * 86_400 + hour * 3_600 + minute * 60 + second
                 - offset;
-        Ok(Timestamp(seconds * 1_000_000 + micros))
+        Timestamp::checked(seconds * 1_000_000 + micros).ok_or_else(|| {
+            refused("outside the range the service stores, 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z")
+        })
     }
 }
 

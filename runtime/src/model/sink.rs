@@ -28,7 +28,7 @@ use crate::model::stored::{MapView, ValueView, wire_excluded};
 use crate::model::value::{Entries, Property, Repr, Wire};
 use crate::model::value::{PropertyMap, Value};
 #[cfg(feature = "cloud")]
-use crate::model::wire::{Partitions, from_timestamp, timestamp};
+use crate::model::wire::{Partitions, checked_timestamp, from_timestamp, timestamp};
 
 /// The form an entity's properties are built in: the stored form, or the wire form of one
 /// Google Cloud database. Chosen by the `Db`; not a public API.
@@ -327,14 +327,29 @@ fn array(values: Vec<pb::Value>) -> pb::Value {
 /// A value where it lies (stored bytes, a decoded value, the wire form) as the service
 /// stores it, in one pass: each string and byte string copied once. `excluded` applies to
 /// the value, each element of an array, and everything inside an embedded entity (the
-/// service would still index its sub-properties, `outer.inner`, otherwise: R-I1).
+/// service would still index its sub-properties, `outer.inner`, otherwise: R-I1). Like the
+/// stored form's writer, it stops one level past [`MAX_NESTING`](crate::MAX_NESTING) with an
+/// empty array or entity, which the limits check refuses there.
 #[cfg(feature = "cloud")]
 pub(crate) fn wire_value(
     value: ValueView<'_>,
     excluded: bool,
     partitions: &Partitions,
 ) -> pb::Value {
+    wire_value_at(value, excluded, partitions, 0)
+}
+
+#[cfg(feature = "cloud")]
+fn wire_value_at(
+    value: ValueView<'_>,
+    excluded: bool,
+    partitions: &Partitions,
+    depth: usize,
+) -> pb::Value {
+    let too_deep = depth >= crate::model::value::MAX_NESTING;
     let value_type = match value {
+        ValueView::Array(_) if too_deep => return array(Vec::new()),
+        ValueView::Entity(_) if too_deep => V::EntityValue(pb::Entity::default()),
         ValueView::Null => V::NullValue(0),
         ValueView::Boolean(b) => V::BooleanValue(b),
         ValueView::Integer(i) => V::IntegerValue(i),
@@ -354,13 +369,13 @@ pub(crate) fn wire_value(
             return array(
                 values
                     .iter()
-                    .map(|v| wire_value(v, excluded, partitions))
+                    .map(|v| wire_value_at(v, excluded, partitions, depth + 1))
                     .collect(),
             );
         }
         ValueView::Entity(properties) => V::EntityValue(pb::Entity {
             key: None,
-            properties: wire_properties(properties.iter(), excluded, partitions),
+            properties: wire_properties(properties.iter(), excluded, partitions, depth + 1),
         }),
     };
     scalar(value_type, excluded)
@@ -372,12 +387,13 @@ fn wire_properties<'a>(
     properties: impl Iterator<Item = (&'a str, bool, ValueView<'a>)>,
     excluded: bool,
     partitions: &Partitions,
+    depth: usize,
 ) -> HashMap<String, pb::Value> {
     properties
         .map(|(name, own, value)| {
             (
                 name.to_owned(),
-                wire_value(value, own || excluded, partitions),
+                wire_value_at(value, own || excluded, partitions, depth),
             )
         })
         .collect()
@@ -440,11 +456,24 @@ fn from_wire_properties(
 }
 
 /// Whether a value from the service converts: what [`property_from_wire`] could refuse (a geo point
-/// out of range, a key the crate cannot hold), found without converting anything else.
+/// out of range, a key the crate cannot hold, a timestamp outside the service's range),
+/// found without converting anything else.
 #[cfg(feature = "cloud")]
 fn check_wire(value: &pb::Value, partitions: &Partitions) -> Result<(), Error> {
     match &value.value_type {
         Some(V::GeoPointValue(g)) => GeoPoint::new(g.latitude, g.longitude).map(drop),
+        Some(V::TimestampValue(t)) => match checked_timestamp(t) {
+            Some(_) => Ok(()),
+            None => Err(Error::InvalidValue {
+                kind: String::new(),
+                property: String::new(),
+                reason: format!(
+                    "the server sent a timestamp outside the range the service stores \
+                     ({} s, {} ns)",
+                    t.seconds, t.nanos
+                ),
+            }),
+        },
         Some(V::KeyValue(k)) => partitions.raw_key(k.clone()).map(drop),
         Some(V::ArrayValue(a)) => a.values.iter().try_for_each(|v| check_wire(v, partitions)),
         Some(V::EntityValue(e)) => e
@@ -477,11 +506,6 @@ impl PropertyMap {
         })
     }
 
-    /// Whether the map holds the wire form.
-    pub(crate) fn is_wire(&self) -> bool {
-        matches!(self.repr, Repr::Wire(_))
-    }
-
     /// The properties in the wire form: as they are when the map holds that form, otherwise
     /// converted (all excluded when `excluded`).
     pub(crate) fn into_wire(
@@ -494,7 +518,7 @@ impl PropertyMap {
         {
             return std::mem::take(&mut w.properties);
         }
-        wire_properties(MapView::Map(&self).iter(), excluded, partitions)
+        wire_properties(MapView::Map(&self).iter(), excluded, partitions, 0)
     }
 
     /// The size of the properties encoded: exact in the wire form (what the service counts,
@@ -524,6 +548,19 @@ impl PropertyMap {
 }
 
 impl PropertyMap {
+    /// The size of an entity at `key` with these properties, as it is sent or stored: exact
+    /// in the wire form (`pb::Entity`'s encoded length, what the service measures), the
+    /// stored form's otherwise (within a few bytes of it for large entities).
+    pub(crate) fn entity_size(&self, key: &RawKey) -> usize {
+        #[cfg(feature = "cloud")]
+        if let Repr::Wire(w) = &self.repr {
+            let key = w.partitions.key(key);
+            return gcloud_sdk::prost::encoding::message::encoded_len(1, &key)
+                + self.encoded_size();
+        }
+        Writer::key_len(key) + self.encoded_size()
+    }
+
     fn stored_size(&self) -> usize {
         match self.stored_bytes() {
             Some(stored) => stored.len(),
@@ -630,7 +667,7 @@ mod tests {
         };
         let partitions = Arc::new(Partitions::new("p", "db").writing_into(&handle));
         let wire = written(Form::wire(&partitions));
-        assert!(wire.is_wire());
+        assert!(matches!(wire.repr, Repr::Wire(_)));
         let stored = written(Form::STORED);
         assert!(stored.stored_bytes().is_some());
         assert_eq!(wire.len(), 7);
@@ -691,7 +728,7 @@ mod tests {
         let mut map = PropertyMap::from_wire(properties.clone(), &partitions).unwrap();
         let taken = map.take_as("s", |_| unreachable!(), String::from_value);
         assert_eq!(taken.unwrap().unwrap(), "hi");
-        assert!(map.is_empty() && map.is_wire());
+        assert!(map.is_empty() && matches!(map.repr, Repr::Wire(_)));
         properties.insert(
             "g".to_owned(),
             scalar(

@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
 use crate::model::name::KeyName;
 use crate::model::scalar::{Blob, GeoPoint, Timestamp};
-use crate::model::value::{Entries, Property, PropertyMap, Repr, Slot, Stored, Value};
+use crate::model::value::{Entries, MAX_NESTING, Property, PropertyMap, Repr, Slot, Stored, Value};
 #[cfg(feature = "cloud")]
 use crate::model::wire::{Partitions, from_timestamp};
 #[cfg(feature = "cloud")]
@@ -34,8 +34,10 @@ pub(crate) const KEY: u8 = 8;
 pub(crate) const ARRAY: u8 = 9;
 pub(crate) const ENTITY: u8 = 10;
 
-/// Nesting deeper than this (arrays in entities in arrays…) is refused when reading.
-const MAX_DEPTH: usize = 64;
+/// Nesting deeper than this (arrays in entities in arrays…) is refused when reading. What a
+/// [`Writer`] writes is far shallower: it stops one level past [`MAX_NESTING`] in each value
+/// it is given, and the write is refused there (see [`Writer::value`]).
+const MAX_DEPTH: usize = 128;
 
 /// Bytes that are not what a [`Writer`] (or the engine's order-preserving encoding) wrote:
 /// only ever from a corrupt store or an altered cursor.
@@ -124,8 +126,24 @@ impl Writer {
         }
     }
 
+    /// Writes `value`. A value nested deeper than [`MAX_NESTING`] (which a caller can build,
+    /// and which every write refuses) is written down to one level past the limit, where an
+    /// empty array or entity stands for what it held: the limits check refuses it there,
+    /// naming its path, and the writer never recurses deeper than that.
     pub(crate) fn value(&mut self, value: &Value) {
+        self.value_at(value, 0);
+    }
+
+    fn value_at(&mut self, value: &Value, depth: usize) {
         match value {
+            Value::Array(_) if depth >= MAX_NESTING => {
+                self.u8(ARRAY);
+                self.len(0);
+            }
+            Value::Entity(_) if depth >= MAX_NESTING => {
+                self.u8(ENTITY);
+                self.len(0);
+            }
             Value::Null => self.u8(NULL),
             Value::Boolean(b) => {
                 self.u8(BOOLEAN);
@@ -163,16 +181,20 @@ impl Writer {
             Value::Array(values) => {
                 self.u8(ARRAY);
                 self.len(values.len());
-                values.iter().for_each(|v| self.value(v));
+                values.iter().for_each(|v| self.value_at(v, depth + 1));
             }
             Value::Entity(properties) => {
                 self.u8(ENTITY);
-                self.properties(properties);
+                self.properties_at(properties, depth + 1);
             }
         }
     }
 
     pub(crate) fn properties(&mut self, properties: &PropertyMap) {
+        self.properties_at(properties, 0);
+    }
+
+    fn properties_at(&mut self, properties: &PropertyMap, depth: usize) {
         match &properties.repr {
             Repr::Stored(s) if s.exact => self.bytes.extend_from_slice(&s.bytes),
             Repr::Stored(s) => {
@@ -192,11 +214,11 @@ impl Writer {
                 for entry in &e.entries {
                     self.bytes(e.name(entry).as_bytes());
                     self.u8(u8::from(entry.property.excluded));
-                    self.value(&entry.property.value);
+                    self.value_at(&entry.property.value, depth);
                 }
             }
             #[cfg(feature = "cloud")]
-            Repr::Wire(_) => self.viewed_properties(properties.view()),
+            Repr::Wire(_) => self.viewed_properties(properties.view(), depth),
         }
     }
 
@@ -205,6 +227,7 @@ impl Writer {
     fn viewed_properties<'a>(
         &mut self,
         properties: impl Iterator<Item = (&'a str, bool, ValueView<'a>)>,
+        depth: usize,
     ) {
         let mut properties: Vec<_> = properties.collect();
         properties.sort_unstable_by(|a, b| a.0.cmp(b.0));
@@ -212,13 +235,25 @@ impl Writer {
         for (name, excluded, value) in properties {
             self.bytes(name.as_bytes());
             self.u8(u8::from(excluded));
-            self.view(value);
+            self.view_at(value, depth);
         }
     }
 
-    /// A viewed value.
+    /// A viewed value, stopping one level past the limit as [`Writer::value`] does.
     pub(crate) fn view(&mut self, value: ValueView<'_>) {
+        self.view_at(value, 0);
+    }
+
+    fn view_at(&mut self, value: ValueView<'_>, depth: usize) {
         match value {
+            ValueView::Array(_) if depth >= MAX_NESTING => {
+                self.u8(ARRAY);
+                self.len(0);
+            }
+            ValueView::Entity(_) if depth >= MAX_NESTING => {
+                self.u8(ENTITY);
+                self.len(0);
+            }
             ValueView::Key(KeyView::Encoded(bytes)) => {
                 self.u8(KEY);
                 self.bytes.extend_from_slice(bytes);
@@ -230,11 +265,11 @@ impl Writer {
             ValueView::Array(values) => {
                 self.u8(ARRAY);
                 self.len(values.len());
-                values.iter().for_each(|v| self.view(v));
+                values.iter().for_each(|v| self.view_at(v, depth + 1));
             }
             ValueView::Entity(MapView::Map(map)) => {
                 self.u8(ENTITY);
-                self.properties(map);
+                self.properties_at(map, depth + 1);
             }
             ValueView::Entity(MapView::Encoded(bytes)) => {
                 self.u8(ENTITY);
@@ -243,7 +278,7 @@ impl Writer {
             #[cfg(feature = "cloud")]
             ValueView::Entity(map @ MapView::Wire(..)) => {
                 self.u8(ENTITY);
-                self.viewed_properties(map.iter());
+                self.viewed_properties(map.iter(), depth + 1);
             }
             ValueView::Null => self.u8(NULL),
             ValueView::Boolean(b) => self.value(&Value::Boolean(b)),
@@ -359,7 +394,9 @@ impl<'a> Reader<'a> {
             BOOLEAN => Value::Boolean(self.u8()? != 0),
             INTEGER => Value::Integer(self.u64()?.cast_signed()),
             DOUBLE => Value::Double(f64::from_bits(self.u64()?)),
-            TIMESTAMP => Value::Timestamp(Timestamp::from_micros(self.u64()?.cast_signed())),
+            TIMESTAMP => {
+                Value::Timestamp(Timestamp::checked(self.u64()?.cast_signed()).ok_or(Malformed)?)
+            }
             STRING => Value::String(self.string()?),
             BLOB => {
                 let n = self.len()?;
@@ -737,7 +774,7 @@ pub(crate) fn view(bytes: &[u8], depth: usize) -> Result<(ValueView<'_>, &[u8]),
         TIMESTAMP => {
             let (n, rest) = u64(rest)?;
             (
-                ValueView::Timestamp(Timestamp::from_micros(n.cast_signed())),
+                ValueView::Timestamp(Timestamp::checked(n.cast_signed()).ok_or(Malformed)?),
                 rest,
             )
         }
@@ -782,41 +819,6 @@ pub(crate) fn view(bytes: &[u8], depth: usize) -> Result<(ValueView<'_>, &[u8]),
     })
 }
 
-/// Skips the stored value at the start of `bytes`, checking its structure (not yet the
-/// UTF-8 of its strings, which reading them checks); returns what follows it.
-fn skip(bytes: &[u8], depth: usize) -> Result<&[u8], Malformed> {
-    if depth > MAX_DEPTH {
-        return Err(Malformed);
-    }
-    let (&tag, rest) = bytes.split_first().ok_or(Malformed)?;
-    let fixed = |n: usize| rest.get(n..).ok_or(Malformed);
-    match tag {
-        NULL => Ok(rest),
-        BOOLEAN => fixed(1),
-        INTEGER | DOUBLE | TIMESTAMP => fixed(8),
-        GEO => fixed(16),
-        STRING | BLOB => Ok(chunk(rest)?.1),
-        KEY => skip_key(rest),
-        ARRAY => {
-            let (n, mut rest) = len(rest)?;
-            for _ in 0..n {
-                rest = skip(rest, depth + 1)?;
-            }
-            Ok(rest)
-        }
-        ENTITY => {
-            let (n, mut rest) = len(rest)?;
-            for _ in 0..n {
-                rest = text(rest)?.1;
-                let (_, after) = rest.split_first().ok_or(Malformed)?;
-                rest = skip(after, depth + 1)?;
-            }
-            Ok(rest)
-        }
-        _ => Err(Malformed),
-    }
-}
-
 /// Checks a stored property map at the start of `bytes`; returns what follows it.
 fn skip_properties(bytes: &[u8], depth: usize) -> Result<&[u8], Malformed> {
     let (n, mut rest) = len(bytes)?;
@@ -828,7 +830,19 @@ fn skip_properties(bytes: &[u8], depth: usize) -> Result<&[u8], Malformed> {
     Ok(rest)
 }
 
-/// The properties of a stored map, checked: where each lies.
+/// Whether every key inside `value` (a view of checked bytes) decodes into a valid key.
+fn keys_decode(value: ValueView<'_>) -> bool {
+    match value {
+        ValueView::Key(KeyView::Encoded(bytes)) => Reader::new(bytes).key().is_ok(),
+        ValueView::Array(values) => values.iter().all(keys_decode),
+        ValueView::Entity(map) => map.iter().all(|(_, _, v)| keys_decode(v)),
+        _ => true,
+    }
+}
+
+/// The properties of a stored map, checked through (structure, depth, the UTF-8 of every
+/// string, geo points, keys): where each lies. Every view of checked bytes succeeds, which is
+/// what lets the views of a [`Stored`] map never fail.
 pub(crate) fn slots(bytes: &[u8]) -> Result<Vec<Slot>, Malformed> {
     let (n, mut rest) = len(bytes)?;
     if n > rest.len() {
@@ -842,7 +856,11 @@ pub(crate) fn slots(bytes: &[u8]) -> Result<Vec<Slot>, Malformed> {
         let name_start = name_end - u32::try_from(name.len()).map_err(|_| Malformed)?;
         let (&excluded, after) = after.split_first().ok_or(Malformed)?;
         let value_start = at(after)?;
-        rest = skip(after, 0)?;
+        let (value, after) = view(after, 0)?;
+        if !keys_decode(value) {
+            return Err(Malformed);
+        }
+        rest = after;
         slots.push(Slot {
             name: (name_start, name_end),
             value: (value_start, at(rest)?),
@@ -953,6 +971,9 @@ impl PropertyMap {
 }
 
 impl Stored {
+    /// The value of `slot`. The bytes were checked through when the map was made (by
+    /// [`slots`], or written by a [`Writer`], which writes nothing it could not read back)
+    /// and never change, so viewing them cannot fail: the `Null` below is never reached.
     pub(crate) fn view(&self, slot: &Slot) -> ValueView<'_> {
         view(self.range(slot.value), 0).map_or(ValueView::Null, |(v, _)| v)
     }

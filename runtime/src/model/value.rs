@@ -46,7 +46,13 @@ impl Property {
 }
 
 /// A stored value: every type the service knows.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// A value can be built nested to any depth, but no write accepts one nested deeper than
+/// [`MAX_NESTING`]. Cloning, comparing and dropping one walk it without recursion, and its
+/// `Debug` stops past 64 levels (writing `…`), so even a value nested a hundred thousand
+/// levels deep is handled without overflowing the stack. Because `Value` has a `Drop`, take
+/// an owned value's contents with the `into_` methods (or `std::mem::take`), not by moving
+/// out of it in a `match`.
 pub enum Value {
     /// No value.
     Null,
@@ -305,77 +311,51 @@ impl DecodeError {
     }
 }
 
-/// The service's order of values, also across types, as Google's Datastore emulator orders
-/// them: null; integers and timestamps (together, by number and microseconds); booleans;
-/// strings and byte strings (together, by bytes); doubles (NaN last); geo points; keys;
-/// then arrays and embedded entities (which the service does not index as whole values).
-pub fn compare_values(a: &Value, b: &Value) -> std::cmp::Ordering {
-    fn rank(v: &Value) -> u8 {
-        match v {
-            Value::Null => 0,
-            Value::Integer(_) | Value::Timestamp(_) => 1,
-            Value::Boolean(_) => 2,
-            Value::String(_) | Value::Blob(_) => 3,
-            Value::Double(_) => 4,
-            Value::GeoPoint(_) => 5,
-            Value::Key(_) => 6,
-            Value::Array(_) => 7,
-            Value::Entity(_) => 8,
-        }
-    }
-    fn fixed_point(v: &Value) -> Option<i64> {
-        match v {
-            Value::Integer(i) => Some(*i),
-            Value::Timestamp(t) => Some(t.as_micros()),
-            _ => None,
-        }
-    }
-    fn bytes(v: &Value) -> Option<&[u8]> {
-        match v {
-            Value::String(s) => Some(s.as_bytes()),
-            Value::Blob(b) => Some(b),
-            _ => None,
-        }
-    }
-    if let (Some(x), Some(y)) = (fixed_point(a), fixed_point(b)) {
-        return x.cmp(&y);
-    }
-    if let (Some(x), Some(y)) = (bytes(a), bytes(b)) {
-        return x.cmp(y);
-    }
-    match (a, b) {
-        (Value::Boolean(x), Value::Boolean(y)) => x.cmp(y),
-        (Value::Double(x), Value::Double(y)) => compare_doubles(*x, *y),
-        (Value::Key(x), Value::Key(y)) => x.cmp(y),
-        (Value::GeoPoint(x), Value::GeoPoint(y)) => compare_doubles(x.latitude(), y.latitude())
-            .then_with(|| compare_doubles(x.longitude(), y.longitude())),
-        (Value::Array(x), Value::Array(y)) => x
-            .iter()
-            .zip(y)
-            .map(|(a, b)| compare_values(a, b))
-            .find(|o| o.is_ne())
-            .unwrap_or_else(|| x.len().cmp(&y.len())),
-        (Value::Entity(x), Value::Entity(y)) => x
-            .iter()
-            .zip(y)
-            .map(|((an, av), (bn, bv))| {
-                an.cmp(bn)
-                    .then_with(|| compare_values(&av.value, &bv.value))
-            })
-            .find(|o| o.is_ne())
-            .unwrap_or_else(|| x.len().cmp(&y.len())),
-        _ => rank(a).cmp(&rank(b)),
+/// A null.
+impl Default for Value {
+    fn default() -> Value {
+        Value::Null
     }
 }
 
-/// Doubles in numeric order with NaN last (and equal to itself); -0.0 equals 0.0.
-fn compare_doubles(x: f64, y: f64) -> std::cmp::Ordering {
-    use std::cmp::Ordering;
-    match (x.is_nan(), y.is_nan()) {
-        (true, true) => Ordering::Equal,
-        (true, false) => Ordering::Greater,
-        (false, true) => Ordering::Less,
-        // Neither is NaN, so the partial order is total here.
-        (false, false) => x.partial_cmp(&y).unwrap_or(Ordering::Equal),
+impl Value {
+    /// The string, if this is one.
+    pub fn into_string(mut self) -> Option<String> {
+        match &mut self {
+            Value::String(s) => Some(std::mem::take(s)),
+            _ => None,
+        }
+    }
+
+    /// The bytes, if this is a byte string.
+    pub fn into_blob(mut self) -> Option<Blob> {
+        match &mut self {
+            Value::Blob(b) => Some(std::mem::take(b)),
+            _ => None,
+        }
+    }
+
+    /// The key, if this is one.
+    pub fn into_key(self) -> Option<RawKey> {
+        match &self {
+            Value::Key(k) => Some(k.clone()),
+            _ => None,
+        }
+    }
+
+    /// The elements, if this is an array.
+    pub fn into_array(mut self) -> Option<Vec<Value>> {
+        match &mut self {
+            Value::Array(values) => Some(std::mem::take(values)),
+            _ => None,
+        }
+    }
+
+    /// The properties, if this is an embedded entity.
+    pub fn into_entity(mut self) -> Option<PropertyMap> {
+        match &mut self {
+            Value::Entity(map) => Some(std::mem::take(map)),
+            _ => None,
+        }
     }
 }

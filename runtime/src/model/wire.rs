@@ -126,11 +126,25 @@ pub(crate) fn timestamp(t: Timestamp) -> prost_types::Timestamp {
     }
 }
 
-/// A timestamp from the service (to the microsecond, as the service keeps it).
+/// A timestamp from the service (to the microsecond, as the service keeps it), saturating at
+/// the ends of the range: a received entity is checked first ([`checked_timestamp`]).
 pub(crate) fn from_timestamp(t: &prost_types::Timestamp) -> Timestamp {
     Timestamp::from_micros(
         t.seconds
             .saturating_mul(1_000_000)
             .saturating_add(i64::from(t.nanos / 1_000)),
+    )
+}
+
+/// A timestamp from the service, if it is one the service stores (what a buggy or hostile
+/// endpoint could send otherwise: nanoseconds out of their range, a year past 9999).
+pub(crate) fn checked_timestamp(t: &prost_types::Timestamp) -> Option<Timestamp> {
+    if !(0..1_000_000_000).contains(&t.nanos) {
+        return None;
+    }
+    Timestamp::checked(
+        t.seconds
+            .checked_mul(1_000_000)?
+            .checked_add(i64::from(t.nanos / 1_000))?,
     )
 }

@@ -13,7 +13,8 @@
 use std::cmp::Ordering;
 
 use crate::model::key::KEY_PROPERTY;
-use crate::model::value::{Value, compare_values};
+use crate::model::value::Value;
+use crate::model::walk::compare_values;
 use crate::query::spec::{FilterNode, Operator, PropertyFilter, QuerySpec, ResultShape};
 
 /// The most values an IN filter takes.

@@ -1,13 +1,18 @@
-//! The service's limits on one entity, checked before anything is sent (and by the embedded
-//! engine itself): valid property names, indexed strings and byte strings of at most 1,500
-//! bytes (R-I4), no array directly inside an array, no incomplete key as a value, and at
-//! most 1 MiB in all.
+//! The service's rules on one entity written, all checked by one walk of it: valid property
+//! names, indexed strings and byte strings of at most 1,500 bytes (R-I4), at most
+//! [`MAX_NESTING`] array and entity values nested in one another, no array directly inside an
+//! array, no incomplete key as a value, the indexed values and index entries of R-I5
+//! (counted as `index_entries.rs` says), and at most 1 MiB in all.
+//!
+//! The walk recurses at most [`MAX_NESTING`] levels, whatever the value holds: past that it
+//! refuses, naming the path.
 
 use crate::error::Error;
 use crate::model::key::RawKey;
 use crate::model::name::{NameRole, validate};
-use crate::model::stored::{ValueView, Writer};
+use crate::model::stored::ValueView;
 use crate::model::value::{MAX_NESTING, PropertyMap};
+use crate::rules::index_entries::{CompositeIndex, Level, check_entries};
 
 /// Longest indexed string or byte string, in bytes (R-I4).
 pub const MAX_INDEXED_BYTES: usize = 1500;
@@ -15,13 +20,27 @@ pub const MAX_INDEXED_BYTES: usize = 1500;
 /// The largest entity the service stores, in bytes (its key and properties, encoded).
 pub const MAX_ENTITY_BYTES: usize = 1_048_572;
 
-/// Every limit on one entity the service would check.
-pub(crate) fn check_entity(key: &RawKey, entity: &PropertyMap) -> Result<(), Error> {
-    let mut path = Vec::new();
-    properties(key.kind(), &mut path, entity.view(), false, false, 0)?;
-    let size = Writer::key_len(key) + entity.encoded_size();
-    // The crate's own encoding is within a few bytes of the service's for large entities;
-    // the cloud backend checks the exact size of what it sends too.
+/// Every rule on one entity written at `key`: the one implementation, called by each
+/// backend's commit for each entity it writes (the embedded engine after merging a masked
+/// write with what is stored, which is what it stores). `composites` are the composite
+/// indexes of the entity's kind.
+pub(crate) fn check_entity<C: CompositeIndex>(
+    key: &RawKey,
+    entity: &PropertyMap,
+    composites: &[C],
+) -> Result<(), Error> {
+    let mut walk = Walk::new(key);
+    walk.level(entity.view(), false, false, 0)?;
+    check_entries(key, entity, composites, walk.builtin, &|name| {
+        // For the error only: the built-in entries of one top-level property.
+        let mut one = Walk::new(key);
+        let property = entity.view().filter(|(n, _, _)| *n == name);
+        match one.level(property, false, false, 0) {
+            Ok(()) => one.builtin,
+            Err(_) => 0,
+        }
+    })?;
+    let size = entity.entity_size(key);
     if size > MAX_ENTITY_BYTES {
         return Err(Error::EntityTooLarge {
             key: format!("{key:?}"),
@@ -32,135 +51,133 @@ pub(crate) fn check_entity(key: &RawKey, entity: &PropertyMap) -> Result<(), Err
     Ok(())
 }
 
-/// Only the nesting limit ([`MAX_NESTING`]): for callers of a backend's commit that did not
-/// go through [`check_entity`], before anything recursive meets the value.
-#[cfg(feature = "cloud")]
-pub(crate) fn check_nesting(key: &RawKey, entity: &PropertyMap) -> Result<(), Error> {
-    /// Whether `value` (at `path`, `depth` levels deep) nests too deep; `path` then leads to it.
-    fn too_deep_at<'a>(path: &mut Vec<&'a str>, value: ValueView<'a>, depth: usize) -> bool {
+/// The walk of one entity: where it is (the property path, for errors) and the built-in
+/// index entries found so far.
+struct Walk<'a> {
+    key: &'a RawKey,
+    path: Vec<&'a str>,
+    builtin: usize,
+}
+
+impl<'a> Walk<'a> {
+    fn new(key: &'a RawKey) -> Walk<'a> {
+        Walk {
+            key,
+            path: Vec::new(),
+            builtin: 0,
+        }
+    }
+
+    fn kind(&self) -> String {
+        self.key.kind().to_owned()
+    }
+
+    /// The dotted path of the property being checked, built only for an error.
+    fn dotted(&self) -> String {
+        self.path.join(".")
+    }
+
+    /// One entity level: the entity's own properties, or an embedded entity value's at
+    /// `self.path`, found `depth` array and entity values deep. `excluded`: everything in it
+    /// is excluded from indexes; `in_array`: it is an element of an array, so its properties
+    /// are not indexed (but still counted against its own level's limit, as the service does).
+    fn level(
+        &mut self,
+        properties: impl Iterator<Item = (&'a str, bool, ValueView<'a>)>,
+        excluded: bool,
+        in_array: bool,
+        depth: usize,
+    ) -> Result<(), Error> {
+        let mut level = Level::default();
+        for (name, property_excluded, value) in properties {
+            if self.path.is_empty() {
+                // A top-level `field.sub` is a flattened embedded entity (`#[property(flatten)]`,
+                // NDB's legacy layout): each of its names follows the rules.
+                for segment in name.split('.') {
+                    validate(NameRole::Property, segment)?;
+                }
+            } else {
+                validate(NameRole::Property, name)?;
+            }
+            self.path.push(name);
+            let values =
+                self.value(value, excluded || property_excluded, in_array, false, depth)?;
+            self.path.pop();
+            level.add(name, values);
+        }
+        level.check(self.key, &self.path)
+    }
+
+    /// Checks `value`, found `depth` array and entity values deep (an element of an array
+    /// when `element`); returns how many values it indexes at its level.
+    fn value(
+        &mut self,
+        value: ValueView<'a>,
+        excluded: bool,
+        in_array: bool,
+        element: bool,
+        depth: usize,
+    ) -> Result<usize, Error> {
+        let indexed = usize::from(!excluded);
         match value {
+            ValueView::Array(_) | ValueView::Entity(_) if depth >= MAX_NESTING => {
+                Err(Error::InvalidValue {
+                    kind: self.kind(),
+                    property: self.dotted(),
+                    reason: format!(
+                        "more than {MAX_NESTING} array and embedded entity values nested in \
+                         one another, which the service refuses"
+                    ),
+                })
+            }
+            ValueView::String(s) if !excluded && s.len() > MAX_INDEXED_BYTES => {
+                Err(self.too_large(s.len()))
+            }
+            ValueView::Blob(b) if !excluded && b.len() > MAX_INDEXED_BYTES => {
+                Err(self.too_large(b.len()))
+            }
+            ValueView::Key(key) if !key.to_key().is_some_and(|k| k.is_complete()) => {
+                Err(Error::InvalidValue {
+                    kind: self.kind(),
+                    property: self.dotted(),
+                    reason: "an incomplete key (without an id or a name), which the service \
+                             refuses as a value: store the key the write returned"
+                        .to_owned(),
+                })
+            }
+            ValueView::Array(_) if element => Err(Error::InvalidValue {
+                kind: self.kind(),
+                property: self.dotted(),
+                reason: "an array directly inside an array, which the service refuses; wrap \
+                         each inner array in an embedded entity (a struct deriving `Entity` \
+                         without `#[key]`)"
+                    .to_owned(),
+            }),
             ValueView::Array(values) => {
-                depth >= MAX_NESTING || values.iter().any(|v| too_deep_at(path, v, depth + 1))
+                for v in values.iter() {
+                    self.value(v, excluded, in_array, true, depth + 1)?;
+                }
+                Ok(indexed * values.len())
             }
             ValueView::Entity(inner) => {
-                depth >= MAX_NESTING
-                    || inner.iter().any(|(name, _, v)| {
-                        path.push(name);
-                        let deep = too_deep_at(path, v, depth + 1);
-                        if !deep {
-                            path.pop();
-                        }
-                        deep
-                    })
+                self.level(inner.iter(), excluded, in_array || element, depth + 1)?;
+                Ok(indexed)
             }
-            _ => false,
-        }
-    }
-    let mut path = Vec::new();
-    for (name, _, value) in entity.view() {
-        path.push(name);
-        if too_deep_at(&mut path, value, 0) {
-            return Err(too_deep(key.kind(), &path));
-        }
-        path.pop();
-    }
-    Ok(())
-}
-
-fn too_deep(kind: &str, path: &[&str]) -> Error {
-    Error::InvalidValue {
-        kind: kind.to_owned(),
-        property: dotted(path),
-        reason: format!(
-            "more than {MAX_NESTING} array and embedded entity values nested in one another, \
-             which the service refuses"
-        ),
-    }
-}
-
-/// The dotted path of the property being checked, built only for an error.
-fn dotted(path: &[&str]) -> String {
-    path.join(".")
-}
-
-fn properties<'a>(
-    kind: &str,
-    path: &mut Vec<&'a str>,
-    map: impl Iterator<Item = (&'a str, bool, ValueView<'a>)>,
-    excluded: bool,
-    in_array: bool,
-    depth: usize,
-) -> Result<(), Error> {
-    for (name, property_excluded, v) in map {
-        if path.is_empty() {
-            // A top-level `field.sub` is a flattened embedded entity (`#[property(flatten)]`,
-            // NDB's legacy layout): each of its names follows the rules.
-            for segment in name.split('.') {
-                validate(NameRole::Property, segment)?;
+            _ => {
+                if !excluded && !in_array {
+                    self.builtin += 1;
+                }
+                Ok(indexed)
             }
-        } else {
-            validate(NameRole::Property, name)?;
         }
-        path.push(name);
-        value(
-            kind,
-            path,
-            v,
-            excluded || property_excluded,
-            in_array,
-            depth,
-        )?;
-        path.pop();
     }
-    Ok(())
-}
 
-/// Checks `value`, found `depth` array and entity values deep (so recursion stops at
-/// [`MAX_NESTING`] levels, whatever the value holds).
-fn value<'a>(
-    kind: &str,
-    path: &mut Vec<&'a str>,
-    value: ValueView<'a>,
-    excluded: bool,
-    in_array: bool,
-    depth: usize,
-) -> Result<(), Error> {
-    let too_large = |path: &[&str], len: usize| Error::IndexedValueTooLarge {
-        kind: kind.to_owned(),
-        property: dotted(path),
-        len,
-        max: MAX_INDEXED_BYTES,
-    };
-    if matches!(value, ValueView::Array(_) | ValueView::Entity(_)) && depth >= MAX_NESTING {
-        return Err(too_deep(kind, path));
-    }
-    match value {
-        ValueView::String(s) if !excluded && s.len() > MAX_INDEXED_BYTES => {
-            Err(too_large(path, s.len()))
+    fn too_large(&self, len: usize) -> Error {
+        Error::IndexedValueTooLarge {
+            kind: self.kind(),
+            property: self.dotted(),
+            len,
+            max: MAX_INDEXED_BYTES,
         }
-        ValueView::Blob(b) if !excluded && b.len() > MAX_INDEXED_BYTES => {
-            Err(too_large(path, b.len()))
-        }
-        ValueView::Key(key) if !key.to_key().is_some_and(|k| k.is_complete()) => {
-            Err(Error::InvalidValue {
-                kind: kind.to_owned(),
-                property: dotted(path),
-                reason: "an incomplete key (without an id or a name), which the service \
-                         refuses as a value: store the key the write returned"
-                    .to_owned(),
-            })
-        }
-        ValueView::Array(_) if in_array => Err(Error::InvalidValue {
-            kind: kind.to_owned(),
-            property: dotted(path),
-            reason: "an array directly inside an array, which the service refuses; wrap each \
-                     inner array in an embedded entity (a struct deriving `Entity` without `#[key]`)"
-                .to_owned(),
-        }),
-        ValueView::Array(values) => values
-            .iter()
-            .try_for_each(|v| self::value(kind, path, v, excluded, true, depth + 1)),
-        ValueView::Entity(inner) => properties(kind, path, inner.iter(), excluded, false, depth + 1),
-        _ => Ok(()),
     }
 }

@@ -187,8 +187,8 @@ impl<E: Entity, T: ShardIndexable> ShardedQuery<E, T> {
         let maker = "a sharded-index query";
         let bytes = cursor::open(SHARDED, self.fingerprint(), cursor.as_bytes(), maker)?;
         let mut r = Reader::new(bytes);
-        match r.value() {
-            Ok(Value::String(position)) if r.is_empty() => Ok(position),
+        match r.value().map(Value::into_string) {
+            Ok(Some(position)) if r.is_empty() => Ok(position),
             _ => Err(Error::InvalidCursor {
                 reason: "it is corrupt".to_owned(),
             }),

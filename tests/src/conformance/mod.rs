@@ -14,6 +14,7 @@ mod crud;
 mod cursors;
 mod evolution;
 mod filters;
+mod hostile;
 mod ids;
 mod indexes;
 mod namespaces;
@@ -32,6 +33,7 @@ pub use crud::*;
 pub use cursors::*;
 pub use evolution::*;
 pub use filters::*;
+pub use hostile::*;
 pub use ids::*;
 pub use indexes::*;
 pub use namespaces::*;
@@ -66,6 +68,7 @@ macro_rules! all_conformance_tests {
         $crate::transactions_tests!($backend);
         $crate::scale_tests!($backend);
         $crate::evolution_tests!($backend);
+        $crate::hostile_tests!($backend);
     };
 }
 

@@ -172,6 +172,7 @@ impl Settings {
             // emulators begin transactions on their own unless told otherwise.
             begin_with_reads: self.begin_with_reads.unwrap_or(secure),
             aggregations_begin: AtomicBool::new(true),
+            indexes: std::sync::Mutex::default(),
             calls: Calls {
                 client,
                 routing,

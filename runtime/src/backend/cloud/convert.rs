@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use gcloud_sdk::google::datastore::v1 as pb;
-use gcloud_sdk::prost::Message as _;
 
 use crate::backend::{Mask, Mutation};
 use crate::error::Error;
@@ -16,7 +15,6 @@ use crate::model::wire::Partitions;
 use crate::query::spec::{
     Aggregation, FilterNode, Operator, PropertyOrder, QueryResult, QuerySpec, ResultShape,
 };
-use crate::rules::limits::{MAX_ENTITY_BYTES, check_nesting};
 
 /// A batch's results (an entity without a key is skipped).
 pub(super) fn results(
@@ -39,9 +37,9 @@ pub(super) fn results(
 }
 
 impl Partitions {
-    /// One mutation, as the service receives it; an entity over 1 MiB encoded is refused.
+    /// One mutation, as the service receives it (checked already: `rules::commit`).
     /// Properties the derive wrote in the wire form are sent as they are.
-    pub(super) fn mutation(&self, mutation: Mutation) -> Result<pb::Mutation, Error> {
+    pub(super) fn mutation(&self, mutation: Mutation) -> pb::Mutation {
         use pb::mutation::Operation;
         let (operation, key, properties, mask): (fn(pb::Entity) -> Operation, _, _, _) =
             match mutation {
@@ -49,44 +47,21 @@ impl Partitions {
                 Mutation::Update(k, p, mask) => (Operation::Update, k, p, mask),
                 Mutation::Upsert(k, p, mask) => (Operation::Upsert, k, p, mask),
                 Mutation::Delete(k) => {
-                    return Ok(pb::Mutation {
+                    return pb::Mutation {
                         operation: Some(Operation::Delete(self.key(&k))),
                         ..pb::Mutation::default()
-                    });
+                    };
                 }
             };
-        // A map in the wire form was written by the derive (which stops nesting past the
-        // limit, refused by the write pipeline) or received from the service; its size is
-        // measured once (the pipeline's limits check did).
-        let wire_key = self.key(&key);
-        let size = match properties.is_wire() {
-            true => Some(
-                gcloud_sdk::prost::encoding::message::encoded_len(1, &wire_key)
-                    + properties.encoded_size(),
-            ),
-            false => {
-                check_nesting(&key, &properties)?;
-                None
-            }
-        };
         let entity = pb::Entity {
-            key: Some(wire_key),
+            key: Some(self.key(&key)),
             properties: properties.into_wire(self, false),
         };
-        debug_assert!(size.is_none_or(|size| size == entity.encoded_len()));
-        let size = size.unwrap_or_else(|| entity.encoded_len());
-        if size > MAX_ENTITY_BYTES {
-            return Err(Error::EntityTooLarge {
-                key: format!("{key:?}"),
-                size,
-                max: MAX_ENTITY_BYTES,
-            });
-        }
-        Ok(pb::Mutation {
+        pb::Mutation {
             operation: Some(operation(entity)),
             property_mask: property_mask(&mask),
             ..pb::Mutation::default()
-        })
+        }
     }
 
     /// A value as the service stores it (`excluded`: see [`wire_value`]).

@@ -5,9 +5,8 @@
 //! retries, errors, tracing), `convert.rs` the protobuf messages. The service's limits are
 //! handled here so users never meet them by surprise: lookups over 1,000 keys are split, and
 //! `deferred` keys fetched again until none remain; query batches that are `NOT_FINISHED`
-//! continue; an entity over 1 MiB is refused before anything is sent (commits over 500
-//! mutations are refused above this layer, for every backend). Every call carries the routing
-//! header with the project and database.
+//! continue; a commit is checked by `rules::commit` before it is sent (an entity over 1 MiB,
+//! over 500 mutations…). Every call carries the routing header with the project and database.
 
 mod call;
 mod connect;
@@ -33,14 +32,13 @@ use super::{
 use crate::error::Error;
 use crate::model::entity::Entity;
 use crate::model::key::{PartitionId, RawKey};
+use crate::model::schema::{IndexSchema, Schema};
 use crate::model::sink::{Form, property_from_wire};
 use crate::model::value::{PropertyMap, Value};
 use crate::model::wire::Partitions;
 use crate::query::explain::{ExecutionStats, Explanation};
 use crate::query::spec::{Aggregation, QueryBatch, QueryResult, QuerySpec};
-use crate::rules::commit::check_mutation_count;
-use crate::rules::index_entries::check_index_entries;
-use crate::rules::limits::check_entity;
+use crate::rules::commit::check_commit;
 
 /// The most keys the service looks up in one call.
 const MAX_LOOKUP_KEYS: usize = 1_000;
@@ -57,9 +55,20 @@ pub struct Cloud {
     /// Whether an aggregation that is asked to begin a transaction does (the Firestore
     /// emulator's returns none: then transactions begin on their own before aggregations).
     aggregations_begin: AtomicBool,
+    /// The composite indexes of each kind written, as the types that write it declare them
+    /// (`Backend::declare`): what R-I5 counts before a commit is sent.
+    indexes: std::sync::Mutex<HashMap<&'static str, Vec<&'static IndexSchema>>>,
 }
 
 impl Cloud {
+    /// The rules of a commit (`rules::commit`), checked before it is sent.
+    fn check(&self, mutations: &[Mutation]) -> Result<(), Error> {
+        let indexes = self.indexes.lock().unwrap_or_else(|e| e.into_inner());
+        check_commit(mutations, |m| {
+            indexes.get(m.key().kind()).cloned().unwrap_or_default()
+        })
+    }
+
     /// The project and database entities are written for (in the wire form).
     pub(crate) fn partitions(&self) -> &Partitions {
         &self.partitions
@@ -267,11 +276,12 @@ impl Cloud {
         transaction: Option<&TransactionId>,
         single_use: Option<&TransactionMode>,
     ) -> Result<Vec<RawKey>, Error> {
+        self.check(&mutations)?;
         let keys: Vec<RawKey> = mutations.iter().map(|m| m.key().clone()).collect();
         let requested = mutations
             .into_iter()
             .map(|m| self.partitions.mutation(m))
-            .collect::<Result<Vec<_>, Error>>()?;
+            .collect();
         let mut keys = keys;
         use pb::commit_request::{Mode, TransactionSelector};
         let (mode, selector) = match (transaction, single_use) {
@@ -612,6 +622,19 @@ impl Backend for Cloud {
         })
     }
 
+    /// Records `schema`'s composite indexes, which R-I5 counts before a commit is sent (the
+    /// service's indexes themselves come from `index.yaml`).
+    fn declare<'a>(&'a self, schema: &'static Schema) -> BoxFuture<'a, Result<(), Error>> {
+        let mut indexes = self.indexes.lock().unwrap_or_else(|e| e.into_inner());
+        let known = indexes.entry(schema.kind).or_default();
+        for index in schema.indexes {
+            if !known.contains(&index) {
+                known.push(index);
+            }
+        }
+        Box::pin(std::future::ready(Ok(())))
+    }
+
     fn begin_with_aggregation<'a>(
         &'a self,
         query: &'a QuerySpec,
@@ -757,9 +780,8 @@ pub fn commit_request<E: Entity>(
         ..PartitionId::default()
     };
     let partitions = Arc::new(Partitions::new(project_id, "").writing_into(&partition));
-    // The checks of the write pipeline (`db/write.rs`), on the properties as the derive
-    // wrote them: straight into the wire form.
-    check_mutation_count(entities.len())?;
+    // The entities as the derive writes them, straight into the wire form, and the checks
+    // the backend's commit runs on them.
     let mutations = entities
         .iter()
         .map(|entity| {
@@ -768,11 +790,14 @@ pub fn commit_request<E: Entity>(
                 .into_raw()
                 .with_partition(partition.clone());
             let properties = entity.properties_in(Form::wire(&partitions))?;
-            check_index_entries(E::SCHEMA, &key, &properties)?;
-            check_entity(&key, &properties)?;
-            partitions.mutation(Mutation::Upsert(key, properties, Mask::declared(E::SCHEMA)))
+            Ok(Mutation::Upsert(key, properties, Mask::declared(E::SCHEMA)))
         })
-        .collect::<Result<_, Error>>()?;
+        .collect::<Result<Vec<_>, Error>>()?;
+    check_commit(&mutations, |_| E::SCHEMA.indexes.iter().collect())?;
+    let mutations = mutations
+        .into_iter()
+        .map(|m| partitions.mutation(m))
+        .collect();
     Ok(pb::CommitRequest {
         project_id: project_id.to_owned(),
         mode: pb::commit_request::Mode::NonTransactional as i32,
@@ -868,6 +893,7 @@ mod tests {
             partitions: Arc::new(Partitions::new("p", "")),
             begin_with_reads: false,
             aggregations_begin: AtomicBool::new(true),
+            indexes: std::sync::Mutex::default(),
         };
         let spec = QuerySpec {
             kind: "Post".to_owned(),

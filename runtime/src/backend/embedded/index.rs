@@ -13,14 +13,13 @@
 
 use std::borrow::Cow;
 
-use crate::error::Error;
 use crate::format::file::{KINDS, PROPERTIES, composite_table};
 use crate::format::keycode;
 use crate::model::key::{PartitionId, RawKey};
 use crate::model::schema::{Direction, IndexSchema};
 use crate::model::stored::ValueView;
 use crate::model::value::PropertyMap;
-use crate::rules::index_entries::MAX_INDEX_ENTRIES;
+use crate::rules::index_entries::CompositeIndex;
 
 /// A declared composite index, as the engine maintains it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -279,54 +278,6 @@ pub(crate) fn entries(
     out
 }
 
-/// R-I5 on the entries the engine is about to write: `entries` (built-in and composite)
-/// must not exceed [`MAX_INDEX_ENTRIES`]; the error names the property with the most values
-/// (composite entries charged to their widest property, as the typed path does).
-pub(crate) fn check_entry_count(
-    key: &RawKey,
-    properties: &PropertyMap,
-    composites: &[Composite],
-    entries: usize,
-) -> Result<(), Error> {
-    if entries <= MAX_INDEX_ENTRIES {
-        return Ok(());
-    }
-    let columns = indexed_values(properties);
-    let count = |name: &str| {
-        columns
-            .iter()
-            .find(|c| c.path == name)
-            .map_or(0, |c| c.values.len())
-    };
-    let mut by_property: Vec<(String, usize)> = columns
-        .iter()
-        .map(|c| (c.path.to_string(), c.values.len()))
-        .collect();
-    for index in composites.iter().filter(|c| c.kind == key.kind()) {
-        let product = index
-            .columns
-            .iter()
-            .fold(1_usize, |n, (name, _)| n.saturating_mul(count(name)));
-        if let Some((widest, _)) = index.columns.iter().max_by_key(|(name, _)| count(name))
-            && let Some(slot) = by_property.iter_mut().find(|(n, _)| n == widest)
-        {
-            slot.1 = slot.1.saturating_add(product);
-        }
-    }
-    let (property, contribution) = by_property
-        .into_iter()
-        .max_by_key(|(_, n)| *n)
-        .unwrap_or_default();
-    Err(Error::TooManyIndexEntries {
-        kind: key.kind().to_owned(),
-        key: format!("{key:?}"),
-        entries,
-        max: MAX_INDEX_ENTRIES,
-        property,
-        contribution,
-    })
-}
-
 /// An entity's properties in the engine's stored form (which a map the derive built, or the
 /// engine returned, holds already).
 pub(crate) fn encode_entity(properties: PropertyMap) -> Vec<u8> {
@@ -339,24 +290,12 @@ pub(crate) fn decode_entity(bytes: &[u8]) -> Option<PropertyMap> {
     PropertyMap::from_stored(bytes.to_vec()).ok()
 }
 
-/// A key the service would accept: every ancestor has an id or a name.
-pub(crate) fn check_ancestors(key: &RawKey) -> Result<(), Error> {
-    let path = key.path();
-    match path[..path.len().saturating_sub(1)]
-        .iter()
-        .any(|e| e.id_or_name().is_none())
-    {
-        true => Err(invalid_key(
-            key,
-            "an ancestor has no id or name; put the parent first and use the key it returns",
-        )),
-        false => Ok(()),
+/// R-I5 counts a composite index's entries from its columns.
+impl CompositeIndex for Composite {
+    fn ancestor(&self) -> bool {
+        self.ancestor
     }
-}
-
-pub(crate) fn invalid_key(key: &RawKey, reason: &str) -> Error {
-    Error::InvalidKey {
-        key: format!("{key:?}"),
-        reason: reason.to_owned(),
+    fn columns(&self) -> impl Iterator<Item = &str> {
+        self.columns.iter().map(|(name, _)| name.as_str())
     }
 }

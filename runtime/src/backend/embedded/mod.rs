@@ -43,7 +43,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use self::history::{AsOf, History, Undo};
-use self::index::{Composite, check_ancestors, decode_entity, encode_entity, invalid_key};
+use self::index::{Composite, decode_entity, encode_entity};
 use self::scan::Prepared;
 use self::store::{Batch, Memory, Redb, Store};
 use super::{Backend, BoxFuture, Mask, Mutation, TransactionId, TransactionMode};
@@ -55,9 +55,11 @@ use crate::format::keycode;
 use crate::model::entity::Entity;
 use crate::model::key::{IdOrName, KeyId, PartitionId, RawKey};
 use crate::model::schema::Schema;
-use crate::model::value::{PropertyMap, Value, compare_values};
+use crate::model::value::{PropertyMap, Value};
+use crate::model::walk::compare_values;
 use crate::query::explain::Explanation;
 use crate::query::spec::{Aggregation, Operator, QueryBatch, QuerySpec, ResultShape};
+use crate::rules::commit::{check_ancestors, check_mutations, invalid_key};
 use crate::rules::limits::check_entity;
 
 pub use crate::rules::limits::MAX_INDEXED_BYTES;
@@ -1065,13 +1067,16 @@ impl State {
                 Some(old) => index::entries(&key, old, composites),
                 None => Vec::new(),
             };
-            // What the mask leaves out stays as stored, as the service does.
+            // What the mask leaves out stays as stored, as the service does. The entity the
+            // write leaves is what the rules are checked on (`rules::commit`), once.
             let properties = match properties {
-                Some((written, Mask::Whole)) => Some(written),
                 Some((written, mask)) => {
-                    let merged = mask.merge(stored, written);
-                    check_entity(&key, &merged)?;
-                    Some(merged)
+                    let entity = match mask {
+                        Mask::Whole => written,
+                        mask => mask.merge(stored, written),
+                    };
+                    check_entity(&key, &entity, composites)?;
+                    Some(entity)
                 }
                 None => None,
             };
@@ -1079,11 +1084,6 @@ impl State {
                 Some(p) => index::entries(&key, p, composites),
                 None => Vec::new(),
             };
-            if let Some(p) = &properties {
-                // R-I5 for every caller of `Backend::commit`, not only the typed path (the
-                // first entry is the kinds table's, which the service does not count).
-                index::check_entry_count(&key, p, composites, new.len().saturating_sub(1))?;
-            }
             // Only what changed: entries of the old version that the new one has not are
             // deleted, entries of the new one that the old one had not are written.
             if !old.is_empty() {
@@ -1167,45 +1167,27 @@ impl State {
         Ok(())
     }
 
-    /// Every check of a commit, before anything is written.
+    /// The checks of a commit that do not need its entities (`rules::commit`), and whether
+    /// what it inserts is new and what it updates exists, before anything is written. Each
+    /// entity written is checked as it will be stored, in [`State::write`].
     fn validate(&self, mutations: &[Mutation]) -> Result<(), Error> {
-        let mut seen = HashSet::new();
+        check_mutations(mutations)?;
         let exists = |k: &RawKey| -> Result<bool, Error> {
             self.store.get(ENTITIES, &index::entity_key(k), &mut |_| {})
         };
         for mutation in mutations {
-            let key = mutation.key();
-            check_ancestors(key)?;
-            // R-A4: one entity at most once per commit.
-            if key.is_complete() && !seen.insert(key) {
-                return Err(Error::DuplicateKey {
-                    key: format!("{key:?}"),
-                });
-            }
             match mutation {
-                Mutation::Insert(k, p, _) | Mutation::Upsert(k, p, _) => {
-                    check_entity(k, p)?;
-                    if matches!(mutation, Mutation::Insert(..)) && k.is_complete() && exists(k)? {
-                        return Err(Error::AlreadyExists {
-                            key: format!("{k:?}"),
-                        });
-                    }
+                Mutation::Insert(k, ..) if k.is_complete() && exists(k)? => {
+                    return Err(Error::AlreadyExists {
+                        key: format!("{k:?}"),
+                    });
                 }
-                Mutation::Update(k, ..) if !k.is_complete() => {
-                    return Err(invalid_key(k, "an update needs a complete key"));
+                Mutation::Update(k, ..) if !exists(k)? => {
+                    return Err(Error::NotFound {
+                        key: format!("{k:?}"),
+                    });
                 }
-                Mutation::Update(k, p, _) => {
-                    check_entity(k, p)?;
-                    if !exists(k)? {
-                        return Err(Error::NotFound {
-                            key: format!("{k:?}"),
-                        });
-                    }
-                }
-                Mutation::Delete(k) if !k.is_complete() => {
-                    return Err(invalid_key(k, "a delete needs a complete key"));
-                }
-                Mutation::Delete(_) => {}
+                _ => {}
             }
         }
         Ok(())

@@ -18,7 +18,8 @@ use crate::format::keycode::{self, Reader};
 use crate::model::key::{KEY_PROPERTY, RawKey};
 use crate::model::schema::Direction;
 use crate::model::stored::{Reader as CodecReader, Writer};
-use crate::model::value::{Property, PropertyMap, Value, compare_values};
+use crate::model::value::{Property, PropertyMap, Value};
+use crate::model::walk::compare_values;
 use crate::query::explain::Explanation;
 use crate::query::spec::{
     Operator, PropertyFilter, PropertyOrder, QueryBatch, QueryResult, ResultShape,

@@ -6,7 +6,6 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use super::index::check_ancestors;
 use crate::error::Error;
 use crate::format::cursor::{self, ENGINE, write_filter};
 use crate::format::hash::fnv1a;
@@ -15,10 +14,12 @@ use crate::model::key::{KEY_PROPERTY, RawKey};
 use crate::model::name::{NameRole, validate};
 use crate::model::schema::Direction;
 use crate::model::stored::{Reader, Writer};
-use crate::model::value::{Property, PropertyMap, Value, compare_values};
+use crate::model::value::{Property, PropertyMap, Value};
+use crate::model::walk::compare_values;
 use crate::query::spec::{
     Operator, PropertyFilter, PropertyOrder, QueryBatch, QueryResult, QuerySpec, ResultShape,
 };
+use crate::rules::commit::check_ancestors;
 use crate::rules::filter::{branches, check_query};
 
 /// The plan tag of a scan's cursors.
@@ -511,14 +512,10 @@ impl<'q> Prepared<'q> {
                 let sort = r.value().map_err(|_| invalid())?;
                 let key = r.key().map_err(|_| invalid())?;
                 let projected = r.value().map_err(|_| invalid())?;
-                match (sort, projected) {
-                    (Value::Array(sort), Value::Array(projected))
-                        if sort.len() == self.orders.len() =>
-                    {
-                        Position {
-                            at: Some((sort, key, projected)),
-                        }
-                    }
+                match (sort.into_array(), projected.into_array()) {
+                    (Some(sort), Some(projected)) if sort.len() == self.orders.len() => Position {
+                        at: Some((sort, key, projected)),
+                    },
                     _ => return Err(invalid()),
                 }
             }

@@ -234,20 +234,83 @@ impl Redb {
                 ),
             });
         }
+        if std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            Redb::check_ours(path, &shown)?;
+        }
         let owned = path.to_owned();
         Redb::with_opener(shown, Box::new(move || redb::Database::create(&owned)))
+    }
+
+    /// Whether the existing file at `path` is a store of this engine, looked at without
+    /// writing to it: another program's redb database (tables, but not this engine's format
+    /// record) is refused untouched, byte for byte. A database that was not closed cleanly
+    /// cannot be read without a repair; it is opened (and repaired) as usual, then its format
+    /// is checked again before anything is written ([`Redb::check_format`]).
+    fn check_ours(path: &Path, shown: &str) -> Result<(), Error> {
+        // The storage engine's panics on a damaged file are errors, as at every other read.
+        contained(shown, || Redb::look_at(path, shown))
+    }
+
+    fn look_at(path: &Path, shown: &str) -> Result<(), Error> {
+        let db = match redb::ReadOnlyDatabase::open(path) {
+            Ok(db) => db,
+            Err(redb::DatabaseError::RepairAborted) => return Ok(()),
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => return Err(already_open(shown)),
+            Err(other) => {
+                return Err(Error::Storage {
+                    reason: format!(
+                        "cannot open {shown} ({other}): it is not a `Db::open` store, and was \
+                         left as it is"
+                    ),
+                });
+            }
+        };
+        let fail = |e: &dyn std::fmt::Display| Error::Storage {
+            reason: format!("cannot read {shown}: {e}"),
+        };
+        let read = redb::ReadableDatabase::begin_read(&db).map_err(|e| fail(&e))?;
+        let tables: Vec<String> = read
+            .list_tables()
+            .map_err(|e| fail(&e))?
+            .map(|t| t.name().to_owned())
+            .collect();
+        let format = match tables.iter().any(|t| t == META) {
+            false => None,
+            true => {
+                let meta = read
+                    .open_table(Definition::new(META))
+                    .map_err(|e| fail(&e))?;
+                meta.get(FORMAT_KEY)
+                    .map_err(|e| fail(&e))?
+                    .map(|v| v.value().to_vec())
+            }
+        };
+        check_format(shown, format.as_deref(), !tables.is_empty())
+    }
+
+    /// This engine's format record, checked once the file is open: a database with tables but
+    /// no record is another program's, refused before anything is written. Whether the
+    /// database is new (nothing in it, not even the record).
+    fn check_format(&self) -> Result<bool, Error> {
+        let mut format = None;
+        self.get(META, FORMAT_KEY, &mut |v| format = Some(v.to_vec()))?;
+        let read = self
+            .database()?
+            .begin_read()
+            .map_err(|e| self.error("cannot read", e))?;
+        let tables = read
+            .list_tables()
+            .map_err(|e| self.error("cannot read", e))?
+            .count();
+        check_format(&self.path, format.as_deref(), tables > 0)?;
+        Ok(format.is_none())
     }
 
     /// Opens the database with `open`, checks it whole, and seals a format-1 file.
     fn with_opener(shown: String, open: Opener) -> Result<Redb, Error> {
         let created = contained(&shown, || Ok(open()))?;
         let mut db = created.map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => Error::Storage {
-                reason: format!(
-                    "{shown} is already open (in another process, or by another `Db::open` in \
-                     this one); a file has one user at a time: share the `Db` handle instead"
-                ),
-            },
+            redb::DatabaseError::DatabaseAlreadyOpen => already_open(&shown),
             other => Error::Storage {
                 reason: format!("cannot open {shown}: {other}"),
             },
@@ -279,6 +342,12 @@ impl Redb {
             path: shown,
             snapshot: RefCell::new(None),
         };
+        if redb.check_format()? {
+            // A new database is marked as this engine's before anything else is written.
+            let mut batch = Batch::default();
+            batch.put(META, FORMAT_KEY.to_vec(), FORMAT.to_vec());
+            redb.apply(batch)?;
+        }
         redb.migrate()?;
         Ok(redb)
     }
@@ -337,6 +406,36 @@ impl Redb {
 
 /// Runs `call` (a call into redb), turning a panic into [`Error::Storage`]: a damaged file can
 /// make redb index out of its pages.
+fn already_open(shown: &str) -> Error {
+    Error::Storage {
+        reason: format!(
+            "{shown} is already open (in another process, or by another `Db::open` in this \
+             one); a file has one user at a time: share the `Db` handle instead"
+        ),
+    }
+}
+
+/// Whether a file whose format record is `format` (and which has tables or not) is a store
+/// of this engine: one of its formats, or a database with nothing in it yet.
+fn check_format(shown: &str, format: Option<&[u8]>, has_tables: bool) -> Result<(), Error> {
+    match format {
+        Some(f) if f == FORMAT || f == FORMAT_1 => Ok(()),
+        None if !has_tables => Ok(()),
+        Some(_) => Err(Error::Storage {
+            reason: format!(
+                "{shown} was written by another version of this engine (or another program); \
+                 it was left as it is"
+            ),
+        }),
+        None => Err(Error::Storage {
+            reason: format!(
+                "{shown} is a redb database of another program (it has tables, but not this \
+                 engine's format record), not a `Db::open` store; it was left as it is"
+            ),
+        }),
+    }
+}
+
 fn contained<T>(path: &str, call: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).unwrap_or_else(|panic| {
         let what = panic
