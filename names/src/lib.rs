@@ -149,7 +149,8 @@ impl fmt::Display for NameViolation {
             }
             NameViolation::NamespaceChar { ch } => write!(
                 f,
-                "contains `{ch}`; namespaces may only use ASCII letters, digits, `.`, `_` and `-`"
+                "contains `{}`; namespaces may only use ASCII letters, digits, `.`, `_` and `-`",
+                ch.escape_debug()
             ),
         }
     }
@@ -255,20 +256,53 @@ const fn is(bytes: &[u8], other: &[u8]) -> bool {
     true
 }
 
-/// The character starting at byte `i` of a valid UTF-8 string (ASCII fast path; otherwise
-/// the replacement character, which is only used in messages).
+/// The character starting at byte `i` of a valid UTF-8 string (decoded here because `check`
+/// is a `const fn`, where `str::chars` is not available).
 const fn first_char_at(bytes: &[u8], i: usize) -> char {
     let b = bytes[i];
-    if b.is_ascii() {
-        b as char
-    } else {
-        char::REPLACEMENT_CHARACTER
+    let (len, mut code) = match b {
+        0x00..=0x7f => return b as char,
+        0xf0.. => (4, (b & 0x07) as u32),
+        0xe0.. => (3, (b & 0x0f) as u32),
+        _ => (2, (b & 0x1f) as u32),
+    };
+    let mut k = 1;
+    while k < len {
+        if i + k >= bytes.len() {
+            return char::REPLACEMENT_CHARACTER;
+        }
+        code = (code << 6) | (bytes[i + k] & 0x3f) as u32;
+        k += 1;
+    }
+    match char::from_u32(code) {
+        Some(c) => c,
+        None => char::REPLACEMENT_CHARACTER,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::string::ToString;
+
+    #[test]
+    fn a_namespace_character_is_named_as_it_is() {
+        // Issue #26: any character outside ASCII was shown as `�`.
+        for (name, ch) in [
+            ("café", 'é'),
+            ("a€", '€'),
+            ("x🦀y", '🦀'),
+            ("tab\there", '\t'),
+        ] {
+            assert_eq!(
+                check(NameRole::Namespace, name),
+                Err(NameViolation::NamespaceChar { ch }),
+                "{name}"
+            );
+        }
+        let shown = NameViolation::NamespaceChar { ch: '\0' }.to_string();
+        assert!(shown.contains("`\\0`"), "{shown}");
+    }
 
     #[test]
     fn role_rules() {

@@ -175,10 +175,12 @@ pub enum Error {
         contribution: usize,
     },
 
-    /// A `#[sharded]` counter would leave the range of an `i64`. Nothing was written.
+    /// A `#[sharded]` counter would leave the range of an `i64` (each of its `n` shards holds
+    /// at most `i64::MAX / n` either way, so that its total always fits). Nothing was written.
     #[error(
-        "the counter `{field}` (shards of kind `{kind}`) would overflow a 64-bit integer; \
-         nothing was written"
+        "the counter `{field}` (shards of kind `{kind}`) cannot take this increment: its total \
+         would leave a 64-bit integer, or the increment is more than one of its n shards holds \
+         (i64::MAX / n); nothing was written"
     )]
     CounterOverflow {
         /// The kind of the counter's shards.

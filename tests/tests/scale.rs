@@ -229,33 +229,59 @@ async fn under_latency_a_plain_counter_queues_and_a_sharded_one_spreads() {
 
 #[tokio::test]
 async fn counter_overflow_is_an_error_and_writes_nothing() {
-    let db = Db::in_memory();
+    // Each of a counter's n shards holds at most i64::MAX / n either way, so its total always
+    // fits an i64 and no read of it can fail (issue #26: increments that summed past i64 were
+    // accepted, and every read of the owner failed from then on).
+    let (backend, db) = Instrumented::db();
     let key = db.put(&article("big")).await.unwrap();
-    Article::increment_views(&db, &key, i64::MAX).await.unwrap();
-    // An increment into the shard that holds i64::MAX overflows on its own (an error, nothing
-    // written); one into another shard succeeds, and then the total overflows when summed.
-    // The shard is random: go on until both happened.
-    let (mut failures, mut summed) = (0, false);
-    for _ in 0..1_000 {
-        match Article::increment_views(&db, &key, i64::MAX).await {
-            Ok(()) => {}
-            Err(Error::CounterOverflow { field, .. }) => {
-                assert_eq!(field, "views");
-                failures += 1;
-            }
-            Err(other) => panic!("{other}"),
-        }
-        summed = matches!(
-            Article::views_total(&db, &key).await,
-            Err(Error::CounterOverflow { .. })
-        );
-        if failures > 0 && summed {
-            break;
+    let n = i64::from(Article::SCHEMA.counter("views").unwrap().shards);
+    for delta in [i64::MAX, i64::MIN, i64::MAX / n + 1] {
+        match Article::increment_views(&db, &key, delta).await {
+            Err(Error::CounterOverflow { field, .. }) => assert_eq!(field, "views"),
+            other => panic!("{delta}: {other:?}"),
         }
     }
-    assert!(
-        failures > 0 && summed,
-        "{failures} failures, summed: {summed}"
+    assert_eq!(Article::views_total(&db, &key).await.unwrap(), 0);
+    // Full shards send an increment to the next one with room, until none has.
+    let most = i64::MAX / n;
+    for _ in 0..n {
+        Article::increment_views(&db, &key, most).await.unwrap();
+    }
+    assert_eq!(Article::views_total(&db, &key).await.unwrap(), n * most);
+    assert!(matches!(
+        Article::increment_views(&db, &key, 1).await,
+        Err(Error::CounterOverflow { .. })
+    ));
+    assert_eq!(db.get(&key).await.unwrap().unwrap().views, n * most);
+    // Shards another program wrote past that: the total saturates, and reads still answer.
+    let shards: Vec<_> = backend.lookups().pop().unwrap()[1..=n as usize].to_vec();
+    let owner = db.bind(&key).unwrap().into_raw();
+    let writes = shards
+        .iter()
+        .map(|shard| {
+            let properties = datastore_entity::PropertyMap::from([
+                (
+                    "count",
+                    datastore_entity::Property::excluded(Value::Integer(i64::MAX)),
+                ),
+                (
+                    "owner",
+                    datastore_entity::Property::excluded(Value::Key(owner.clone())),
+                ),
+            ]);
+            datastore_entity::backend::Mutation::Upsert(
+                shard.clone(),
+                properties,
+                datastore_entity::backend::Mask::Whole,
+            )
+        })
+        .collect();
+    backend.engine().commit(writes, None).await.unwrap();
+    assert_eq!(Article::views_total(&db, &key).await.unwrap(), i64::MAX);
+    assert_eq!(db.get(&key).await.unwrap().unwrap().views, i64::MAX);
+    assert_eq!(
+        db.query::<Article>().fetch().await.unwrap().items[0].views,
+        i64::MAX
     );
 }
 

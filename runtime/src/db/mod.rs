@@ -21,9 +21,11 @@ use crate::backend::embedded::Embedded;
 use crate::backend::retry::RetryPolicy;
 use crate::diagnostics::{Diagnostics, Finding, Watch};
 use crate::error::Error;
+use crate::format::companion::companion_key;
 use crate::model::entity::Entity;
 use crate::model::key::{Key, PartitionId, RawKey};
 use crate::model::name::{NameRole, validate};
+use crate::model::value::PropertyMap;
 use crate::rules::commit::MAX_MUTATIONS;
 
 use self::query::Query;
@@ -334,12 +336,40 @@ impl Db {
     }
 
     /// Deletes many entities in one commit (R-A1); the same key twice is [`Error::DuplicateKey`] (R-A4).
+    ///
+    /// The shards of `#[sharded]` counters go with them in that commit, unless they are more
+    /// than one commit holds (500 mutations, with the entities and their replicas): then the
+    /// shards are deleted first, in as many commits as they need, and the entities last, so
+    /// a failure on the way leaves entities that can be deleted again.
     pub async fn delete_many<E: Entity>(&self, keys: &[Key<E>]) -> Result<(), Error> {
-        let writes = keys
+        let writes: Vec<Write> = keys
             .iter()
             .map(|k| Write::delete(&self.scope, k))
             .collect::<Result<_, _>>()?;
-        self.commit_typed::<E>(writes).await.map(drop)
+        let schema = E::SCHEMA;
+        let shards: usize = schema.counters.iter().map(|c| c.shards as usize).sum();
+        let replicas = schema.replicas.as_ref().map_or(0, |r| r.copies as usize);
+        if writes.len().saturating_mul(1 + replicas + shards) <= MAX_MUTATIONS {
+            return self.commit_typed::<E>(writes).await.map(drop);
+        }
+        let companions: Vec<Write> = writes
+            .iter()
+            .flat_map(|w| {
+                schema.counters.iter().flat_map(|c| {
+                    (0..c.shards).map(|s| {
+                        let key = companion_key(&w.key, c.kind, s);
+                        Write::raw(Op::Delete, key, PropertyMap::new())
+                    })
+                })
+            })
+            .collect();
+        let mut companions = companions.into_iter().peekable();
+        while companions.peek().is_some() {
+            let chunk: Vec<Write> = companions.by_ref().take(MAX_MUTATIONS).collect();
+            write::commit(&self.scope, chunk, None).await?;
+        }
+        let owners = writes.into_iter().map(Write::without_shards).collect();
+        self.commit_typed::<E>(owners).await.map(drop)
     }
 
     /// A query on kind `E`.

@@ -27,20 +27,29 @@ fn shard_keys<'s>(schema: &'s Schema, owner: &'s RawKey) -> impl Iterator<Item =
         .flat_map(move |c| (0..c.shards).map(move |s| companion_key(owner, c.kind, s)))
 }
 
-/// Sums the shards of `counter` found by a lookup.
+/// Sums the shards of `counter` found by a lookup. Increments keep the total within an
+/// `i64`; shards another program wrote past that make the total saturate at `i64::MIN` or
+/// `i64::MAX` (with a warning), never a failed read.
 pub(crate) fn sum_shards(
     owner: &RawKey,
     counter: &CounterSchema,
     shards: impl Iterator<Item = (RawKey, Option<PropertyMap>)>,
 ) -> Result<i64, Error> {
-    let mut total: i64 = 0;
+    let mut total: i128 = 0;
     for (key, found) in shards {
         let Some(properties) = found else { continue };
         check_owner(owner, &key, &properties)?;
-        let count = shard_count(&key, &properties)?;
-        total = total.checked_add(count).ok_or_else(|| overflow(counter))?;
+        total += i128::from(shard_count(&key, &properties)?);
     }
-    Ok(total)
+    i64::try_from(total).or_else(|_| {
+        tracing::warn!(
+            kind = counter.kind,
+            field = counter.field,
+            "the shards of a counter hold more than an i64: its total is read as the nearest \
+             end of the range (written by another program; increments keep it in range)"
+        );
+        Ok(if total < 0 { i64::MIN } else { i64::MAX })
+    })
 }
 
 /// Reads entities by key, with their companions, in one lookup: a random replica of each

@@ -105,24 +105,38 @@ impl Scope {
 
     /// A user's key as the backend sees it: in this partition, which a key without one takes;
     /// a key of another partition is refused before anything is sent.
+    ///
+    /// The project: a key read from text may name none (it belongs to this handle's), or the
+    /// one NDB's URL-safe text carries. The embedded engine has no project (its handles' is
+    /// empty): there a key of any project is this handle's. On Google Cloud a key of another
+    /// project is refused, as the service refuses it ("mismatched databases").
     pub(crate) fn outgoing(&self, key: &RawKey) -> Result<RawKey, Error> {
-        match key.partition() {
-            None => Ok(key.clone().with_partition(self.partition.clone())),
-            Some(partition) if *partition == self.partition => Ok(key.clone()),
-            // A key read from text names no project: it belongs to this handle's.
-            Some(partition)
-                if partition.project_id.is_empty()
-                    && partition.database_id == self.partition.database_id
-                    && partition.namespace == self.partition.namespace =>
-            {
-                Ok(key.clone().with_partition(self.partition.clone()))
-            }
-            Some(partition) => Err(Error::WrongPartition {
-                key: format!("{key:?}"),
-                expected: self.partition.to_string(),
-                found: partition.to_string(),
-            }),
+        let Some(partition) = key.partition() else {
+            return Ok(key.clone().with_partition(self.partition.clone()));
+        };
+        if *partition == self.partition {
+            return Ok(key.clone());
         }
+        let mine = &self.partition;
+        let project = partition.project_id.is_empty()
+            || mine.project_id.is_empty()
+            || partition.project_id == mine.project_id;
+        if project
+            && partition.database_id == mine.database_id
+            && partition.namespace == mine.namespace
+        {
+            return Ok(key.clone().with_partition(mine.clone()));
+        }
+        // Named by what differs: the project only when it does.
+        let shown = |p: &PartitionId| match project {
+            true => p.to_string(),
+            false => format!("{p} of project {:?}", p.project_id),
+        };
+        Err(Error::WrongPartition {
+            key: format!("{key:?}"),
+            expected: shown(mine),
+            found: shown(partition),
+        })
     }
 
     /// An entity's properties as the backend stores them: keys held in properties take this

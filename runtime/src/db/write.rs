@@ -33,6 +33,9 @@ pub(crate) struct Write {
     pub(crate) properties: PropertyMap,
     pub(crate) mask: Mask,
     pub(crate) schema: Option<&'static Schema>,
+    /// Whether a delete takes the shards of the entity's counters with it (not when they
+    /// were deleted before, in commits of their own).
+    shards: bool,
 }
 
 impl Write {
@@ -48,6 +51,7 @@ impl Write {
             properties,
             mask: Mask::declared(E::SCHEMA),
             schema: Some(E::SCHEMA),
+            shards: true,
         })
     }
 
@@ -68,7 +72,16 @@ impl Write {
             properties: PropertyMap::new(),
             mask: Mask::Whole,
             schema: Some(E::SCHEMA),
+            shards: true,
         })
+    }
+
+    /// `self`, a delete whose counter shards were deleted already.
+    pub(crate) fn without_shards(self) -> Write {
+        Write {
+            shards: false,
+            ..self
+        }
     }
 
     /// A write of an entity without companions (counter shards themselves).
@@ -79,6 +92,7 @@ impl Write {
             properties,
             mask: Mask::Whole,
             schema: None,
+            shards: true,
         }
     }
 
@@ -156,6 +170,7 @@ fn expand(write: Write, primary: &mut Vec<Mutation>, companions: &mut Vec<Mutati
         properties,
         mask,
         schema,
+        shards,
     } = write;
     if let Some(schema) = schema {
         if let Some(replicas) = &schema.replicas {
@@ -172,7 +187,7 @@ fn expand(write: Write, primary: &mut Vec<Mutation>, companions: &mut Vec<Mutati
                 });
             }
         }
-        if op == Op::Delete {
+        if op == Op::Delete && shards {
             for counter in schema.counters {
                 companions.extend(
                     (0..counter.shards)

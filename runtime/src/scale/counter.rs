@@ -14,14 +14,28 @@ use crate::error::Error;
 use crate::format::companion::{check_owner, companion_key, shard, shard_count};
 use crate::model::key::RawKey;
 use crate::model::schema::CounterSchema;
+use crate::model::value::PropertyMap;
 
 /// Attempts an increment makes at least, each on a freshly chosen shard: with `n` shards,
 /// contention that exhausts them all is vanishingly rare.
 const MIN_ATTEMPTS: u32 = 16;
 
+/// The range one shard of a counter of `shards` shards holds: whatever they hold, their total
+/// fits an `i64`.
+fn shard_range(shards: u32) -> std::ops::RangeInclusive<i64> {
+    let n = i64::from(shards.max(1));
+    i64::MIN / n..=i64::MAX / n
+}
+
 /// Adds `delta` to the counter of `owner` (a key as the user holds it): one random shard,
 /// in a transaction. Contention is retried, each attempt on a freshly chosen shard, at least
 /// 16 attempts; nothing is written unless the increment is.
+///
+/// So that the counter's total always fits an `i64` (and no read of it can fail), each of its
+/// `n` shards stays within `i64::MIN / n ..= i64::MAX / n`: an increment the random shard
+/// cannot take goes to the first shard that can (all of them read, in the same transaction),
+/// and one no shard can take — larger than `i64::MAX / n`, or past what the total holds —
+/// is [`Error::CounterOverflow`], nothing written.
 pub async fn increment(
     db: &Db,
     owner: &RawKey,
@@ -33,28 +47,45 @@ pub async fn increment(
         max_attempts: db.retry.max_attempts.max(MIN_ATTEMPTS),
         ..db.retry
     };
+    let range = shard_range(counter.shards);
+    if !range.contains(&delta) {
+        return Err(overflow(counter));
+    }
     let owner = &owner;
+    let range = &range;
     db.clone()
         .with_retry(retry)
         .transaction(|tx| async move {
-            let at = companion_key(owner, counter.kind, fastrand::u32(..counter.shards.max(1)));
-            let found = tx
-                .lookup_raw(std::slice::from_ref(&at))
-                .await?
-                .pop()
-                .flatten();
-            let current = match &found {
-                Some(properties) => {
-                    check_owner(owner, &at, properties)?;
-                    shard_count(&at, properties)?
-                }
-                None => 0,
+            let shards = counter.shards.max(1);
+            let first = fastrand::u32(..shards);
+            let count = |at: &RawKey, found: Option<&PropertyMap>| -> Result<Option<i64>, Error> {
+                let current = match found {
+                    Some(properties) => {
+                        check_owner(owner, at, properties)?;
+                        shard_count(at, properties)?
+                    }
+                    None => 0,
+                };
+                Ok(current.checked_add(delta).filter(|c| range.contains(c)))
             };
-            let count = current
-                .checked_add(delta)
-                .ok_or_else(|| overflow(counter))?;
-            tx.write(Write::raw(Op::Upsert, at, shard(owner, count)));
-            Ok(())
+            let at = companion_key(owner, counter.kind, first);
+            let found = tx.lookup_raw(std::slice::from_ref(&at)).await?;
+            if let Some(new) = count(&at, found.first().and_then(Option::as_ref))? {
+                tx.write(Write::raw(Op::Upsert, at, shard(owner, new)));
+                return Ok(());
+            }
+            // Near the limit: the first of the other shards with room.
+            let others: Vec<RawKey> = (1..shards)
+                .map(|i| companion_key(owner, counter.kind, (first + i) % shards))
+                .collect();
+            let found = tx.lookup_raw(&others).await?;
+            for (at, found) in others.into_iter().zip(found) {
+                if let Some(new) = count(&at, found.as_ref())? {
+                    tx.write(Write::raw(Op::Upsert, at, shard(owner, new)));
+                    return Ok(());
+                }
+            }
+            Err(overflow(counter))
         })
         .await
 }

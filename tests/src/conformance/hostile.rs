@@ -17,6 +17,11 @@ macro_rules! hostile_tests {
         $crate::conformance!($backend;
             hostile_values_nested_past_the_limit_are_refused_and_the_kind_stays_usable,
             hostile_indexed_values_are_counted_as_the_referee_counts_them,
+            hostile_an_owner_with_any_number_of_shards_is_deleted,
+            hostile_no_increment_takes_a_counter_out_of_an_i64,
+            hostile_urlsafe_keys_from_ndb_work_where_their_project_does,
+            hostile_refusals_name_the_key_they_are_about,
+            hostile_a_read_time_in_the_future_is_refused,
         );
     };
 }
@@ -291,4 +296,275 @@ fn row_key(partition: &PartitionId, name: &str) -> RawKey {
         vec![PathElement::new("Counted", Some(KeyName::new(name).unwrap().into())).unwrap()],
     )
     .unwrap()
+}
+
+/// A counter in 1,000 shards: more than one commit holds.
+#[derive(Entity, Debug, Clone, PartialEq)]
+pub struct Crowd {
+    #[key]
+    pub name: KeyName,
+    #[sharded(1000)]
+    pub hits: i64,
+    pub label: String,
+}
+
+/// A counter in 400 shards: two of them are more than one commit holds.
+#[derive(Entity, Debug, Clone, PartialEq)]
+pub struct Flock {
+    #[key]
+    pub name: KeyName,
+    #[sharded(400)]
+    pub hits: i64,
+}
+
+/// The shards of `Crowd::hits` and `Flock::hits`, as keys of kinds of their own.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Crowd.hits.shard")]
+struct CrowdShard {
+    #[key]
+    name: String,
+}
+
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Flock.hits.shard")]
+struct FlockShard {
+    #[key]
+    name: String,
+}
+
+pub async fn hostile_an_owner_with_any_number_of_shards_is_deleted(t: Ctx) {
+    // Issue #26: the owner and its 1,000 shards were one commit of 1,001 mutations, refused
+    // (`TooManyMutations`), so the entity could never be deleted.
+    let crowd = Crowd {
+        name: KeyName::new("crowd").unwrap(),
+        hits: 0,
+        label: "many".into(),
+    };
+    let key = t.db.put(&crowd).await.unwrap();
+    for _ in 0..3 {
+        Crowd::increment_hits(&t.db, &key, 2).await.unwrap();
+    }
+    assert_eq!(Crowd::hits_total(&t.db, &key).await.unwrap(), 6);
+    t.db.delete(&key).await.unwrap();
+    assert_eq!(t.db.get(&key).await.unwrap(), None);
+    assert_eq!(Crowd::hits_total(&t.db, &key).await.unwrap(), 0);
+    let shards =
+        t.db.query::<CrowdShard>()
+            .keys_only()
+            .fetch()
+            .await
+            .unwrap();
+    assert!(shards.items.is_empty(), "{:?}", shards.items);
+
+    // Two owners of 400 shards each: 802 mutations, in as many commits as they need.
+    let flocks: Vec<Flock> = ["a", "b"]
+        .iter()
+        .map(|n| Flock {
+            name: KeyName::new(*n).unwrap(),
+            hits: 0,
+        })
+        .collect();
+    let keys = t.db.put_many(&flocks).await.unwrap();
+    for key in &keys {
+        Flock::increment_hits(&t.db, key, 1).await.unwrap();
+    }
+    t.db.delete_many(&keys).await.unwrap();
+    assert_eq!(t.db.get_many(&keys).await.unwrap(), [None, None]);
+    let shards =
+        t.db.query::<FlockShard>()
+            .keys_only()
+            .fetch()
+            .await
+            .unwrap();
+    assert!(shards.items.is_empty(), "{:?}", shards.items);
+}
+
+/// A counter in 3 shards.
+#[derive(Entity, Debug, Clone, PartialEq)]
+pub struct Tally {
+    #[key]
+    pub name: KeyName,
+    #[sharded(3)]
+    pub n: i64,
+}
+
+pub async fn hostile_no_increment_takes_a_counter_out_of_an_i64(t: Ctx) {
+    // Issue #26: three increments of i64::MAX / 2 were each `Ok`, and from then on every
+    // read of the owner failed with `CounterOverflow`.
+    let key =
+        t.db.put(&Tally {
+            name: KeyName::new("tally").unwrap(),
+            n: 0,
+        })
+        .await
+        .unwrap();
+    // More than a shard holds (i64::MAX / 3): refused, nothing written.
+    for delta in [i64::MAX / 2, i64::MIN / 2, i64::MAX] {
+        match Tally::increment_n(&t.db, &key, delta).await {
+            Err(Error::CounterOverflow { field, .. }) => assert_eq!(field, "n"),
+            other => panic!("{delta}: {other:?}"),
+        }
+    }
+    assert_eq!(Tally::n_total(&t.db, &key).await.unwrap(), 0);
+    // Three shards' worth fill the counter up to what an i64 holds; then any increment is
+    // refused, and every read still answers.
+    let most = i64::MAX / 3;
+    for _ in 0..3 {
+        Tally::increment_n(&t.db, &key, most).await.unwrap();
+    }
+    assert_eq!(Tally::n_total(&t.db, &key).await.unwrap(), 3 * most);
+    assert!(matches!(
+        Tally::increment_n(&t.db, &key, most).await,
+        Err(Error::CounterOverflow { .. })
+    ));
+    let read = t.db.get(&key).await.unwrap().unwrap();
+    assert_eq!(read.n, 3 * most);
+    let all = t.db.query::<Tally>().fetch().await.unwrap();
+    assert_eq!(
+        all.items.iter().map(|t| t.n).collect::<Vec<_>>(),
+        [3 * most]
+    );
+    // Going down works the same way.
+    Tally::increment_n(&t.db, &key, -most).await.unwrap();
+    assert_eq!(Tally::n_total(&t.db, &key).await.unwrap(), 2 * most);
+}
+
+pub async fn hostile_urlsafe_keys_from_ndb_work_where_their_project_does(t: Ctx) {
+    // Issue #26: a key read from NDB's URL-safe text (which names its project) was refused
+    // by the embedded engine, in a message naming the same partition twice.
+    let account = crate::account("urlsafe");
+    let stored = t.db.put(&account).await.unwrap();
+    let namespace = t.db.partition().namespace.clone();
+    let ndb = |project: &str| {
+        let text = stored.to_urlsafe(project);
+        Key::<crate::Account>::from_urlsafe(&text).unwrap()
+    };
+    // The embedded engine has no project: a key of any project is read in the handle's.
+    // Google Cloud has one: a key of the handle's project works, another's is refused,
+    // naming both projects.
+    let here = ndb(crate::harness::PROJECT);
+    assert_eq!(t.db.get(&here).await.unwrap(), Some(account.clone()));
+    let elsewhere = ndb("my-project");
+    match (t.backend.is_embedded(), t.db.get(&elsewhere).await) {
+        (true, Ok(found)) => assert_eq!(found, Some(account.clone())),
+        (
+            false,
+            Err(Error::WrongPartition {
+                expected, found, ..
+            }),
+        ) => {
+            assert!(expected.contains(crate::harness::PROJECT), "{expected}");
+            assert!(found.contains("my-project"), "{found}");
+            assert!(!expected.contains("my-project"), "{expected}");
+        }
+        (embedded, other) => panic!("embedded: {embedded}: {other:?}"),
+    }
+    // A key of another namespace is refused everywhere, naming the namespaces.
+    let other = Key::<crate::Account>::from_raw(
+        RawKey::new(
+            Some(PartitionId {
+                namespace: format!("{namespace}-other"),
+                ..t.db.partition().clone()
+            }),
+            stored.raw().path().to_vec(),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    match t.db.get(&other).await {
+        Err(Error::WrongPartition {
+            expected, found, ..
+        }) => {
+            assert!(found.contains("-other"), "{found}");
+            assert!(
+                expected.contains(&namespace) && !expected.contains("-other"),
+                "{expected}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+pub async fn hostile_refusals_name_the_key_they_are_about(t: Ctx) {
+    // Issue #26: on Google Cloud `AlreadyExists` and `NotFound` carried the emulator's
+    // message where the embedded engine names the key; in a commit of several mutations, the
+    // one refused.
+    let partition = t.db.partition().clone();
+    let entity = |n: i64| PropertyMap::from([("n", Property::indexed(Value::Integer(n)))]);
+    let (new, there, missing) = (
+        row_key(&partition, "new"),
+        row_key(&partition, "there"),
+        row_key(&partition, "missing"),
+    );
+    let backend = t.db.backend();
+    backend
+        .commit(
+            vec![Mutation::Upsert(there.clone(), entity(1), Mask::Whole)],
+            None,
+        )
+        .await
+        .unwrap();
+    let inserts = vec![
+        Mutation::Insert(new.clone(), entity(2), Mask::Whole),
+        Mutation::Insert(there.clone(), entity(3), Mask::Whole),
+    ];
+    match backend.commit(inserts, None).await {
+        // The legacy emulator applies a non-transactional commit's mutations one by one
+        // (`new` is written before `there` is refused), so after the fact both exist.
+        Err(Error::AlreadyExists { key }) if t.backend == Backend::Datastore => {
+            assert!(
+                [format!("{new:?}"), format!("{there:?}")].contains(&key),
+                "{key}"
+            );
+            backend
+                .commit(vec![Mutation::Delete(new.clone())], None)
+                .await
+                .unwrap();
+        }
+        Err(Error::AlreadyExists { key }) => assert_eq!(key, format!("{there:?}")),
+        other => panic!("{other:?}"),
+    }
+    let updates = vec![
+        Mutation::Update(there.clone(), entity(4), Mask::Whole),
+        Mutation::Update(missing.clone(), entity(5), Mask::Whole),
+    ];
+    match backend.commit(updates, None).await {
+        Err(Error::NotFound { key }) => assert_eq!(key, format!("{missing:?}")),
+        other => panic!("{other:?}"),
+    }
+    // Nothing of either commit was written (but on the legacy emulator, which applied the
+    // update before the one it refused).
+    let found = backend.lookup(&[new, there, missing], None).await.unwrap();
+    assert!(found[0].is_none() && found[2].is_none(), "{found:?}");
+    let n = match t.backend {
+        Backend::Datastore => 4,
+        _ => 1,
+    };
+    assert_eq!(
+        found[1].as_ref().unwrap().get("n").unwrap().value,
+        Value::Integer(n)
+    );
+}
+
+pub async fn hostile_a_read_time_in_the_future_is_refused(t: Ctx) {
+    // Issue #26: the embedded engine read "the future" as now; the Firestore emulator refuses
+    // it (INVALID_ARGUMENT). The legacy emulator ignores read times altogether.
+    let key = t.db.put(&crate::account("future")).await.unwrap();
+    let later = Timestamp::now() + std::time::Duration::from_secs(3_600);
+    let read =
+        t.db.read_only_transaction_at(later, |tx| {
+            let key = key.clone();
+            async move { tx.get(&key).await }
+        })
+        .await;
+    match t.backend {
+        Backend::Datastore => assert!(read.unwrap().is_some()),
+        _ => match read {
+            Err(Error::Service { code, message }) => {
+                assert_eq!(code, "INVALID_ARGUMENT");
+                assert!(message.contains("future"), "{message}");
+            }
+            other => panic!("{:?}: {other:?}", t.backend),
+        },
+    }
 }

@@ -61,6 +61,24 @@ pub struct Cloud {
 }
 
 impl Cloud {
+    /// The key a refused commit's `ALREADY_EXISTS` (`exists`) or `NOT_FOUND` is about, named
+    /// as the embedded engine names it: the one candidate, or the first of them found (or
+    /// missing) by a lookup after the refusal; the service's message when none is.
+    async fn named(&self, candidates: &[RawKey], exists: bool, message: String) -> String {
+        if let [key] = candidates {
+            return format!("{key:?}");
+        }
+        let found = match self.lookup_keys(candidates, Read::Outside).await {
+            Ok((_, found)) => found,
+            Err(_) => return message,
+        };
+        candidates
+            .iter()
+            .zip(found)
+            .find(|(_, found)| found.is_some() == exists)
+            .map_or(message, |(key, _)| format!("{key:?}"))
+    }
+
     /// The rules of a commit (`rules::commit`), checked before it is sent.
     fn check(&self, mutations: &[Mutation]) -> Result<(), Error> {
         let indexes = self.indexes.lock().unwrap_or_else(|e| e.into_inner());
@@ -278,6 +296,16 @@ impl Cloud {
     ) -> Result<Vec<RawKey>, Error> {
         self.check(&mutations)?;
         let keys: Vec<RawKey> = mutations.iter().map(|m| m.key().clone()).collect();
+        let inserted: Vec<RawKey> = mutations
+            .iter()
+            .filter(|m| matches!(m, Mutation::Insert(..)) && m.key().is_complete())
+            .map(|m| m.key().clone())
+            .collect();
+        let updated: Vec<RawKey> = mutations
+            .iter()
+            .filter(|m| matches!(m, Mutation::Update(..)))
+            .map(|m| m.key().clone())
+            .collect();
         let requested = mutations
             .into_iter()
             .map(|m| self.partitions.mutation(m))
@@ -309,7 +337,20 @@ impl Cloud {
                 transaction_selector: selector,
                 ..pb::CommitRequest::default()
             }
-        )?;
+        );
+        let response = match response {
+            Err(Error::AlreadyExists { key }) => {
+                return Err(Error::AlreadyExists {
+                    key: self.named(&inserted, true, key).await,
+                });
+            }
+            Err(Error::NotFound { key }) => {
+                return Err(Error::NotFound {
+                    key: self.named(&updated, false, key).await,
+                });
+            }
+            other => other?,
+        };
         // A result carries a key only where the service allocated an id.
         for (key, result) in keys.iter_mut().zip(response.mutation_results) {
             if let Some(allocated) = result.key {

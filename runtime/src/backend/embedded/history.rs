@@ -144,6 +144,13 @@ impl History {
 
     /// The version to read for a read at `time`: the last committed at or before it.
     pub(crate) fn version_at(&self, time: Timestamp) -> Result<u64, Error> {
+        // As the service (the Firestore emulator) answers a read in the future.
+        if time > Timestamp::now() {
+            return Err(Error::Service {
+                code: "INVALID_ARGUMENT".to_owned(),
+                message: format!("The requested 'read_time' cannot be in the future ({time})."),
+            });
+        }
         if time < self.floor_time {
             return Err(Error::Service {
                 code: "FAILED_PRECONDITION".to_owned(),
