@@ -132,6 +132,9 @@ pub(crate) struct Field {
     pub default: Option<DefaultAttr>,
     /// `#[property(alias = "...")]`: former names, read when `name` is absent.
     pub aliases: Vec<Name>,
+    /// `#[property(write_alias)]`: the first step of a rolling rename — the value is also
+    /// written under its one alias, which is read first.
+    pub write_alias: Option<Span>,
     /// `#[property(flatten)]`: an embedded entity stored as `name.sub` properties.
     pub flatten: Option<Span>,
     /// `#[property(json)]`: any serde type, stored as NDB's JsonProperty stores it.
@@ -264,6 +267,10 @@ impl Entity {
                     name,
                     default: field.default,
                     aliases: field.alias.iter().map(Name::from_lit).collect(),
+                    write_alias: field
+                        .write_alias
+                        .is_present()
+                        .then(|| field.write_alias.span()),
                     flatten: field.flatten.is_present().then(|| field.flatten.span()),
                     json: field.json.is_present().then(|| field.json.span()),
                 })

@@ -56,6 +56,7 @@ pub(crate) struct FieldInput {
     pub default: Option<DefaultAttr>,
     #[darling(multiple)]
     pub alias: Vec<NameLit>,
+    pub write_alias: darling::util::Flag,
     pub flatten: darling::util::Flag,
     pub json: darling::util::Flag,
 }
@@ -381,6 +382,7 @@ pub(crate) fn lenient(input: &syn::DeriveInput) -> EntityInput {
                 rename: None,
                 default: None,
                 alias: Vec::new(),
+                write_alias: darling::util::Flag::default(),
                 flatten: darling::util::Flag::default(),
                 json: darling::util::Flag::default(),
             })

@@ -162,6 +162,7 @@ fn aliases_and_defaults(entity: &Entity, errors: &mut Errors) {
             Role::Property => "a `#[sharded]` counter, which lives in its shards",
         };
         let aliases = field.aliases.iter().map(|a| (a.span, "alias"));
+        let aliases = aliases.chain(field.write_alias.map(|span| (span, "write_alias")));
         let default = field.default.as_ref().map(|d| (d.span(), "default"));
         let flatten = field.flatten.map(|span| (span, "flatten"));
         let json = field.json.map(|span| (span, "json"));
@@ -193,6 +194,27 @@ fn aliases_and_defaults(entity: &Entity, errors: &mut Errors) {
                     "`#[property(flatten)]` cannot be combined with `{other}`: a flattened \
                      field is stored as its embedded entity's `name.sub` properties\nhelp: \
                      remove one of them"
+                ),
+            ));
+        }
+    }
+    // `write_alias` writes the value under the former name too: there must be exactly one.
+    for field in entity.stored() {
+        let Some(span) = field.write_alias else {
+            continue;
+        };
+        if field.aliases.len() != 1 || field.flatten.is_some() {
+            let found = match field.aliases.len() {
+                0 => "none".to_owned(),
+                n => n.to_string(),
+            };
+            errors.push(error(
+                span,
+                format!(
+                    "`#[property(write_alias)]` writes the value under the field's former name \
+                     too (and reads that first), so the field needs exactly one `alias`; it has \
+                     {found}\nhelp: name the one former name older binaries read: \
+                     `#[property(alias = \"old_name\", write_alias)]`"
                 ),
             ));
         }

@@ -4,7 +4,7 @@
 pub use crate::db::Db;
 pub use crate::error::Error;
 pub use crate::format::companion::companion_value;
-pub use crate::model::entity::{Entity, KeyField, Projection};
+pub use crate::model::entity::{Entity, KeyField, ParentShape, Projection, check_key_text};
 pub use crate::model::generated::*;
 pub use crate::model::key::{IdOrName, Key, KeyId, RawKey};
 pub use crate::model::name::KeyName;

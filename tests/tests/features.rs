@@ -227,6 +227,11 @@ mod serde_forms {
             (json!(0), "KeyId"),
             (json!({ "latitude": 91.0, "longitude": 0.0 }), "GeoPoint"),
             (json!(r#"Post:"ann""#), "Key<Account>"),
+            // Issue #26: a `Post` is under an `Account`; these were accepted and then never
+            // matched a key `Post::key` makes.
+            (json!("Post:5"), "Key<Post>"),
+            (json!(r#"Other:"x"/Post:5"#), "Key<Post>"),
+            (json!(r#"Account:"ann"/Account:"bob""#), "Key<Account>"),
             (json!("yesterday"), "Timestamp"),
             (json!("not a cursor"), "Cursor"),
         ] {
@@ -235,6 +240,7 @@ mod serde_forms {
                 "KeyId" => serde_json::from_value::<KeyId>(json.clone()).is_err(),
                 "GeoPoint" => serde_json::from_value::<GeoPoint>(json.clone()).is_err(),
                 "Key<Account>" => serde_json::from_value::<Key<Account>>(json.clone()).is_err(),
+                "Key<Post>" => serde_json::from_value::<Key<Post>>(json.clone()).is_err(),
                 "Timestamp" => serde_json::from_value::<Timestamp>(json.clone()).is_err(),
                 _ => serde_json::from_value::<Cursor>(json.clone()).is_err(),
             };

@@ -103,6 +103,29 @@ mod text {
             Err(Error::InvalidKey { .. }) => {}
             other => panic!("a Post key is not an Account key: {other:?}"),
         }
+        // Issue #26: the path above the key is checked as the builders make it: a `Post` is
+        // under an `Account`, an `Account` under nothing (URL-safe keys alike).
+        for text in [
+            "Post:5",
+            r#"Other:"x"/Post:5"#,
+            r#"Account:"ann"/Account:"bob"/Post:5"#,
+        ] {
+            match text.parse::<Key<Post>>() {
+                Err(Error::InvalidKey { reason, .. }) => {
+                    assert!(
+                        reason.contains("parent") || reason.contains("root"),
+                        "{reason}"
+                    )
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+            let raw: RawKey = text.parse().unwrap();
+            assert!(
+                Key::<Post>::from_urlsafe(&raw.to_urlsafe("p")).is_err(),
+                "{text}"
+            );
+        }
+        assert!(r#"Other:"x"/Account:"ann""#.parse::<Key<Account>>().is_err());
         for text in [
             "",
             "Account",

@@ -89,10 +89,21 @@ pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
         quote!(<Self as #p::Entity>::properties_in(self, #p::Form::STORED)),
     );
     let from_entity = mode.body(&p, from_entity.unwrap_or_default());
+    // What keys read from text must have above them: the `#[parent]` field's entity type
+    // (its own parents checked in turn), any parent, or none.
+    let parent_shape = match (mode, entity.parent()) {
+        (Mode::Stub, _) => quote!(#p::ParentShape::Unknown),
+        (Mode::Real, None) => quote!(#p::ParentShape::Root),
+        (Mode::Real, Some(parent)) => match key_target(&parent.ty) {
+            Some(target) => quote!(#p::ParentShape::Typed(#p::check_key_text::<#target>)),
+            None => quote!(#p::ParentShape::Any),
+        },
+    };
     quote! {
         #[automatically_derived]
         impl #p::Entity for #ident {
             const KIND: &'static str = #kind;
+            const PARENT: #p::ParentShape = #parent_shape;
             const SCHEMA: &'static #p::Schema = &#schema;
 
             fn entity_key(&self) -> #p::Result<#p::Key<Self>, #p::Error> {
@@ -309,30 +320,44 @@ fn to_properties(entity: &Entity) -> TokenStream {
     let p = private(entity);
     let mut puts: Vec<(String, TokenStream)> = entity
         .stored()
-        .filter_map(|field| {
+        .flat_map(|field| -> Vec<(String, TokenStream)> {
             let ident = &field.ident;
             let ty = &field.ty;
             let name = field.name.text();
             let excluded = field.excluded();
+            // `write_alias`: under the former name too, in its place in name order.
+            let names = std::iter::once(name.to_owned()).chain(
+                field
+                    .write_alias
+                    .and(field.aliases.first())
+                    .map(|alias| alias.text()),
+            );
             if field.json.is_some() {
                 // Serializing can fail: only an entity's `to_properties` can say so (`check`
                 // refuses JSON in an embedded entity).
                 let put = quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put_json);
                 let kind = quote!(<Self as #p::Entity>::KIND);
-                return entity.is_entity().then(|| {
-                    let put = quote! { #put(&mut __properties, #kind, #name, &self.#ident)?; };
-                    (name.to_owned(), put)
-                });
+                if !entity.is_entity() {
+                    return Vec::new();
+                }
+                return names
+                    .map(|name| {
+                        let put = quote! { #put(&mut __properties, #kind, #name, &self.#ident)?; };
+                        (name, put)
+                    })
+                    .collect();
             }
             let put = match (field.flags.blob, field.flatten) {
                 (_, Some(_)) => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put_flat),
                 (Some(_), None) => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put_blob),
                 (None, None) => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put),
             };
-            Some((
-                name.to_owned(),
-                quote! { #put(&mut __properties, #name, &self.#ident, #excluded); },
-            ))
+            names
+                .map(|name| {
+                    let put = quote! { #put(&mut __properties, #name, &self.#ident, #excluded); };
+                    (name, put)
+                })
+                .collect()
         })
         .collect();
     if entity.is_entity() {
@@ -393,7 +418,16 @@ fn read_property(entity: &Entity, field: &Field) -> TokenStream {
             (&#p::Probe::<#ty>::new()).take_flat(&mut __properties, #name)
         );
     }
-    let aliases = field.aliases.iter().map(|a| a.text());
+    // Former names after the name; with `write_alias`, the one former name first (binaries
+    // that know only it may have written it since).
+    let (name, aliases): (String, Vec<String>) = match (field.write_alias, &field.aliases[..]) {
+        (Some(_), [alias]) => (alias.text(), vec![name.to_owned()]),
+        _ => (
+            name.to_owned(),
+            field.aliases.iter().map(|a| a.text()).collect(),
+        ),
+    };
+    let name = name.as_str();
     if field.json.is_some() {
         let take = quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).take_json_with);
         let missing = missing(entity, field);

@@ -137,10 +137,10 @@ impl<E: Entity> Key<E> {
         self.raw().to_urlsafe(project_id)
     }
 
-    /// Reads a URL-safe key, checking that it is of kind `E::KIND` (see
-    /// [`RawKey::from_urlsafe`]).
+    /// Reads a URL-safe key, checking that it is of kind `E::KIND` under the parents `E`
+    /// has (see [`RawKey::from_urlsafe`] and [`Key::from_raw_checked`]).
     pub fn from_urlsafe(text: &str) -> Result<Key<E>, Error> {
-        Key::from_raw(RawKey::from_urlsafe(text)?)
+        Key::from_raw_checked(RawKey::from_urlsafe(text)?)
     }
 }
 

@@ -103,9 +103,10 @@ impl FromStr for RawKey {
 impl<E: Entity> FromStr for Key<E> {
     type Err = Error;
 
-    /// Reads what `Display` writes, checking that the key is of kind `E::KIND`.
+    /// Reads what `Display` writes, checking it as the generated builders make keys: its
+    /// kind, and the parents above it ([`Key::from_raw_checked`]).
     fn from_str(text: &str) -> Result<Key<E>, Error> {
-        Key::from_raw(text.parse()?)
+        Key::from_raw_checked(text.parse()?)
     }
 }
 

@@ -22,6 +22,7 @@ macro_rules! hostile_tests {
             hostile_urlsafe_keys_from_ndb_work_where_their_project_does,
             hostile_refusals_name_the_key_they_are_about,
             hostile_a_read_time_in_the_future_is_refused,
+            hostile_a_rename_rolls_out_with_old_and_new_binaries_side_by_side,
         );
     };
 }
@@ -567,4 +568,88 @@ pub async fn hostile_a_read_time_in_the_future_is_refused(t: Ctx) {
             other => panic!("{:?}: {other:?}", t.backend),
         },
     }
+}
+
+/// Version 1 of a program: the property is `mail`.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Renamed")]
+pub struct RenamedV1 {
+    #[key]
+    pub id: KeyName,
+    pub mail: String,
+}
+
+/// Version 2, the first step of renaming it `email`: the value is written under both names,
+/// and the former name is read first (version 1 binaries, still running, write only it).
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Renamed")]
+pub struct RenamedV2 {
+    #[key]
+    pub id: KeyName,
+    #[property(alias = "mail", write_alias)]
+    pub email: String,
+}
+
+/// Version 3, the last step, once every entity was written by version 2: `email` only (the
+/// former name read when `email` is missing, removed by every write).
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Renamed")]
+pub struct RenamedV3 {
+    #[key]
+    pub id: KeyName,
+    #[property(alias = "mail")]
+    pub email: String,
+}
+
+pub async fn hostile_a_rename_rolls_out_with_old_and_new_binaries_side_by_side(t: Ctx) {
+    // Issue #26: once a struct with `#[property(alias)]` wrote, the old binaries still
+    // running could not read the entity ("expected String, found no such property").
+    let id = |n: &str| KeyName::new(n).unwrap();
+    let v1 = |n: &str, mail: &str| RenamedV1 {
+        id: id(n),
+        mail: mail.into(),
+    };
+    let v2 = |n: &str, email: &str| RenamedV2 {
+        id: id(n),
+        email: email.into(),
+    };
+    let read_v1 = async |n: &str| t.db.get(&RenamedV1::key(id(n))).await;
+    let read_v2 = async |n: &str| t.db.get(&RenamedV2::key(id(n))).await;
+    let read_v3 = async |n: &str| t.db.get(&RenamedV3::key(id(n))).await;
+    t.db.put_many(&[v1("a", "a1"), v1("b", "b1")])
+        .await
+        .unwrap();
+    // Step 1: versions 1 and 2 side by side, each reading what the other wrote.
+    assert_eq!(read_v2("a").await.unwrap().unwrap().email, "a1");
+    t.db.put(&v2("a", "a2")).await.unwrap();
+    assert_eq!(read_v1("a").await.unwrap().unwrap().mail, "a2");
+    t.db.put(&v1("a", "a3")).await.unwrap();
+    assert_eq!(read_v2("a").await.unwrap().unwrap().email, "a3");
+    // Step 2: no version 1 left; every entity is written once by version 2 (which reads the
+    // former name, the one version 1 kept up to date, and writes both).
+    let all: Vec<RenamedV2> = t.db.query::<RenamedV2>().fetch().await.unwrap().items;
+    t.db.put_many(&all).await.unwrap();
+    // Step 3: versions 2 and 3 side by side.
+    assert_eq!(read_v3("a").await.unwrap().unwrap().email, "a3");
+    assert_eq!(read_v3("b").await.unwrap().unwrap().email, "b1");
+    t.db.put(&RenamedV3 {
+        id: id("a"),
+        email: "a4".into(),
+    })
+    .await
+    .unwrap();
+    assert_eq!(read_v2("a").await.unwrap().unwrap().email, "a4");
+    t.db.put(&v2("b", "b5")).await.unwrap();
+    assert_eq!(read_v3("b").await.unwrap().unwrap().email, "b5");
+    // Version 3's writes leave only the new name.
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    #[entity(kind = "Renamed")]
+    struct Both {
+        #[key]
+        id: KeyName,
+        mail: Option<String>,
+        email: Option<String>,
+    }
+    let a = t.db.get(&Both::key(id("a"))).await.unwrap().unwrap();
+    assert_eq!((a.mail, a.email.as_deref()), (None, Some("a4")));
 }
