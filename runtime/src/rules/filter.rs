@@ -97,6 +97,34 @@ pub(crate) fn check_query(query: &QuerySpec) -> Result<(), String> {
             ));
         }
     }
+    // An order after the key's orders nothing (keys are unique): the Firestore emulator
+    // answers such a query, but refuses to resume it from a cursor. An inequality filter on a
+    // property not ordered before the key orders by it after the key, implicitly.
+    if let Some(at) = query.orders.iter().position(|o| o.property == KEY_PROPERTY)
+        && (query.start_cursor.is_some() || query.end_cursor.is_some())
+    {
+        let before = &query.orders[..at];
+        let after = query
+            .orders
+            .get(at + 1)
+            .map(|o| o.property.as_str())
+            .or_else(|| {
+                query
+                    .filters
+                    .iter()
+                    .flat_map(FilterNode::leaves)
+                    .filter(|f| f.op.is_inequality() && f.property != KEY_PROPERTY)
+                    .map(|f| f.property.as_str())
+                    .find(|p| !before.iter().any(|o| o.property == *p))
+            });
+        if let Some(after) = after {
+            return Err(format!(
+                "it orders by `{after}` after `{KEY_PROPERTY}` (an inequality filter orders by \
+                 its property where no order names it), and resumes from a cursor; the \
+                 service refuses it: order by `{after}` before the key, or not by the key"
+            ));
+        }
+    }
     if let ResultShape::Projection(names) = &query.shape
         && let Some((_, name)) = names
             .iter()

@@ -34,6 +34,9 @@ pub(super) enum Sending {
     Idempotent,
     /// A commit: applied at most once.
     Once,
+    /// A commit in a transaction of its own: applied at most once, and, refused as ABORTED
+    /// (contention), applied not at all, so it is sent again.
+    Atomic,
 }
 
 /// What a call is about, for its span and its errors.
@@ -105,6 +108,12 @@ impl Failure {
         }
     }
 
+    /// Whether the service refused with ABORTED (contention): a transaction's commit that
+    /// applied nothing.
+    fn aborted(&self) -> bool {
+        matches!(self, Failure::Service(status) if status.code() == Code::Aborted)
+    }
+
     fn code(&self) -> &'static str {
         match self {
             Failure::Service(status) => code_name(status.code()),
@@ -170,10 +179,12 @@ impl Calls {
                         Err(_) => Failure::Deadline,
                     };
                 let backoff = self.retry.backoff(attempt);
-                let retry = about.sending == Sending::Idempotent
-                    && failure.transient()
-                    && attempt < attempts
-                    && Instant::now() + backoff < deadline;
+                let resend = match about.sending {
+                    Sending::Idempotent => failure.transient(),
+                    Sending::Atomic => failure.aborted(),
+                    Sending::Once => false,
+                };
+                let retry = resend && attempt < attempts && Instant::now() + backoff < deadline;
                 if !retry {
                     return Err(failure);
                 }
@@ -211,7 +222,7 @@ impl Calls {
             1 => String::new(),
             n => format!(" (after {n} attempts)"),
         };
-        let once = about.sending == Sending::Once;
+        let once = about.sending != Sending::Idempotent;
         match failure {
             Failure::Deadline if once => Error::CommitOutcomeUnknown {
                 endpoint: endpoint.clone(),

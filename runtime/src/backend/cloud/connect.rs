@@ -173,6 +173,7 @@ impl Settings {
             begin_with_reads: self.begin_with_reads.unwrap_or(secure),
             aggregations_begin: AtomicBool::new(true),
             indexes: std::sync::Mutex::default(),
+            groups_limited: AtomicBool::new(false),
             calls: Calls {
                 client,
                 routing,

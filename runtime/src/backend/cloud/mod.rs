@@ -31,7 +31,7 @@ use super::{
 };
 use crate::error::Error;
 use crate::model::entity::Entity;
-use crate::model::key::{PartitionId, RawKey};
+use crate::model::key::{PartitionId, PathElement, RawKey};
 use crate::model::schema::{IndexSchema, Schema};
 use crate::model::sink::{Form, property_from_wire};
 use crate::model::value::{PropertyMap, Value};
@@ -39,6 +39,24 @@ use crate::model::wire::Partitions;
 use crate::query::explain::{ExecutionStats, Explanation};
 use crate::query::spec::{Aggregation, QueryBatch, QueryResult, QuerySpec};
 use crate::rules::commit::check_commit;
+
+/// The most entity groups legacy Datastore took in one transaction.
+const MAX_LEGACY_GROUPS: usize = 25;
+
+/// How many entity groups (roots) `keys` write: a root key without its id is a new group.
+fn entity_groups(keys: &[RawKey]) -> usize {
+    let new_roots = keys
+        .iter()
+        .filter(|k| !k.is_complete() && k.path().len() == 1);
+    let mut roots: Vec<&PathElement> = keys
+        .iter()
+        .filter(|k| k.is_complete() || k.path().len() > 1)
+        .filter_map(|k| k.path().first())
+        .collect();
+    roots.sort_unstable();
+    roots.dedup();
+    roots.len() + new_roots.count()
+}
 
 /// The most keys the service looks up in one call.
 const MAX_LOOKUP_KEYS: usize = 1_000;
@@ -58,6 +76,10 @@ pub struct Cloud {
     /// The composite indexes of each kind written, as the types that write it declare them
     /// (`Backend::declare`): what R-I5 counts before a commit is sent.
     indexes: std::sync::Mutex<HashMap<&'static str, Vec<&'static IndexSchema>>>,
+    /// Whether the server refused a transaction over more than 25 entity groups, as legacy
+    /// Datastore did (its emulator still does; Firestore in Datastore mode has no such
+    /// limit): then a commit over more groups is sent non-transactionally.
+    groups_limited: AtomicBool,
 }
 
 impl Cloud {
@@ -312,6 +334,25 @@ impl Cloud {
             .collect();
         let mut keys = keys;
         use pb::commit_request::{Mode, TransactionSelector};
+        // A commit of several mutations outside a transaction is made in a transaction of
+        // its own: the service applies a non-transactional commit's mutations "not
+        // necessarily all or none" (both emulators apply those before the one refused), and a
+        // backend's commit is all or none.
+        let own = TransactionMode::ReadWrite { previous: None };
+        let many_groups =
+            keys.len() > MAX_LEGACY_GROUPS && entity_groups(&keys) > MAX_LEGACY_GROUPS;
+        let own_transaction = transaction.is_none()
+            && single_use.is_none()
+            && keys.len() > 1
+            && !(many_groups && self.groups_limited.load(Ordering::Relaxed));
+        let single_use = match own_transaction {
+            true => Some(&own),
+            false => single_use,
+        };
+        let sending = match (transaction, single_use) {
+            (None, Some(_)) => Sending::Atomic,
+            _ => Sending::Once,
+        };
         let (mode, selector) = match (transaction, single_use) {
             (Some(t), _) => (
                 Mode::Transactional,
@@ -325,19 +366,38 @@ impl Cloud {
             ),
             (None, None) => (Mode::NonTransactional, None),
         };
-        let response = call!(
-            self,
-            commit,
-            about_keys("commit", Sending::Once, &keys),
-            pb::CommitRequest {
-                project_id: self.partitions.project_id.clone(),
-                database_id: self.partitions.database_id.clone(),
-                mode: mode as i32,
-                mutations: requested,
-                transaction_selector: selector,
-                ..pb::CommitRequest::default()
-            }
-        );
+        let request = pb::CommitRequest {
+            project_id: self.partitions.project_id.clone(),
+            database_id: self.partitions.database_id.clone(),
+            mode: mode as i32,
+            mutations: requested,
+            transaction_selector: selector,
+            ..pb::CommitRequest::default()
+        };
+        // Kept to be sent again without the transaction, should the server limit one to 25
+        // entity groups (only for commits over more, until the server has said so).
+        let fallback = (own_transaction && many_groups).then(|| pb::CommitRequest {
+            mode: Mode::NonTransactional as i32,
+            transaction_selector: None,
+            ..request.clone()
+        });
+        let mut response = call!(self, commit, about_keys("commit", sending, &keys), request);
+        if let (Some(fallback), Err(Error::Service { code, message })) = (fallback, &response)
+            && code == "INVALID_ARGUMENT"
+            && message.contains("entity groups")
+        {
+            tracing::debug!(
+                "the server limits a transaction to 25 entity groups (legacy Datastore): \
+                 commits over more are sent non-transactionally"
+            );
+            self.groups_limited.store(true, Ordering::Relaxed);
+            response = call!(
+                self,
+                commit,
+                about_keys("commit", Sending::Once, &keys),
+                fallback
+            );
+        }
         let response = match response {
             Err(Error::AlreadyExists { key }) => {
                 return Err(Error::AlreadyExists {
@@ -935,6 +995,7 @@ mod tests {
             begin_with_reads: false,
             aggregations_begin: AtomicBool::new(true),
             indexes: std::sync::Mutex::default(),
+            groups_limited: AtomicBool::new(false),
         };
         let spec = QuerySpec {
             kind: "Post".to_owned(),

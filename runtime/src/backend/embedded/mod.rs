@@ -1031,8 +1031,9 @@ impl State {
         Ok(keys)
     }
 
-    /// The batch that applies `mutations` (already validated): ids allocated, every entity
-    /// with the index entries that change, R-I5 checked on the entries themselves. Returns
+    /// The batch that applies `mutations` (their own rules checked): every entity as the
+    /// commit leaves it checked, then the inserts and updates against what exists (as the
+    /// service orders its refusals), ids allocated, the index entries that change. Returns
     /// the batch, what it replaces (when `recording`: for the history) and the keys.
     fn write(
         &mut self,
@@ -1042,7 +1043,12 @@ impl State {
         let mut batch = Batch::default();
         let mut keys = Vec::with_capacity(mutations.len());
         let mut undo = Undo::new();
+        // First every entity as the commit leaves it, checked (`rules::commit`, once each):
+        // the service refuses an invalid argument before it looks at what exists.
+        let mut staged = Vec::with_capacity(mutations.len());
         for mutation in mutations {
+            let insert = matches!(mutation, Mutation::Insert(..));
+            let update = matches!(mutation, Mutation::Update(..));
             let (key, properties) = match mutation {
                 Mutation::Insert(k, p, m) | Mutation::Upsert(k, p, m) if !k.is_complete() => {
                     let id = self.allocate_id(&mut batch);
@@ -1053,9 +1059,7 @@ impl State {
                 | Mutation::Upsert(k, p, m) => (k, Some((p, m))),
                 Mutation::Delete(k) => (k, None),
             };
-            tracing::debug!(key = ?key, "commit");
             let at = index::entity_key(&key);
-            let composites = self.composites(key.kind());
             let mut before = None;
             self.store
                 .get(ENTITIES, &at, &mut |v| before = Some(v.to_vec()))?;
@@ -1063,23 +1067,41 @@ impl State {
                 Some(bytes) => Some(decode_entity(bytes).ok_or_else(plan::corrupt)?),
                 None => None,
             };
-            let mut old = match &stored {
+            let composites = self.composites(key.kind());
+            let old = match &stored {
                 Some(old) => index::entries(&key, old, composites),
                 None => Vec::new(),
             };
-            // What the mask leaves out stays as stored, as the service does. The entity the
-            // write leaves is what the rules are checked on (`rules::commit`), once.
+            // What the mask leaves out stays as stored, as the service does.
             let properties = match properties {
-                Some((written, mask)) => {
-                    let entity = match mask {
-                        Mask::Whole => written,
-                        mask => mask.merge(stored, written),
-                    };
-                    check_entity(&key, &entity, composites)?;
-                    Some(entity)
-                }
+                Some((written, Mask::Whole)) => Some(written),
+                Some((written, mask)) => Some(mask.merge(stored, written)),
                 None => None,
             };
+            if let Some(entity) = &properties {
+                check_entity(&key, entity, composites)?;
+            }
+            staged.push((key, at, before, old, properties, insert, update));
+        }
+        // Then what exists: an insert of an entity that does, an update of one that does not.
+        for (key, _, before, _, _, insert, update) in &staged {
+            match (before.is_some(), insert, update) {
+                (true, true, _) => {
+                    return Err(Error::AlreadyExists {
+                        key: format!("{key:?}"),
+                    });
+                }
+                (false, _, true) => {
+                    return Err(Error::NotFound {
+                        key: format!("{key:?}"),
+                    });
+                }
+                _ => {}
+            }
+        }
+        for (key, at, before, mut old, properties, _, _) in staged {
+            tracing::debug!(key = ?key, "commit");
+            let composites = self.composites(key.kind());
             let mut new = match &properties {
                 Some(p) => index::entries(&key, p, composites),
                 None => Vec::new(),
@@ -1167,30 +1189,11 @@ impl State {
         Ok(())
     }
 
-    /// The checks of a commit that do not need its entities (`rules::commit`), and whether
-    /// what it inserts is new and what it updates exists, before anything is written. Each
-    /// entity written is checked as it will be stored, in [`State::write`].
+    /// The checks of a commit that do not need its entities (`rules::commit`), before
+    /// anything is written. Each entity is checked as it will be stored, then whether what
+    /// the commit inserts is new and what it updates exists, in [`State::write`].
     fn validate(&self, mutations: &[Mutation]) -> Result<(), Error> {
-        check_mutations(mutations)?;
-        let exists = |k: &RawKey| -> Result<bool, Error> {
-            self.store.get(ENTITIES, &index::entity_key(k), &mut |_| {})
-        };
-        for mutation in mutations {
-            match mutation {
-                Mutation::Insert(k, ..) if k.is_complete() && exists(k)? => {
-                    return Err(Error::AlreadyExists {
-                        key: format!("{k:?}"),
-                    });
-                }
-                Mutation::Update(k, ..) if !exists(k)? => {
-                    return Err(Error::NotFound {
-                        key: format!("{k:?}"),
-                    });
-                }
-                _ => {}
-            }
-        }
-        Ok(())
+        check_mutations(mutations)
     }
 
     fn run_query(
@@ -1224,20 +1227,44 @@ impl State {
         aggregation: &Aggregation,
         transaction: Option<&TransactionId>,
     ) -> Result<Value, Error> {
+        // The query is refused as a query would be (the service validates both alike).
+        Prepared::new(query)?;
+        // As the Firestore emulator answers: a count runs over any query's rows, a sum or an
+        // average over its entities only.
+        let allowed = match (aggregation, &query.shape) {
+            (Aggregation::Count { .. }, _) | (_, ResultShape::Full) => true,
+            (Aggregation::Sum(p) | Aggregation::Avg(p), ResultShape::Projection(names)) => {
+                names.contains(p)
+            }
+            _ => false,
+        };
+        if !allowed {
+            return Err(Error::InvalidQuery {
+                kind: query.kind.clone(),
+                reason: "a sum or an average runs over a query's entities, not its keys \
+                         or a projection; the service refuses it"
+                    .to_owned(),
+            });
+        }
         let mut rows = query.clone();
         rows.start_cursor = None;
         rows.end_cursor = None;
         let property = match aggregation {
             Aggregation::Count { up_to } => {
-                rows.shape = ResultShape::KeysOnly;
+                // A count of a projection counts its rows (one per entity holding the
+                // projected properties indexed, per array element); otherwise keys do.
+                let projection = matches!(rows.shape, ResultShape::Projection(_));
+                if !projection {
+                    rows.shape = ResultShape::KeysOnly;
+                }
                 if let Some(up_to) = up_to {
                     let up_to = usize::try_from(*up_to).unwrap_or(usize::MAX);
                     rows.limit = Some(rows.limit.map_or(up_to, |l| l.min(up_to)));
                 }
                 // Outside a transaction (which records the rows it read), count index entries.
                 let counted = match transaction {
-                    None => self.count(&rows)?,
-                    Some(_) => None,
+                    None if !projection => self.count(&rows)?,
+                    _ => None,
                 };
                 let counted = match counted {
                     Some(counted) => counted,

@@ -105,6 +105,9 @@ pub(crate) struct Prepared<'q> {
     order_slots: Vec<usize>,
     /// Where each projected property's value is.
     projected_slots: Vec<usize>,
+    /// Where the value of each order after the key's is, with its direction: such an order
+    /// changes nothing, but an array there gives one row per element, as an index scan does.
+    after_key_slots: Vec<(usize, Direction)>,
     pub(crate) fingerprint: u64,
 }
 
@@ -114,6 +117,8 @@ struct Row<'s> {
     properties: &'s PropertyMap,
     sort: Vec<&'s Value>,
     projected: Vec<&'s Value>,
+    /// The values of the orders after the key's (rows of one entity).
+    after_key: Vec<&'s Value>,
 }
 
 impl Row<'_> {
@@ -187,7 +192,20 @@ impl<'q> Prepared<'q> {
             key_order = orders.pop().map(|o| o.direction);
         }
         let explicit_orders = orders.len();
-        if key_order.is_none() {
+        if let Some(direction) = key_order {
+            // The inequality properties no order names are ordered after the key: they
+            // change no order, but an entity needs them, as in the index the service reads
+            // (even in an `OR`'s other branches).
+            for property in &inequalities {
+                let named = |o: &PropertyOrder| o.property == *property;
+                if !orders.iter().any(named) && !after_key.iter().any(named) {
+                    after_key.push(PropertyOrder {
+                        property: (*property).to_owned(),
+                        direction,
+                    });
+                }
+            }
+        } else {
             let direction = orders.last().map_or(Direction::Ascending, |o| o.direction);
             for property in inequalities {
                 if !orders.iter().any(|o| o.property == property) {
@@ -260,9 +278,10 @@ impl<'q> Prepared<'q> {
         };
         let order_slots = orders.iter().map(|o| slot(&o.property)).collect();
         let projected_slots = projected.iter().map(&mut slot).collect();
-        after_key.iter().for_each(|o| {
-            slot(&o.property);
-        });
+        let after_key_slots = after_key
+            .iter()
+            .map(|o| (slot(&o.property), o.direction))
+            .collect();
         // Rows that need a property no order names, or a range filter the orders do not
         // lead with, are not one index range in order: no index plan serves them.
         let needs_scan = scanned.len() > orders.len() || (key_order.is_some() && has_range);
@@ -281,6 +300,7 @@ impl<'q> Prepared<'q> {
             needs_scan,
             order_slots,
             projected_slots,
+            after_key_slots,
             fingerprint: fnv1a(&w.bytes),
         })
     }
@@ -406,6 +426,11 @@ impl<'q> Prepared<'q> {
                 properties,
                 sort: self.order_slots.iter().map(|&i| values[i]).collect(),
                 projected: self.projected_slots.iter().map(|&i| values[i]).collect(),
+                after_key: self
+                    .after_key_slots
+                    .iter()
+                    .map(|&(i, _)| values[i])
+                    .collect(),
             });
         }
     }
@@ -434,6 +459,20 @@ impl<'q> Prepared<'q> {
             b.key,
             b.projected.iter().copied(),
         )
+        .then_with(|| {
+            // Rows of one entity, by the orders after the key (no cursor resumes among
+            // them: `check_query` refuses a cursor on such a query, as the service does).
+            a.after_key
+                .iter()
+                .zip(&b.after_key)
+                .zip(&self.after_key_slots)
+                .map(|((x, y), (_, direction))| match direction {
+                    Direction::Ascending => compare_values(x, y),
+                    Direction::Descending => compare_values(x, y).reverse(),
+                })
+                .find(|o| o.is_ne())
+                .unwrap_or(Ordering::Equal)
+        })
     }
 
     fn compare_parts<'a>(
