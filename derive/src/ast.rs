@@ -5,7 +5,7 @@ use heck::{ToKebabCase, ToLowerCamelCase, ToPascalCase, ToShoutySnakeCase, ToSna
 use proc_macro2::Span;
 
 use crate::attr::{
-    Count, DefaultAttr, EntityInput, FieldFlags, IndexDecl, NameLit, ProjectionDecl, field_flags,
+    DefaultAttr, EntityInput, FieldFlags, IndexDecl, NameLit, ProjectionDecl, field_flags,
     replicated,
 };
 
@@ -235,8 +235,8 @@ pub(crate) struct Entity {
     pub fields: Vec<Field>,
     pub projections: Vec<ProjectionDecl>,
     pub indexes: Vec<Index>,
-    /// `#[replicated(n)]`.
-    pub replicated: Option<Count>,
+    /// `#[replicated(n)]`, `#[replicated(n, unchecked)]`.
+    pub replicated: Option<crate::attr::Replicated>,
 }
 
 impl Entity {

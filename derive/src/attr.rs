@@ -350,14 +350,66 @@ pub(crate) fn attr_count(attr: &syn::Attribute, name: &str) -> darling::Result<C
     })
 }
 
+/// `#[replicated(n)]` or `#[replicated(n, unchecked)]` (R-S2).
+pub(crate) struct Replicated {
+    pub count: Count,
+    /// `unchecked`: reads go to a random replica alone.
+    pub unchecked: bool,
+}
+
 /// The `#[replicated(n)]` attribute of the struct, if any (R-S2).
 pub(crate) fn replicated(
     attrs: &[syn::Attribute],
     errors: &mut crate::errors::Errors,
-) -> Option<Count> {
-    let mut found = None;
+) -> Option<Replicated> {
+    let mut found: Option<Replicated> = None;
     for attr in attrs.iter().filter(|a| a.path().is_ident("replicated")) {
-        if count(attr, "replicated", &mut found, errors) {
+        let usage = || {
+            darling::Error::custom(
+                "write `#[replicated(n)]` with the number of copies, e.g. `#[replicated(5)]`, \
+                 or `#[replicated(n, unchecked)]` to read the replicas alone",
+            )
+        };
+        let parsed = attr.parse_args_with(|input: syn::parse::ParseStream<'_>| {
+            let lit: syn::LitInt = input.parse()?;
+            let flag = match input.is_empty() {
+                true => None,
+                false => {
+                    input.parse::<syn::Token![,]>()?;
+                    Some(input.parse::<syn::Ident>()?)
+                }
+            };
+            Ok((lit, flag))
+        });
+        let (lit, flag) = match parsed {
+            Ok(parsed) => parsed,
+            Err(_) => {
+                errors.push(usage().with_span(&attr.meta));
+                continue;
+            }
+        };
+        let Ok(value) = lit.base10_parse::<u64>() else {
+            errors.push(usage().with_span(&lit.span()));
+            continue;
+        };
+        if let Some(flag) = flag.as_ref().filter(|f| *f != "unchecked") {
+            errors.push(
+                darling::Error::custom(format!(
+                    "unknown `#[replicated]` option `{flag}`: the one option is `unchecked` \
+                     (reads go to a random replica alone)"
+                ))
+                .with_span(flag),
+            );
+            continue;
+        }
+        let replicated = Replicated {
+            count: Count {
+                value,
+                span: lit.span(),
+            },
+            unchecked: flag.is_some(),
+        };
+        if found.replace(replicated).is_some() {
             errors.push(
                 darling::Error::custom("`#[replicated]` is given twice; remove one")
                     .with_span(&attr.meta),

@@ -445,7 +445,7 @@ fn entity_only_attributes(entity: &Entity, errors: &mut Errors) {
             ));
         }
     }
-    if let Some(count) = entity.replicated {
+    if let Some(count) = entity.replicated.as_ref().map(|r| &r.count) {
         errors.push(error(
             count.span,
             format!("`#[replicated]` needs an entity with a key: {why}"),
@@ -588,7 +588,7 @@ fn sharded_indexes(entity: &Entity, errors: &mut Errors) {
 
 /// R-S2: `#[replicated(n)]` takes 2 to 100 copies.
 fn replicated(entity: &Entity, errors: &mut Errors) {
-    let Some(count) = entity.replicated else {
+    let Some(count) = entity.replicated.as_ref().map(|r| &r.count) else {
         return;
     };
     if !(2..=100).contains(&count.value) {

@@ -1,7 +1,8 @@
-//! A configuration read on every request (R-S2): `#[replicated(5)]` writes it with 5 read
-//! replicas in one commit, and each `get` reads one replica chosen at random, so the reads
-//! spread over 5 keys instead of hammering one. A reader loop runs while the configuration
-//! changes, and never sees an older version after a newer one.
+//! A configuration read on every request (R-S2): `#[replicated(5, unchecked)]` writes it with
+//! 5 read replicas in one commit, and each `get` reads one replica chosen at random, so the
+//! reads spread over 5 keys instead of hammering one (every writer of the kind is this
+//! program, which writes the replicas: `unchecked` trusts that). A reader loop runs while the
+//! configuration changes, and never sees an older version after a newer one.
 //!
 //! Run it with `cargo run -p datastore-entity-examples --example hot_config`.
 
@@ -10,7 +11,7 @@ use std::time::Duration;
 use datastore_entity::prelude::*;
 
 #[derive(Entity, Debug, Clone, PartialEq)]
-#[replicated(5)]
+#[replicated(5, unchecked)]
 pub struct SiteConfig {
     #[key]
     pub name: KeyName,

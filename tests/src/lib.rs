@@ -153,7 +153,7 @@ pub struct Priority(pub i64);
 
 /// A hot configuration entity, read from 5 replicas (R-S2).
 #[derive(Entity, Debug, Clone, PartialEq)]
-#[replicated(5)]
+#[replicated(5, unchecked)]
 pub struct SiteConfig {
     /// The configuration's name.
     #[key]

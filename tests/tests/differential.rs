@@ -36,11 +36,16 @@ use datastore_entity_tests::harness::{self, Backend};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 
+/// A number from the environment, decimal or `0x` hexadecimal.
 fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    let Ok(text) = std::env::var(name) else {
+        return default;
+    };
+    let parsed = match text.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => text.parse(),
+    };
+    parsed.unwrap_or_else(|_| panic!("{name}={text} is not a number"))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -176,8 +181,15 @@ fn props() -> impl Strategy<Value = Props> {
         (0..NAMES.len(), value()).prop_map(|(n, (v, x))| {
             // Values at the limits go to properties no query reads (`a` and `b` are): a
             // projection of two arrays of 5,000 values each is 25 million rows.
+            // (The Firestore emulator also fails, UNKNOWN, ordering by a property that
+            // holds entities nested in arrays twenty deep.)
             let big = match &v {
-                Value::Array(values) => values.len() > 100,
+                Value::Array(values) => {
+                    values.len() > 100
+                        || values
+                            .iter()
+                            .any(|v| matches!(v, Value::Array(_) | Value::Entity(_)))
+                }
                 Value::Entity(_) => true,
                 Value::String(s) => s.len() > 100,
                 Value::Blob(b) => b.len() > 100,
@@ -241,11 +253,45 @@ struct QueryPick {
     ancestor: Option<usize>,
 }
 
+/// Whether `node` has, in one AND, an equality (or `IN`) and a `!=` (or `NOT_IN`) on one
+/// property: the Firestore emulator then gives one row per element that passes the `!=`,
+/// the equality met by any element (`a = null AND a != ""` on `[null, -1.5]`: two rows);
+/// the engine ties both to one element, as it does an equality and a range. Listed in
+/// `runtime/docs/rules.md` (divergences).
+fn equality_and_not_equal_on_one_property(node: &FilterNode) -> bool {
+    match node {
+        FilterNode::Property(_) => false,
+        FilterNode::Or(nodes) => nodes.iter().any(equality_and_not_equal_on_one_property),
+        FilterNode::And(nodes) => {
+            let leaves: Vec<&PropertyFilter> = nodes
+                .iter()
+                .filter_map(|n| match n {
+                    FilterNode::Property(f) => Some(f),
+                    _ => None,
+                })
+                .collect();
+            let tied = leaves.iter().any(|e| {
+                matches!(e.op, Operator::Equal | Operator::In)
+                    && leaves.iter().any(|n| {
+                        matches!(n.op, Operator::NotEqual | Operator::NotIn)
+                            && n.property == e.property
+                    })
+            });
+            tied || nodes.iter().any(equality_and_not_equal_on_one_property)
+        }
+    }
+}
+
 fn query_pick() -> impl Strategy<Value = QueryPick> {
     (
         0..KINDS.len(),
         prop::bool::weighted(0.2),
-        prop::option::weighted(0.7, filter(1)),
+        prop::option::weighted(
+            0.7,
+            filter(1).prop_filter("an emulator behaviour not modelled", |f| {
+                !equality_and_not_equal_on_one_property(f)
+            }),
+        ),
         prop::collection::vec(
             (
                 prop::sample::select(vec!["a", "b", "__key__"]),

@@ -223,7 +223,7 @@ async fn scale_block() -> Result<(), Box<dyn std::error::Error>> {
     pub enum Status { Draft, InReview, Published }
 
     #[derive(Entity, Debug, Clone, PartialEq)]
-    #[replicated(5)]                           // 5 read replicas, one read at random (R-S2)
+    #[replicated(5, unchecked)]                // 5 read replicas, one read at random (R-S2)
     pub struct SiteConfig { #[key] pub name: KeyName, pub banner: String }
 
     #[derive(Entity, Debug, Clone, PartialEq)]

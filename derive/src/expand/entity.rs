@@ -289,10 +289,15 @@ fn schema(entity: &Entity) -> TokenStream {
                 quote!(#p::IndexSchema { ancestor: #ancestor, properties: &[#(#items),*] })
             })
             .collect();
-        if let Some(copies) = entity.replicated {
-            let copies = count(copies.value);
+        if let Some(replicated) = &entity.replicated {
+            let copies = count(replicated.count.value);
             let kind = entity.replica_kind();
-            replicas = quote!(#p::Option::Some(#p::ReplicaSchema { copies: #copies, kind: #kind }));
+            let unchecked = replicated.unchecked;
+            replicas = quote!(#p::Option::Some(#p::ReplicaSchema {
+                copies: #copies,
+                kind: #kind,
+                unchecked: #unchecked,
+            }));
         }
     }
     quote! {

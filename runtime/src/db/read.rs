@@ -52,16 +52,19 @@ pub(crate) fn sum_shards(
     })
 }
 
-/// Reads entities by key, with their companions, in one lookup: a random replica of each
-/// replicated entity, and every shard of every counter (R-S1, R-S2). A replicated entity whose
-/// replica is missing (written before `#[replicated]` was added, or never written) is read
-/// from its own key in a second lookup.
+/// Reads entities by key, with their companions, in one lookup: every shard of every counter
+/// (R-S1), and, of an entity `#[replicated(n, unchecked)]`, a random replica instead of the
+/// entity (R-S2): a replica whose entity another writer changed since is stale, which only
+/// `unchecked` accepts (a replicated entity otherwise reads its own key, never older than
+/// the entity). A replica that is missing (written before `#[replicated]` was added, or
+/// never written) is read from the entity's own key in a second lookup.
 pub(crate) async fn load<E: Entity>(
     scope: &Scope,
     keys: &[Key<E>],
     transaction: Option<&TxRef>,
 ) -> Result<Vec<Option<E>>, Error> {
     let schema = E::SCHEMA;
+    let replicas = schema.replicas.as_ref().filter(|r| r.unchecked);
     let owners: Vec<RawKey> = keys
         .iter()
         .map(|k| scope.outgoing(k.raw()))
@@ -69,7 +72,7 @@ pub(crate) async fn load<E: Entity>(
     let shards_each: usize = schema.counters.iter().map(|c| c.shards as usize).sum();
     let mut wanted = Vec::with_capacity(owners.len() * (1 + shards_each));
     for owner in &owners {
-        wanted.push(match &schema.replicas {
+        wanted.push(match replicas {
             None => owner.clone(),
             Some(r) => companion_key(owner, r.kind, fastrand::u32(..r.copies.max(1))),
         });
@@ -82,7 +85,7 @@ pub(crate) async fn load<E: Entity>(
     let mut entities: Vec<Option<PropertyMap>> = Vec::with_capacity(owners.len());
     let mut missing = Vec::new();
     for (i, (slot, owner)) in found.into_iter().zip(&owners).enumerate() {
-        entities.push(match (&schema.replicas, slot) {
+        entities.push(match (replicas, slot) {
             (None, slot) => slot,
             (_, Some(replica)) => Some(from_replica(owner, &wanted[i], replica)?),
             (_, None) => {

@@ -152,6 +152,9 @@ pub struct ReplicaSchema {
     pub copies: u32,
     /// The kind of the replicas: `{Kind}.replica`.
     pub kind: &'static str,
+    /// `#[replicated(n, unchecked)]`: reads go to a random replica alone, trusting every
+    /// writer of the kind to write the replicas; otherwise reads go to the entity itself.
+    pub unchecked: bool,
 }
 
 /// A `#[sharded_index(n)]` field (R-S3): the plain value is stored excluded from indexes, and

@@ -104,6 +104,10 @@ pub(crate) fn check_query(query: &QuerySpec) -> Result<(), String> {
         && (query.start_cursor.is_some() || query.end_cursor.is_some())
     {
         let before = &query.orders[..at];
+        let projected = match &query.shape {
+            ResultShape::Projection(names) => names.as_slice(),
+            _ => &[],
+        };
         let after = query
             .orders
             .get(at + 1)
@@ -115,13 +119,15 @@ pub(crate) fn check_query(query: &QuerySpec) -> Result<(), String> {
                     .flat_map(FilterNode::leaves)
                     .filter(|f| f.op.is_inequality() && f.property != KEY_PROPERTY)
                     .map(|f| f.property.as_str())
+                    .chain(projected.iter().map(String::as_str))
                     .find(|p| !before.iter().any(|o| o.property == *p))
             });
         if let Some(after) = after {
             return Err(format!(
-                "it orders by `{after}` after `{KEY_PROPERTY}` (an inequality filter orders by \
-                 its property where no order names it), and resumes from a cursor; the \
-                 service refuses it: order by `{after}` before the key, or not by the key"
+                "it orders by `{after}` after `{KEY_PROPERTY}` (an inequality filter or a \
+                 projection orders by its property where no order names it), and resumes \
+                 from a cursor; the service refuses it: order by `{after}` before the key, \
+                 or not by the key"
             ));
         }
     }

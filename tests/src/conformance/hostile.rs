@@ -23,6 +23,7 @@ macro_rules! hostile_tests {
             hostile_refusals_name_the_key_they_are_about,
             hostile_a_read_time_in_the_future_is_refused,
             hostile_a_rename_rolls_out_with_old_and_new_binaries_side_by_side,
+            hostile_replicas_are_never_read_older_than_their_entity,
         );
     };
 }
@@ -638,4 +639,73 @@ pub async fn hostile_a_rename_rolls_out_with_old_and_new_binaries_side_by_side(t
     }
     let a = t.db.get(&Both::key(id("a"))).await.unwrap().unwrap();
     assert_eq!((a.mail, a.email.as_deref()), (None, Some("a4")));
+}
+
+/// A hot entity with 3 replicas, read from its own key.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Hot")]
+#[replicated(3)]
+pub struct Hot {
+    #[key]
+    pub name: KeyName,
+    pub banner: String,
+}
+
+/// The same kind, its reads spread over the replicas (`unchecked`).
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Hot")]
+#[replicated(3, unchecked)]
+pub struct HotSpread {
+    #[key]
+    pub name: KeyName,
+    pub banner: String,
+}
+
+/// The same kind, written by a program that knows nothing of the replicas.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Hot")]
+pub struct HotPlain {
+    #[key]
+    pub name: KeyName,
+    pub banner: String,
+}
+
+pub async fn hostile_replicas_are_never_read_older_than_their_entity(t: Ctx) {
+    // Issue #26: a `#[replicated(n)]` entity overwritten by a type without replicas (an old
+    // binary in a rolling deploy, another tool) was read back at its old value from the
+    // replicas, 40 reads of 40.
+    let name = || KeyName::new("site").unwrap();
+    let key =
+        t.db.put(&Hot {
+            name: name(),
+            banner: "v1".into(),
+        })
+        .await
+        .unwrap();
+    t.db.put(&HotPlain {
+        name: name(),
+        banner: "v2".into(),
+    })
+    .await
+    .unwrap();
+    for _ in 0..40 {
+        assert_eq!(t.db.get(&key).await.unwrap().unwrap().banner, "v2");
+    }
+    // `unchecked` trusts every writer of the kind to write the replicas: after one that did
+    // not, it reads what they hold (the trade it makes for reads spread over them).
+    let spread = HotSpread::key(name());
+    for _ in 0..10 {
+        assert_eq!(t.db.get(&spread).await.unwrap().unwrap().banner, "v1");
+    }
+    // Never older than the last put through a replicated type.
+    t.db.put(&Hot {
+        name: name(),
+        banner: "v3".into(),
+    })
+    .await
+    .unwrap();
+    for _ in 0..10 {
+        assert_eq!(t.db.get(&spread).await.unwrap().unwrap().banner, "v3");
+        assert_eq!(t.db.get(&key).await.unwrap().unwrap().banner, "v3");
+    }
 }

@@ -1279,9 +1279,12 @@ impl State {
             .iter()
             .flat_map(|f| f.leaves())
             .any(|f| &f.property == property && matches!(f.op, Operator::Equal | Operator::In));
-        rows.shape = match fixed {
-            true => ResultShape::Full,
-            false => ResultShape::Projection(vec![property.clone()]),
+        rows.shape = match (&query.shape, fixed) {
+            // A projection's rows: one per combination of its properties' values, only of
+            // entities that hold them all (the property summed among them).
+            (ResultShape::Projection(_), _) => query.shape.clone(),
+            (_, true) => ResultShape::Full,
+            (_, false) => ResultShape::Projection(vec![property.clone()]),
         };
         let batch = self.run_query(&rows, transaction)?;
         // Where an equality (or IN) filter fixes the property, each of an entity's distinct

@@ -451,27 +451,41 @@ impl<'q> Prepared<'q> {
     }
 
     fn compare_rows(&self, a: &Row<'_>, b: &Row<'_>) -> Ordering {
-        self.compare_parts(
-            &a.sort,
-            a.key,
-            &a.projected,
-            b.sort.iter().copied(),
-            b.key,
-            b.projected.iter().copied(),
-        )
-        .then_with(|| {
-            // Rows of one entity, by the orders after the key (no cursor resumes among
-            // them: `check_query` refuses a cursor on such a query, as the service does).
-            a.after_key
-                .iter()
-                .zip(&b.after_key)
-                .zip(&self.after_key_slots)
-                .map(|((x, y), (_, direction))| match direction {
-                    Direction::Ascending => compare_values(x, y),
-                    Direction::Descending => compare_values(x, y).reverse(),
+        let directed = |o: Ordering, direction: Direction| match direction {
+            Direction::Ascending => o,
+            Direction::Descending => o.reverse(),
+        };
+        let sort = a
+            .sort
+            .iter()
+            .zip(&b.sort)
+            .zip(&self.orders)
+            .map(|((x, y), order)| directed(compare_values(x, y), order.direction))
+            .find(|o| o.is_ne());
+        // Rows of one entity: by the orders after the key, then the projected values in the
+        // key's direction. (No cursor resumes among rows ordered after the key:
+        // `check_query` refuses it, as the service does.)
+        sort.unwrap_or_else(|| {
+            directed(a.key.cmp(b.key), self.key_direction)
+                .then_with(|| {
+                    a.after_key
+                        .iter()
+                        .zip(&b.after_key)
+                        .zip(&self.after_key_slots)
+                        .map(|((x, y), (_, direction))| directed(compare_values(x, y), *direction))
+                        .find(|o| o.is_ne())
+                        .unwrap_or(Ordering::Equal)
                 })
-                .find(|o| o.is_ne())
-                .unwrap_or(Ordering::Equal)
+                .then_with(|| {
+                    let projected = a
+                        .projected
+                        .iter()
+                        .zip(&b.projected)
+                        .map(|(x, y)| compare_values(x, y))
+                        .find(|o| o.is_ne())
+                        .unwrap_or(Ordering::Equal);
+                    directed(projected, self.key_direction)
+                })
         })
     }
 
