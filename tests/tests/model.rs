@@ -440,3 +440,45 @@ fn sample() -> Everything {
         expires: Some(Timestamp::from_micros(5)),
     }
 }
+
+/// Issue #26: a value nested far past the limit (which no write accepts, but a caller can
+/// build) is dropped, cloned, compared and shown without overflowing the stack: on a thread
+/// with 256 KiB of stack, a hundred thousand levels of arrays directly in arrays, and of
+/// entities in arrays, each go through every walk.
+#[test]
+fn values_nested_a_hundred_thousand_levels_are_walked_without_recursion() {
+    const LEVELS: usize = 100_000;
+    let walk = || {
+        let arrays = (0..LEVELS).fold(Value::Integer(1), |v, _| Value::Array(vec![v]));
+        let entities = (0..LEVELS).fold(Value::Integer(1), |v, _| {
+            Value::Array(vec![Value::Entity(PropertyMap::from([(
+                "n",
+                datastore_entity::Property::indexed(v),
+            )]))])
+        });
+        for value in [arrays, entities] {
+            let copy = value.clone();
+            assert!(copy == value);
+            assert_eq!(
+                datastore_entity::value::compare_values(&copy, &value),
+                std::cmp::Ordering::Equal
+            );
+            let other = Value::Array(vec![Value::Null]);
+            assert!(copy != other);
+            let shown = format!("{value:?}");
+            assert!(
+                shown.contains('…') && shown.len() < 10_000,
+                "{}",
+                shown.len()
+            );
+            drop(copy);
+            drop(value);
+        }
+    };
+    std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(walk)
+        .unwrap()
+        .join()
+        .expect("walked within 256 KiB of stack");
+}

@@ -233,6 +233,18 @@ pub async fn hostile_indexed_values_are_counted_as_the_referee_counts_them(t: Ct
             true,
         ),
     ];
+    // The typed path meets the same checker: an entity's `Value` field of 5,001 values.
+    for (values, accepted) in [(n, true), (n + 1, false)] {
+        let entity = deep("typed", integers(values), Value::Null);
+        match (t.db.put(&entity).await, accepted) {
+            (Ok(_), true) => {}
+            (Err(Error::TooManyIndexedValues { values: v, .. }), false) => assert_eq!(v, values),
+            (other, _) => panic!("{values} values: {other:?}"),
+        }
+    }
+    t.db.delete(&Deep::key(KeyName::new("typed").unwrap()))
+        .await
+        .unwrap();
     let partition = t.db.partition().clone();
     for (i, (what, properties, accepted)) in cases.into_iter().enumerate() {
         let properties: PropertyMap = properties.into_iter().collect();
