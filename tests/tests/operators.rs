@@ -71,6 +71,8 @@ async fn the_services_rules_are_checked_before_anything_is_sent() {
     .await;
     let none = q().filter(Post::AUTHOR.is_in(Vec::<String>::new()));
     refused(&backend, none.fetch(), "has 0 values").await;
+    let none = q().filter(Post::AUTHOR.not_in(Vec::<String>::new()));
+    refused(&backend, none.fetch(), "has 0 values").await;
     let eleven: Vec<String> = (0..11).map(|i| format!("a{i}")).collect();
     let over = q().filter(Post::AUTHOR.not_in(eleven));
     refused(

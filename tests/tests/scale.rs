@@ -598,3 +598,72 @@ fn scale_schemas_describe_their_companions() {
     // The index declared on `at` is the index of its companion.
     assert_eq!(Event::SCHEMA.indexes[0].properties[1].name, "at_sharded");
 }
+
+/// A counter in more shards than one commit holds.
+#[derive(Entity, Debug, Clone, PartialEq)]
+struct Crowded {
+    #[key]
+    name: KeyName,
+    #[sharded(1000)]
+    hits: i64,
+}
+
+#[tokio::test]
+async fn an_owner_with_more_shards_than_a_commit_holds_is_deleted_shards_first() {
+    // Issue #26: one commit of 1,001 mutations was refused, and the owner stayed forever.
+    // The shards go first, in commits of 500, the owner last: a failure on the way leaves
+    // an owner that can be deleted again.
+    let (backend, db) = Instrumented::db();
+    let key = db
+        .put(&Crowded {
+            name: KeyName::new("crowd").unwrap(),
+            hits: 0,
+        })
+        .await
+        .unwrap();
+    Crowded::increment_hits(&db, &key, 3).await.unwrap();
+    let before = backend.commits().len();
+    db.delete(&key).await.unwrap();
+    let commits = backend.commits()[before..].to_vec();
+    let sizes: Vec<usize> = commits.iter().map(Vec::len).collect();
+    assert_eq!(sizes, [500, 500, 1]);
+    assert!(
+        commits[..2]
+            .iter()
+            .flatten()
+            .all(|k| k.kind() == "Crowded.hits.shard")
+    );
+    assert_eq!(commits[2][0].kind(), "Crowded");
+    assert_eq!(db.get(&key).await.unwrap(), None);
+    assert_eq!(Crowded::hits_total(&db, &key).await.unwrap(), 0);
+}
+
+/// A replicated entity whose id is allocated on put.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[replicated(3)]
+struct Notice {
+    #[key]
+    id: Option<KeyId>,
+    text: String,
+}
+
+#[tokio::test]
+async fn a_replicated_entity_without_an_id_gets_one_before_its_replicas_are_written() {
+    // Replicas are keyed by the entity's complete key: its id is allocated first, then the
+    // entity and its replicas are one commit.
+    let (backend, db) = Instrumented::db();
+    let key = db
+        .put(&Notice {
+            id: None,
+            text: "hello".into(),
+        })
+        .await
+        .unwrap();
+    assert!(key.id().is_some());
+    assert_eq!(backend.count(Call::Ids), 1);
+    let commit = backend.commits().pop().unwrap();
+    assert_eq!(commit.len(), 1 + 3);
+    assert_eq!(commit[0], *key.raw());
+    assert!(commit[1..].iter().all(|k| k.kind() == "Notice.replica"));
+    assert_eq!(db.get(&key).await.unwrap().unwrap().text, "hello");
+}

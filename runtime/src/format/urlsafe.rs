@@ -1,5 +1,5 @@
 //! URL-safe keys: the legacy App Engine `Reference` protocol buffer, base64url without
-//! padding — what NDB's `key.urlsafe()` and `ndb.Key(urlsafe=...)`, Go's `Key.Encode` and
+//! padding — what NDB's `key.urlsafe()` and `ndb.Key(urlsafe=...)`, App Engine Go's `Key.Encode` and
 //! Java's `KeyFactory.keyToString` share, so links and stored references keep working across
 //! clients.
 //!
@@ -68,7 +68,7 @@ impl RawKey {
         URL_SAFE_NO_PAD.encode(out)
     }
 
-    /// Reads a URL-safe key (NDB's `key.urlsafe()`, Go's `Key.Encode`): its project (an App
+    /// Reads a URL-safe key (NDB's `key.urlsafe()`, App Engine Go's `Key.Encode`): its project (an App
     /// Engine app id's `s~` prefix dropped), database, namespace and path, every name and id
     /// checked as for a new key. Anything else is [`Error::Parse`], never a panic.
     pub fn from_urlsafe(text: &str) -> Result<RawKey, Error> {

@@ -24,6 +24,7 @@ macro_rules! hostile_tests {
             hostile_a_read_time_in_the_future_is_refused,
             hostile_a_rename_rolls_out_with_old_and_new_binaries_side_by_side,
             hostile_replicas_are_never_read_older_than_their_entity,
+            hostile_index_entries_past_20_000_are_refused_on_every_backend,
         );
     };
 }
@@ -720,4 +721,37 @@ pub async fn hostile_replicas_are_never_read_older_than_their_entity(t: Ctx) {
         assert_eq!(t.db.get(&spread).await.unwrap().unwrap().banner, "v3");
         assert_eq!(t.db.get(&key).await.unwrap().unwrap().banner, "v3");
     }
+}
+
+/// Two arrays indexed together: their composite index holds the product of their lengths.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(index(left, right))]
+pub struct Crossed {
+    #[key]
+    pub name: KeyName,
+    pub left: Vec<String>,
+    pub right: Vec<String>,
+}
+
+pub async fn hostile_index_entries_past_20_000_are_refused_on_every_backend(t: Ctx) {
+    // R-I5: 150 + 140 built-in entries and 150 × 140 = 21,000 composite ones, counted before
+    // anything is sent (the service's indexes come from index.yaml, which no emulator reads:
+    // the crate counts them from the types' declarations).
+    let words = |n: usize, p: &str| (0..n).map(|i| format!("{p}{i}")).collect();
+    let crossed = |left, right| Crossed {
+        name: KeyName::new("crossed").unwrap(),
+        left: words(left, "l"),
+        right: words(right, "r"),
+    };
+    match t.db.put(&crossed(150, 140)).await {
+        Err(Error::TooManyIndexEntries {
+            entries, property, ..
+        }) => assert_eq!((entries, property.as_str()), (290 + 21_000, "left")),
+        other => panic!("{other:?}"),
+    }
+    let key = Crossed::key(KeyName::new("crossed").unwrap());
+    assert_eq!(t.db.get(&key).await.unwrap(), None);
+    // 98 × 200 = 19,600, and 298 built-in: within the limit.
+    t.db.put(&crossed(98, 200)).await.unwrap();
+    assert_eq!(t.db.get(&key).await.unwrap().unwrap().left.len(), 98);
 }
