@@ -38,6 +38,15 @@ mod chrono_date_times {
         Utc.timestamp_opt(seconds, nanos).unwrap()
     }
 
+    /// Issue #26: a date-time past what the service stores saturates at its ends.
+    #[test]
+    fn chrono_date_times_past_the_services_range_saturate() {
+        let far = Utc.with_ymd_and_hms(20_000, 1, 1, 0, 0, 0).unwrap();
+        assert_eq!(Timestamp::from(far), Timestamp::MAX);
+        let before = Utc.with_ymd_and_hms(-5, 1, 1, 0, 0, 0).unwrap();
+        assert_eq!(Timestamp::from(before), Timestamp::MIN);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn chrono_date_times_are_timestamps_filters_included() {
         for db in handles("chrono").await {
@@ -93,6 +102,23 @@ mod time_date_times {
         id: KeyId,
         #[index(monotonic)]
         starts: OffsetDateTime,
+    }
+
+    /// Issue #26: a date-time before what the service stores saturates at its start.
+    #[test]
+    fn time_date_times_past_the_services_range_saturate() {
+        // (`time` holds years to 9999 only: its last instant truncates to the service's.)
+        let last = time::Date::from_calendar_date(9_999, time::Month::December, 31)
+            .unwrap()
+            .with_hms_nano(23, 59, 59, 999_999_999)
+            .unwrap()
+            .assume_utc();
+        assert_eq!(Timestamp::from(last), Timestamp::MAX);
+        let before = time::Date::from_calendar_date(-1, time::Month::January, 1)
+            .unwrap()
+            .midnight()
+            .assume_offset(UtcOffset::UTC);
+        assert_eq!(Timestamp::from(before), Timestamp::MIN);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,7 +198,13 @@ mod uuids {
                 .fetch()
                 .await;
             assert_eq!(found.unwrap().items, vec![device.clone()]);
-            // Stored as its hyphenated text, which other clients read as a string.
+            // Stored as its hyphenated lowercase text, which other clients read as a string.
+            let raw = db
+                .get(&Written::key(KeyId::new(1).unwrap()))
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(raw.serial, "67e55044-10b1-426f-9247-bb680e5fe0c8");
             db.put(&Written {
                 id: KeyId::new(2).unwrap(),
                 serial: "not a uuid".into(),

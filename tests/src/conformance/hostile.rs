@@ -25,6 +25,8 @@ macro_rules! hostile_tests {
             hostile_a_rename_rolls_out_with_old_and_new_binaries_side_by_side,
             hostile_replicas_are_never_read_older_than_their_entity,
             hostile_index_entries_past_20_000_are_refused_on_every_backend,
+            hostile_an_embedded_entity_value_is_written_whole,
+            hostile_an_integer_sum_that_leaves_i64_is_an_error,
         );
     };
 }
@@ -754,4 +756,103 @@ pub async fn hostile_index_entries_past_20_000_are_refused_on_every_backend(t: C
     // 98 × 200 = 19,600, and 298 built-in: within the limit.
     t.db.put(&crossed(98, 200)).await.unwrap();
     assert_eq!(t.db.get(&key).await.unwrap().unwrap().left.len(), 98);
+}
+
+/// An address with a postcode, embedded.
+#[derive(Entity, Debug, Clone, PartialEq)]
+pub struct Postal {
+    pub city: String,
+    pub zip: String,
+}
+
+/// The same address, as an older program knew it: no postcode.
+#[derive(Entity, Debug, Clone, PartialEq)]
+pub struct CityOnly {
+    pub city: String,
+}
+
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Shop")]
+pub struct ShopNew {
+    #[key]
+    pub name: KeyName,
+    pub address: Postal,
+}
+
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Shop")]
+pub struct ShopOld {
+    #[key]
+    pub name: KeyName,
+    pub address: CityOnly,
+}
+
+pub async fn hostile_an_embedded_entity_value_is_written_whole(t: Ctx) {
+    // README: inside an embedded entity value the value is written whole, as the service
+    // stores it: a sub-property the embedded struct lacks is not kept (unlike a top-level
+    // property the struct lacks).
+    let name = || KeyName::new("corner").unwrap();
+    t.db.put(&ShopNew {
+        name: name(),
+        address: Postal {
+            city: "Lyon".into(),
+            zip: "69001".into(),
+        },
+    })
+    .await
+    .unwrap();
+    t.db.put(&ShopOld {
+        name: name(),
+        address: CityOnly {
+            city: "Paris".into(),
+        },
+    })
+    .await
+    .unwrap();
+    let key = t.db.bind(&ShopOld::key(name())).unwrap().into_raw();
+    let stored = t.db.backend().lookup(&[key], None).await.unwrap();
+    let address = match &stored[0].as_ref().unwrap().get("address").unwrap().value {
+        Value::Entity(address) => address.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        address.get("city").map(|p| &p.value),
+        Some(&Value::String("Paris".into()))
+    );
+    assert_eq!(address.get("zip"), None, "{address:?}");
+}
+
+/// A number to sum.
+#[derive(Entity, Debug, Clone, PartialEq)]
+pub struct Amount {
+    #[key]
+    pub id: KeyId,
+    pub n: i64,
+}
+
+pub async fn hostile_an_integer_sum_that_leaves_i64_is_an_error(t: Ctx) {
+    // README: an integer sum that leaves `i64` is `Error::InvalidValue` (the service turns it
+    // into a double, which an `i64` sum cannot hold exactly).
+    let amounts: Vec<Amount> = (1..=2)
+        .map(|i| Amount {
+            id: KeyId::new(i).unwrap(),
+            n: i64::MAX / 2 + 1,
+        })
+        .collect();
+    t.db.put_many(&amounts).await.unwrap();
+    let sum = t.db.query::<Amount>().sum(Amount::N).await;
+    match (t.backend, sum) {
+        // The legacy emulator has no aggregations.
+        (Backend::Datastore, Err(Error::Service { code, .. })) => assert_eq!(code, "UNIMPLEMENTED"),
+        (_, Err(Error::InvalidValue { .. })) => {}
+        (backend, other) => panic!("{backend:?}: {other:?}"),
+    }
+    // One fits.
+    t.db.delete(&Amount::key(KeyId::new(2).unwrap()))
+        .await
+        .unwrap();
+    if t.backend != Backend::Datastore {
+        let one: i64 = t.db.query::<Amount>().sum(Amount::N).await.unwrap();
+        assert_eq!(one, i64::MAX / 2 + 1);
+    }
 }

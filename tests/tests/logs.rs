@@ -1,0 +1,214 @@
+//! What the crate logs (`tracing`), checked with a subscriber of the test's own: nothing above
+//! `debug` on the success path, key names never above `debug` (R-N8), one `datastore` span per
+//! call of the cloud backend with its documented fields, and a scale finding logged once, at
+//! `warn`, without the keys it is about.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use datastore_entity::prelude::*;
+use datastore_entity_tests::harness::{self, Backend, PROJECT};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Level, Metadata, Subscriber};
+
+/// One event or span: its level, name (a span's) and every field, written out.
+#[derive(Debug, Clone)]
+struct Logged {
+    level: Level,
+    span: Option<String>,
+    fields: Vec<(String, String)>,
+}
+
+impl Logged {
+    fn text(&self) -> String {
+        self.fields
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// Records everything, spans' later fields included.
+#[derive(Clone, Default)]
+struct Recorder {
+    logged: Arc<Mutex<Vec<Logged>>>,
+    next: Arc<AtomicU64>,
+}
+
+struct Fields<'a>(&'a mut Vec<(String, String)>);
+
+impl tracing::field::Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push((field.name().to_owned(), format!("{value:?}")));
+    }
+}
+
+impl Subscriber for Recorder {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, span: &Attributes<'_>) -> Id {
+        let mut fields = Vec::new();
+        span.record(&mut Fields(&mut fields));
+        let mut logged = self.logged.lock().unwrap();
+        logged.push(Logged {
+            level: *span.metadata().level(),
+            span: Some(span.metadata().name().to_owned()),
+            fields,
+        });
+        // The span's id is its place in the record, so later fields join it.
+        Id::from_u64(logged.len() as u64)
+    }
+    fn record(&self, id: &Id, values: &Record<'_>) {
+        let mut logged = self.logged.lock().unwrap();
+        if let Some(span) = logged.get_mut(id.into_u64() as usize - 1) {
+            values.record(&mut Fields(&mut span.fields));
+        }
+    }
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        let mut fields = Vec::new();
+        event.record(&mut Fields(&mut fields));
+        self.logged.lock().unwrap().push(Logged {
+            level: *event.metadata().level(),
+            span: None,
+            fields,
+        });
+        self.next.fetch_add(1, Ordering::Relaxed);
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+impl Recorder {
+    fn take(&self) -> Vec<Logged> {
+        std::mem::take(&mut *self.logged.lock().unwrap())
+    }
+}
+
+/// A key name no log above `debug` may show.
+const SECRET: &str = "secret-name-4242";
+
+#[derive(Entity, Debug, Clone, PartialEq)]
+struct Patient {
+    #[key]
+    name: KeyName,
+    ward: String,
+}
+
+/// A day's work on `db`: writes, reads, a query and a transaction, all succeeding.
+async fn work(db: &Db) {
+    let patient = Patient {
+        name: KeyName::new(SECRET).unwrap(),
+        ward: "b".into(),
+    };
+    let key = db.put(&patient).await.unwrap();
+    assert_eq!(db.get(&key).await.unwrap(), Some(patient.clone()));
+    let found = db
+        .query::<Patient>()
+        .filter(Patient::WARD.eq("b"))
+        .fetch()
+        .await
+        .unwrap();
+    assert_eq!(found.items.len(), 1);
+    db.transaction(|tx| {
+        let key = key.clone();
+        async move {
+            let mut p = tx.get(&key).await?.expect("written");
+            p.ward = "c".into();
+            tx.put(&p).await?;
+            Ok::<_, Error>(())
+        }
+    })
+    .await
+    .unwrap();
+    db.delete(&key).await.unwrap();
+}
+
+/// Nothing above `debug` (so no key name either).
+fn quiet_above_debug(logged: &[Logged]) {
+    let loud: Vec<&Logged> = logged.iter().filter(|l| l.level < Level::DEBUG).collect();
+    assert!(loud.is_empty(), "logged above debug: {loud:#?}");
+}
+
+#[tokio::test]
+async fn the_embedded_engine_logs_nothing_above_debug_when_all_goes_well() {
+    let recorder = Recorder::default();
+    let _guard = tracing::subscriber::set_default(recorder.clone());
+    work(&Db::in_memory()).await;
+    quiet_above_debug(&recorder.take());
+}
+
+#[tokio::test]
+async fn the_cloud_backend_logs_one_span_per_call_and_nothing_above_debug() {
+    let host = match harness::emulator_host(Backend::Firestore) {
+        Ok(host) => host,
+        Err(reason) => {
+            assert!(std::env::var_os("CI").is_none(), "CI runs this: {reason}");
+            return;
+        }
+    };
+    let recorder = Recorder::default();
+    let _guard = tracing::subscriber::set_default(recorder.clone());
+    let db = Db::cloud_builder(PROJECT)
+        .endpoint(format!("http://{host}"))
+        .build()
+        .await
+        .unwrap()
+        .namespace("logs")
+        .unwrap();
+    work(&db).await;
+    let logged = recorder.take();
+    quiet_above_debug(&logged);
+    let spans: Vec<&Logged> = logged
+        .iter()
+        .filter(|l| l.span.as_deref() == Some("datastore"))
+        .collect();
+    assert!(spans.len() >= 6, "{spans:#?}");
+    for span in spans {
+        assert_eq!(span.level, Level::DEBUG);
+        let names: Vec<&str> = span.fields.iter().map(|(k, _)| k.as_str()).collect();
+        for field in [
+            "rpc",
+            "database",
+            "namespace",
+            "kind",
+            "count",
+            "attempts",
+            "code",
+            "elapsed_ms",
+        ] {
+            assert!(names.contains(&field), "{field} missing from {span:?}");
+        }
+        assert!(!span.text().contains(SECRET), "{span:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_scale_finding_is_logged_once_at_warn_without_the_keys() {
+    let recorder = Recorder::default();
+    let _guard = tracing::subscriber::set_default(recorder.clone());
+    let db = Db::in_memory();
+    // 300 names in sequence, written at once: R-K4.
+    let patients: Vec<Patient> = (0..300)
+        .map(|i| Patient {
+            name: KeyName::new(format!("{SECRET}-{i:04}")).unwrap(),
+            ward: "a".into(),
+        })
+        .collect();
+    for chunk in patients.chunks(100) {
+        db.put_many(chunk).await.unwrap();
+    }
+    assert!(!db.diagnostics().is_empty());
+    let warnings: Vec<Logged> = recorder
+        .take()
+        .into_iter()
+        .filter(|l| l.level <= Level::WARN)
+        .collect();
+    assert_eq!(warnings.len(), db.diagnostics().len(), "{warnings:#?}");
+    for warning in &warnings {
+        assert_eq!(warning.level, Level::WARN);
+        assert!(!warning.text().contains(SECRET), "{warning:?}");
+    }
+}
