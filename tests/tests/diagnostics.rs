@@ -245,3 +245,25 @@ async fn thresholds_are_configurable() {
     }
     assert_eq!(rules(&db.diagnostics()), ["R-K4"]);
 }
+
+#[tokio::test]
+async fn r_k4_a_decreasing_sequence_is_found_off_watches_nothing_and_clones_share_findings() {
+    // Names counting down are a sequence too (README: "increasing (or decreasing)").
+    let (db, advance) = watched();
+    let clone = db.clone();
+    for i in (0..250).rev() {
+        advance(Duration::from_millis(5));
+        let name = KeyName::new(format!("Customer{i:04}")).unwrap();
+        clone.put(&customer(name)).await.unwrap();
+    }
+    // Written through a clone, found on the handle it was cloned from.
+    assert_eq!(rules(&db.diagnostics()), ["R-K4"]);
+
+    // `Diagnostics::off()` watches nothing.
+    let quiet = Db::in_memory().watch(Diagnostics::off());
+    for i in 0..250 {
+        let name = KeyName::new(format!("Customer{i:04}")).unwrap();
+        quiet.put(&customer(name)).await.unwrap();
+    }
+    assert_eq!(quiet.diagnostics(), []);
+}

@@ -667,3 +667,75 @@ async fn a_replicated_entity_without_an_id_gets_one_before_its_replicas_are_writ
     assert!(commit[1..].iter().all(|k| k.kind() == "Notice.replica"));
     assert_eq!(db.get(&key).await.unwrap().unwrap().text, "hello");
 }
+
+/// A reading with a signed integer behind a sharded index.
+#[derive(Entity, Debug, Clone, PartialEq)]
+struct Reading {
+    #[key]
+    id: Option<KeyId>,
+    #[sharded_index(4)]
+    level: i64,
+}
+
+#[tokio::test]
+async fn a_sharded_index_of_integers_orders_negative_and_positive_values() {
+    // README: `#[sharded_index(n)]` takes timestamps or integers; the shards keep the
+    // integers' order across zero (the prefix encodes them sign-flipped).
+    let db = Db::in_memory();
+    let levels: Vec<i64> = (-30..=30)
+        .map(|i| i * 37 - 11)
+        .chain([i64::MIN, i64::MAX])
+        .collect();
+    let readings: Vec<Reading> = levels
+        .iter()
+        .map(|&level| Reading { id: None, level })
+        .collect();
+    db.put_many(&readings).await.unwrap();
+    let mut ascending = levels.clone();
+    ascending.sort_unstable();
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = Reading::query_by_level(&db)
+            .limit(7)
+            .start_after(cursor)
+            .fetch()
+            .await
+            .unwrap();
+        seen.extend(page.items.iter().map(|r| r.level));
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ascending);
+    let descending: Vec<i64> = Reading::query_by_level(&db)
+        .desc()
+        .limit(5)
+        .fetch()
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|r| r.level)
+        .collect();
+    let mut expected = ascending.clone();
+    expected.reverse();
+    assert_eq!(descending, expected[..5]);
+    let negative: Vec<i64> = Reading::query_by_level(&db)
+        .ge(-100)
+        .lt(0)
+        .fetch()
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|r| r.level)
+        .collect();
+    let expected: Vec<i64> = ascending
+        .iter()
+        .copied()
+        .filter(|l| (-100..0).contains(l))
+        .collect();
+    assert_eq!(negative, expected);
+}
