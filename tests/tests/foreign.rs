@@ -3,8 +3,8 @@
 //! leaves a negative id, a key name with `/`, and a key value with `/` in a property the
 //! struct does not declare. Both of Google's emulators accept all three.
 
-use datastore_entity::Error;
 use datastore_entity::prelude::*;
+use datastore_entity::{Error, RawKey};
 use datastore_entity_tests::harness::{self, Backend};
 use serde_json::json;
 
@@ -15,6 +15,16 @@ struct ById {
     #[key]
     id: KeyId,
     count: i64,
+}
+
+/// Read with the key-valued property declared: a `RawKey` holds any key the service stores.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Tally")]
+struct WithRef {
+    #[key]
+    id: KeyId,
+    count: i64,
+    r#ref: RawKey,
 }
 
 /// Read with a `String` key, which holds any name the service stores.
@@ -68,6 +78,15 @@ async fn lenient_reads_strict_writes(backend: Backend) {
             count: 3
         })
     );
+
+    // Declared, the property reads: a `RawKey` holds the key named `x/y` as stored.
+    let with_ref = db
+        .get(&WithRef::key(KeyId::new(7).unwrap()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(with_ref.r#ref.name(), Some("x/y"));
+    assert_eq!(with_ref.r#ref.kind(), "Ref");
 
     // One query over all three: what a field cannot hold is that entity's error, naming
     // its key; the others read.

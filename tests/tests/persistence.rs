@@ -186,6 +186,47 @@ fn a_file_that_is_not_a_store_is_refused() {
     );
 }
 
+#[test]
+fn a_file_reopened_keeps_no_past_versions() {
+    // README: past versions are kept in memory; a file reopened starts with none, so a read
+    // at a time before the reopening is refused, before the body runs.
+    let scratch = Scratch::new("versions");
+    let path = scratch.file();
+    let before = block_on(async {
+        let db = Db::open(&path).unwrap();
+        db.put(&account("ann")).await.unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        Timestamp::now()
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    block_on(async {
+        let db = Db::open(&path).unwrap();
+        let ran = std::sync::atomic::AtomicBool::new(false);
+        let read = db
+            .read_only_transaction_at(before, |tx| {
+                ran.store(true, std::sync::atomic::Ordering::SeqCst);
+                async move { tx.get(&datastore_entity_tests::account_key("ann")).await }
+            })
+            .await;
+        match read {
+            Err(Error::Service { code, .. }) => assert_eq!(code, "FAILED_PRECONDITION"),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            !ran.load(std::sync::atomic::Ordering::SeqCst),
+            "the body ran"
+        );
+        // Now is readable, and holds what the file holds.
+        let now = db
+            .read_only_transaction_at(Timestamp::now(), |tx| async move {
+                tx.get(&datastore_entity_tests::account_key("ann")).await
+            })
+            .await
+            .unwrap();
+        assert_eq!(now.map(|a| a.name), Some(account("ann").name));
+    });
+}
+
 /// `Note`'s kind, without `Note`'s declared index: a process that only knows this type still
 /// has the index, from the file.
 #[derive(Entity, Debug, Clone, PartialEq)]
