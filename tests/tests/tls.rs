@@ -129,6 +129,52 @@ fn without_an_emulator_or_credentials_db_cloud_is_a_clear_error() {
     assert!(stdout.contains("Credentials"), "{stdout}");
 }
 
+/// A credentials file that is not one (`GOOGLE_APPLICATION_CREDENTIALS` naming garbage):
+/// `Error::Credentials`, before anything is sent.
+#[test]
+fn an_unusable_credentials_file_is_a_clear_error() {
+    let exe = std::env::current_exe().unwrap();
+    let home = std::env::temp_dir().join(format!("bad-credentials-{}", std::process::id()));
+    std::fs::create_dir_all(&home).unwrap();
+    let file = home.join("credentials.json");
+    std::fs::write(
+        &file,
+        "{ \"type\": \"service_account\", \"private_key\": \"nope\"",
+    )
+    .unwrap();
+    let output = std::process::Command::new(exe)
+        .args([
+            "--ignored",
+            "--exact",
+            "scenario_db_cloud_with_bad_credentials",
+            "--nocapture",
+        ])
+        .env_remove("DATASTORE_EMULATOR_HOST")
+        .env("GOOGLE_APPLICATION_CREDENTIALS", &file)
+        .env("HOME", &home)
+        .env("CLOUDSDK_CONFIG", home.join("gcloud"))
+        .env("GCE_METADATA_HOST", "127.0.0.1:9")
+        .env("GCE_METADATA_IP", "127.0.0.1:9")
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&home).unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("Credentials"), "{stdout}");
+}
+
+#[tokio::test]
+#[ignore = "a scenario run in a child process by the test above"]
+async fn scenario_db_cloud_with_bad_credentials() {
+    let error = Db::cloud("my-project").await.unwrap_err();
+    println!("{error:?}\n{error}");
+    assert!(matches!(error, Error::Credentials { .. }), "{error:?}");
+}
+
 #[tokio::test]
 #[ignore = "a scenario run in a child process by the test above"]
 async fn scenario_db_cloud_without_anything() {

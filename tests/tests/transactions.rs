@@ -838,3 +838,46 @@ async fn a_deadlock_aborts_the_younger_transaction_and_both_commit() {
         .collect();
     assert_eq!(balances, [0, 0]);
 }
+
+#[tokio::test]
+async fn an_id_allocated_by_an_attempt_that_is_retried_is_never_used() {
+    // README: an id allocated by an attempt that is retried or fails is never used.
+    let db = Db::in_memory();
+    db.put(&account("ann")).await.unwrap();
+    let outside = db.clone();
+    let learned = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let committed = db
+        .transaction(|tx| {
+            let (outside, learned) = (outside.clone(), learned.clone());
+            async move {
+                let a = tx.get(&account_key("ann")).await?.unwrap();
+                let key = tx.put(&draft(&account_key("ann"), "note")).await?;
+                let first = {
+                    let mut learned = learned.lock().unwrap();
+                    learned.push(key.clone());
+                    learned.len() == 1
+                };
+                if first {
+                    // Another writer changes what this attempt read: its commit aborts.
+                    let mut other = a.clone();
+                    other.balance += 100;
+                    outside.put(&other).await?;
+                }
+                Ok::<_, Error>(key)
+            }
+        })
+        .await
+        .unwrap();
+    let learned = learned.lock().unwrap().clone();
+    assert_eq!(learned.len(), 2, "one retry: {learned:?}");
+    assert_eq!(committed, learned[1]);
+    assert_ne!(learned[0], learned[1]);
+    assert_eq!(db.get(&learned[0]).await.unwrap(), None);
+    assert_eq!(db.get(&learned[1]).await.unwrap().unwrap().title, "note");
+    // Nor is it handed out again.
+    let more = db
+        .allocate_ids::<datastore_entity_tests::Post>(&account_key("ann"), 200)
+        .await
+        .unwrap();
+    assert!(!more.contains(&learned[0]));
+}
