@@ -16,6 +16,7 @@ pub mod conformance;
 pub mod faults;
 pub mod harness;
 pub mod minimal;
+pub mod recorder;
 
 /// A blog account.
 #[derive(Entity, Debug, Clone, PartialEq)]
@@ -198,9 +199,10 @@ pub enum Call {
 }
 
 /// Wraps the embedded engine: counts calls, records the keys of lookups and commits, fails
-/// the next `fail_commits` commits with `Error::Unavailable` (a transient outage) before
-/// passing commits through, and the next `fail_lookups` lookups with `Error::Aborted` (the
-/// contention a pessimistic service reports on a read).
+/// the next `fail_commits` commits with `Error::Unavailable` (a transient outage) and the
+/// next `abort_commits` with `Error::Aborted` (contention) before passing commits through,
+/// and the next `fail_lookups` lookups with `Error::Aborted` (the contention a pessimistic
+/// service reports on a read).
 #[derive(Default)]
 pub struct Instrumented {
     inner: Embedded,
@@ -209,6 +211,8 @@ pub struct Instrumented {
     commits: std::sync::Mutex<Vec<Vec<RawKey>>>,
     /// Commits still to fail.
     pub fail_commits: AtomicUsize,
+    /// Commits still to abort.
+    pub abort_commits: AtomicUsize,
     /// Lookups still to fail.
     pub fail_lookups: AtomicUsize,
 }
@@ -279,15 +283,22 @@ impl Backend for Instrumented {
             .lock()
             .expect("not poisoned")
             .push(mutations.iter().map(|m| m.key().clone()).collect());
-        if take_one(&self.fail_commits) {
+        let failure = match (take_one(&self.fail_commits), take_one(&self.abort_commits)) {
+            (true, _) => Some(Error::Unavailable {
+                reason: "injected outage".into(),
+            }),
+            (false, true) => Some(Error::Aborted {
+                reason: "injected contention".into(),
+            }),
+            (false, false) => None,
+        };
+        if let Some(failure) = failure {
             let rollback = transaction.map(|t| self.inner.rollback(t));
             return Box::pin(async move {
                 if let Some(rollback) = rollback {
                     let _ = rollback.await;
                 }
-                Err(Error::Unavailable {
-                    reason: "injected outage".into(),
-                })
+                Err(failure)
             });
         }
         self.inner.commit(mutations, transaction)

@@ -142,12 +142,23 @@ async fn a_commit_whose_answer_is_lost_is_unknown_and_never_replayed(backend: Ba
         return;
     };
     proxy.set(Fault::SwallowAnswers);
-    // An insert: sending it twice would fail with AlreadyExists; it is sent once.
+    // An insert: sending it twice would fail with AlreadyExists; it is sent once (the
+    // commit's `datastore` span says how many attempts its call made).
+    let recorder = datastore_entity_tests::recorder::Recorder::default();
+    let guard = tracing::subscriber::set_default(recorder.clone());
     let error = db.insert(&account("ann")).await.unwrap_err();
+    drop(guard);
     assert!(
         matches!(error, Error::CommitOutcomeUnknown { .. }),
         "{error:?}"
     );
+    let commits: Vec<_> = recorder
+        .take()
+        .into_iter()
+        .filter(|l| l.span.as_deref() == Some("datastore") && l.text().contains("\"commit\""))
+        .collect();
+    assert_eq!(commits.len(), 1, "{commits:#?}");
+    assert!(commits[0].text().contains("attempts=1"), "{:?}", commits[0]);
     proxy.set(Fault::None);
     // It was applied (the request arrived): reading back tells, as the error says to do.
     let found = db.get(&account_key("ann")).await.unwrap();

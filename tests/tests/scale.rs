@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use datastore_entity::backend::Backend;
 use datastore_entity::prelude::*;
-use datastore_entity::{Error, Value};
+use datastore_entity::{Error, RawKey, Value};
 use datastore_entity_tests::{
     Account, Article, Call, Event, Instrumented, Latency, Priority, SiteConfig, Status, account,
     account_key,
@@ -738,4 +738,55 @@ async fn a_sharded_index_of_integers_orders_negative_and_positive_values() {
         .filter(|l| (-100..0).contains(l))
         .collect();
     assert_eq!(negative, expected);
+}
+
+#[tokio::test]
+async fn a_query_of_a_kind_with_counters_takes_one_more_lookup_per_page() {
+    // README: queries fill the counters with one more lookup per page (every shard of every
+    // result, in one call), and each increment's attempts go to shards chosen at random.
+    let (backend, db) = Instrumented::db();
+    let articles: Vec<Article> = (0..6).map(|i| article(&format!("a{i}"))).collect();
+    let keys = db.put_many(&articles).await.unwrap();
+    for key in &keys {
+        Article::increment_views(&db, key, 2).await.unwrap();
+    }
+    let mut cursor = None;
+    let mut pages = 0;
+    loop {
+        let lookups = backend.count(Call::Lookup);
+        let page = db
+            .query::<Article>()
+            .limit(4)
+            .start_after(cursor)
+            .fetch()
+            .await
+            .unwrap();
+        assert_eq!(
+            backend.count(Call::Lookup) - lookups,
+            1,
+            "one lookup for the page"
+        );
+        assert!(page.items.iter().all(|a| a.views == 2));
+        pages += 1;
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 2);
+    // 40 increments of one article: their shards are spread (a random one each time).
+    let before = backend.commits().len();
+    for _ in 0..40 {
+        Article::increment_views(&db, &keys[0], 1).await.unwrap();
+    }
+    let shards: HashSet<RawKey> = backend.commits()[before..]
+        .iter()
+        .flatten()
+        .cloned()
+        .collect();
+    assert!(
+        shards.len() >= 10,
+        "{} shards of 20 for 40 increments",
+        shards.len()
+    );
 }

@@ -195,6 +195,47 @@ async fn r_s4_the_bulk_writer_retries_an_outage_and_reports_what_it_wrote() {
     assert_eq!(db.query::<Item>().count().await.unwrap(), 1_500);
 }
 
+/// A document of about 50 KB.
+#[derive(Entity, Debug, Clone, PartialEq)]
+struct Page {
+    #[key]
+    name: KeyName,
+    #[exclude_from_index]
+    text: String,
+}
+
+#[tokio::test(start_paused = true)]
+async fn r_s4_the_bulk_writer_keeps_commits_under_9_mib_and_retries_contention() {
+    // README: commits of at most 500 mutations and at most 9 MiB; contention and outages
+    // retried.
+    let (backend, db) = instrumented();
+    let pages: Vec<Page> = (0..500)
+        .map(|i| Page {
+            name: KeyName::new(format!("page{i:04}")).unwrap(),
+            text: "p".repeat(50_000),
+        })
+        .collect();
+    backend.abort_commits.store(2, Ordering::SeqCst);
+    let retries = Arc::new(AtomicUsize::new(0));
+    let seen = retries.clone();
+    BulkWriter::new(&db)
+        .on_progress(move |p| seen.store(p.retries as usize, Ordering::SeqCst))
+        .put_all(&pages)
+        .await
+        .unwrap();
+    assert_eq!(
+        retries.load(Ordering::SeqCst),
+        2,
+        "two aborted commits sent again"
+    );
+    let commits = backend.commits();
+    let sizes: Vec<usize> = commits.iter().map(Vec::len).collect();
+    // 9 MiB holds 188 pages of 50 KB (with their keys): no commit holds more.
+    assert!(sizes.iter().all(|&n| n <= 188), "{sizes:?}");
+    assert!(sizes.len() >= 3 + 2, "{sizes:?}");
+    assert_eq!(db.query::<Page>().count().await.unwrap(), 500);
+}
+
 #[tokio::test(start_paused = true)]
 async fn r_s4_the_bulk_writer_deletes_and_checks_everything_before_writing() {
     let (backend, db) = instrumented();

@@ -881,3 +881,63 @@ async fn an_id_allocated_by_an_attempt_that_is_retried_is_never_used() {
         .unwrap();
     assert!(!more.contains(&learned[0]));
 }
+
+#[tokio::test]
+async fn an_idle_or_old_transaction_is_ended_and_its_locks_freed() {
+    // README: a transaction idle for 60 s or open for 270 s is ended, as by the service.
+    // Shortened here (the defaults are the service's): idle past 100 ms, open past 400 ms.
+    use datastore_entity::backend::embedded::Embedded;
+    use datastore_entity::backend::{Backend as _, TransactionMode};
+    let engine = std::sync::Arc::new(
+        Embedded::in_memory()
+            .transaction_timeouts(Duration::from_millis(100), Duration::from_millis(400)),
+    );
+    let db = Db::with_backend(engine.clone());
+    db.put(&account("ann")).await.unwrap();
+    let key = db.bind(&account_key("ann")).unwrap().into_raw();
+    let mode = TransactionMode::ReadWrite { previous: None };
+    // Idle: a read takes the lock, then nothing for 150 ms.
+    let idle = engine
+        .begin_transaction(db.partition(), &mode)
+        .await
+        .unwrap();
+    engine
+        .lookup(std::slice::from_ref(&key), Some(&idle))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    // Another transaction reads the same entity at once: the lock is free.
+    let other = engine
+        .begin_transaction(db.partition(), &mode)
+        .await
+        .unwrap();
+    tokio::time::timeout(
+        Duration::from_millis(500),
+        engine.lookup(std::slice::from_ref(&key), Some(&other)),
+    )
+    .await
+    .expect("the idle transaction's lock was freed")
+    .unwrap();
+    engine.rollback(&other).await.unwrap();
+    assert_eq!(
+        engine.commit(Vec::new(), Some(&idle)).await,
+        Err(Error::TransactionClosed)
+    );
+    // Old: used every 50 ms, but open for more than 400 ms.
+    let old = engine
+        .begin_transaction(db.partition(), &mode)
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let _ = engine.lookup(std::slice::from_ref(&key), Some(&old)).await;
+    }
+    let _ = engine
+        .begin_transaction(db.partition(), &mode)
+        .await
+        .unwrap();
+    assert_eq!(
+        engine.commit(Vec::new(), Some(&old)).await,
+        Err(Error::TransactionClosed)
+    );
+}

@@ -36,6 +36,8 @@ mod index;
 mod plan;
 mod scan;
 mod store;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -112,6 +114,9 @@ const ID_BLOCK: u64 = 1024;
 struct State {
     store: Box<dyn Store + Send>,
     strict: bool,
+    /// How long a transaction may stay unused, and open, before it is ended.
+    idle: Duration,
+    lifetime: Duration,
     /// Declared composite indexes, by kind.
     composites: HashMap<String, Vec<Composite>>,
     /// The schemas already declared (by address): declaring again costs a set lookup.
@@ -203,6 +208,25 @@ impl Embedded {
     /// evaluating every entity of its kind.
     pub fn strict_indexes(self, strict: bool) -> Embedded {
         self.state().strict = strict;
+        self
+    }
+
+    /// How long a transaction may stay unused (`idle`, 60 s by default) and open (`lifetime`,
+    /// 270 s), as the service allows: past either, the engine ends it, freeing the locks its
+    /// reads took, and its commit is [`Error::TransactionClosed`].
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use datastore_entity::backend::embedded::Embedded;
+    /// let engine = Embedded::in_memory()
+    ///     .transaction_timeouts(Duration::from_secs(10), Duration::from_secs(60));
+    /// ```
+    pub fn transaction_timeouts(self, idle: Duration, lifetime: Duration) -> Embedded {
+        {
+            let mut state = self.state();
+            state.idle = idle;
+            state.lifetime = lifetime;
+        }
         self
     }
 
@@ -525,6 +549,8 @@ impl State {
         State {
             store,
             strict: true,
+            idle: IDLE,
+            lifetime: LIFETIME,
             composites: HashMap::new(),
             declared: HashSet::new(),
             history: History::new(),
@@ -702,7 +728,7 @@ impl State {
         let expired: Vec<u64> = self
             .transactions
             .iter()
-            .filter(|(_, t)| now - t.used > IDLE || now - t.begun > LIFETIME)
+            .filter(|(_, t)| now - t.used > self.idle || now - t.begun > self.lifetime)
             .map(|(id, _)| *id)
             .collect();
         let mut released = false;

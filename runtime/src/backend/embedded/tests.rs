@@ -1,0 +1,170 @@
+//! What the engine reads to answer: counted at its store. A count and a sum read index
+//! entries only, never an entity; a page costs what it holds, not the kind, nor its depth.
+
+use std::cell::Cell;
+use std::sync::Arc;
+
+use super::store::{Batch, Memory, Range, Store};
+use super::*;
+use crate::format::file::ENTITIES;
+use crate::model::key::PathElement;
+use crate::model::value::Property;
+use crate::query::spec::{FilterNode, PropertyFilter, PropertyOrder};
+
+/// A store in memory that counts what is read: entities, and index entries scanned.
+struct Counting {
+    inner: Memory,
+    counts: Arc<Counts>,
+}
+
+#[derive(Default)]
+struct Counts {
+    entities: std::sync::atomic::AtomicUsize,
+    index_entries: std::sync::atomic::AtomicUsize,
+}
+
+impl Counts {
+    fn take(&self) -> (usize, usize) {
+        use std::sync::atomic::Ordering::SeqCst;
+        (
+            self.entities.swap(0, SeqCst),
+            self.index_entries.swap(0, SeqCst),
+        )
+    }
+}
+
+impl Store for Counting {
+    fn get(&self, table: &str, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> Result<bool, Error> {
+        if table == ENTITIES {
+            self.counts
+                .entities
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        self.inner.get(table, key, visit)
+    }
+
+    fn scan(
+        &self,
+        table: &str,
+        range: Range<'_>,
+        reverse: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), Error> {
+        let seen = Cell::new(0);
+        let result = self.inner.scan(table, range, reverse, &mut |k, v| {
+            seen.set(seen.get() + 1);
+            visit(k, v)
+        });
+        let counter = match table {
+            ENTITIES => &self.counts.entities,
+            _ => &self.counts.index_entries,
+        };
+        counter.fetch_add(seen.get(), std::sync::atomic::Ordering::SeqCst);
+        result
+    }
+
+    fn apply(&mut self, batch: Batch) -> Result<(), Error> {
+        self.inner.apply(batch)
+    }
+}
+
+fn key(n: i64) -> RawKey {
+    RawKey::new(
+        Some(PartitionId::default()),
+        vec![PathElement::new("Order", Some(IdOrName::Id(KeyId::new(n).unwrap()))).unwrap()],
+    )
+    .unwrap()
+}
+
+/// An engine holding `n` orders of 10 customers, and its read counts.
+async fn orders(n: i64) -> (Embedded, Arc<Counts>) {
+    let counts = Arc::new(Counts::default());
+    let engine = Embedded::with_store(Box::new(Counting {
+        inner: Memory::default(),
+        counts: counts.clone(),
+    }));
+    for chunk in (1..=n).collect::<Vec<_>>().chunks(500) {
+        let writes = chunk
+            .iter()
+            .map(|&i| {
+                let properties = PropertyMap::from([
+                    ("customer", Property::indexed(Value::Integer(i % 10))),
+                    ("total", Property::indexed(Value::Integer(i))),
+                ]);
+                Mutation::Upsert(key(i), properties, Mask::Whole)
+            })
+            .collect();
+        engine.commit(writes, None).await.unwrap();
+    }
+    counts.take();
+    (engine, counts)
+}
+
+fn customer(c: i64) -> QuerySpec {
+    QuerySpec {
+        kind: "Order".to_owned(),
+        filters: vec![FilterNode::Property(PropertyFilter {
+            property: "customer".to_owned(),
+            op: Operator::Equal,
+            value: Value::Integer(c),
+        })],
+        ..QuerySpec::default()
+    }
+}
+
+#[tokio::test]
+async fn a_count_and_a_sum_read_index_entries_and_no_entity() {
+    let (engine, counts) = orders(1_000).await;
+    let count = engine
+        .run_aggregation(&customer(3), &Aggregation::Count { up_to: None }, None)
+        .await
+        .unwrap();
+    assert_eq!(count, Value::Integer(100));
+    let (entities, entries) = counts.take();
+    assert_eq!(entities, 0, "a count reads no entity");
+    assert!(entries <= 101, "{entries} index entries for 100 rows");
+    let all = QuerySpec {
+        kind: "Order".to_owned(),
+        ..QuerySpec::default()
+    };
+    let sum = engine
+        .run_aggregation(&all, &Aggregation::Sum("total".to_owned()), None)
+        .await
+        .unwrap();
+    assert_eq!(sum, Value::Integer((1..=1_000).sum()));
+    let (entities, entries) = counts.take();
+    assert_eq!(entities, 0, "a sum reads no entity");
+    assert!(entries <= 1_001, "{entries} index entries for 1,000 values");
+}
+
+#[tokio::test]
+async fn a_page_costs_what_it_holds_whatever_the_kind_and_the_depth() {
+    // A page of 10 ordered by `total`, 990 rows deep, on 1,000 and on 20,000 orders.
+    let mut costs = Vec::new();
+    for n in [1_000, 20_000] {
+        let (engine, counts) = orders(n).await;
+        let mut spec = QuerySpec {
+            kind: "Order".to_owned(),
+            orders: vec![PropertyOrder {
+                property: "total".to_owned(),
+                direction: crate::model::schema::Direction::Ascending,
+            }],
+            limit: Some(990),
+            ..QuerySpec::default()
+        };
+        let deep = engine.run_query(&spec, None).await.unwrap();
+        spec.start_cursor = deep.results.last().map(|r| r.cursor.clone());
+        spec.limit = Some(10);
+        counts.take();
+        let page = engine.run_query(&spec, None).await.unwrap();
+        assert_eq!(page.results.len(), 10);
+        assert_eq!(page.results[0].key, key(991));
+        costs.push(counts.take());
+    }
+    // The same few reads: ten entities, and as many index entries (one more where there
+    // is a next one to know of).
+    for (entities, entries) in &costs {
+        assert_eq!(*entities, 10, "{costs:?}");
+        assert!((10..=11).contains(entries), "{costs:?}");
+    }
+}
