@@ -228,6 +228,21 @@ fn emulator(backend: Backend) -> &'static Result<Emulator, String> {
     cell.get_or_init(|| Emulator::start(backend))
 }
 
+/// The emulator of `backend` for this test binary, started on first use; `None` when it is
+/// not installed and this is not CI (the reason printed), a panic in CI, which must have it.
+pub fn shared_emulator(backend: Backend) -> Option<&'static Emulator> {
+    match emulator(backend) {
+        Ok(emulator) => Some(emulator),
+        Err(reason) if std::env::var_os("CI").is_some() => {
+            panic!("CI needs the {backend:?} emulator: {reason}")
+        }
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            None
+        }
+    }
+}
+
 /// The loopback address of `backend`'s emulator for this test binary (`127.0.0.1:PORT`), as
 /// other clients take it in `DATASTORE_EMULATOR_HOST`.
 pub fn emulator_host(backend: Backend) -> Result<String, String> {

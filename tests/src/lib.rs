@@ -17,6 +17,7 @@ pub mod faults;
 pub mod harness;
 pub mod minimal;
 pub mod recorder;
+pub mod scripted;
 
 /// A blog account.
 #[derive(Entity, Debug, Clone, PartialEq)]

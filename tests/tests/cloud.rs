@@ -14,23 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use datastore_entity::Error;
 use datastore_entity::prelude::*;
-use datastore_entity_tests::harness::{Backend, Emulator, PROJECT};
+use datastore_entity_tests::harness::{Backend, PROJECT, shared_emulator};
 use datastore_entity_tests::{Account, account, account_key};
-
-/// The emulator for this binary, or why there is none (CI must have it).
-fn emulator() -> Option<&'static Emulator> {
-    static EMULATOR: std::sync::OnceLock<Result<Emulator, String>> = std::sync::OnceLock::new();
-    match EMULATOR.get_or_init(|| Emulator::start(Backend::Firestore)) {
-        Ok(emulator) => Some(emulator),
-        Err(reason) if std::env::var_os("CI").is_some() => {
-            panic!("CI needs the emulator: {reason}")
-        }
-        Err(reason) => {
-            eprintln!("skipped: {reason}");
-            None
-        }
-    }
-}
 
 /// A loopback TCP proxy to `target` that counts the connections it accepts.
 fn counting_proxy(target: u16) -> (u16, Arc<AtomicUsize>) {
@@ -141,7 +126,9 @@ async fn scenario_work_through_the_emulator_host() {
 
 #[test]
 fn emulator_host_is_honoured_with_and_without_a_scheme() {
-    let Some(emulator) = emulator() else { return };
+    let Some(emulator) = shared_emulator(Backend::Firestore) else {
+        return;
+    };
     for host in [
         format!("127.0.0.1:{}", emulator.port),
         format!("http://127.0.0.1:{}", emulator.port),
@@ -156,7 +143,9 @@ fn emulator_host_is_honoured_with_and_without_a_scheme() {
 
 #[test]
 fn the_cloud_backend_connects_nowhere_but_its_endpoint() {
-    let Some(emulator) = emulator() else { return };
+    let Some(emulator) = shared_emulator(Backend::Firestore) else {
+        return;
+    };
     // Through a counting proxy: every connection the client makes to its endpoint is seen.
     let (proxy, accepted) = counting_proxy(emulator.port);
     run_child(

@@ -11,28 +11,8 @@ use std::time::{Duration, Instant};
 use datastore_entity::Error;
 use datastore_entity::prelude::*;
 use datastore_entity_tests::faults::{Fault, FaultProxy};
-use datastore_entity_tests::harness::{Backend, Emulator, PROJECT};
+use datastore_entity_tests::harness::{Backend, Emulator, PROJECT, shared_emulator};
 use datastore_entity_tests::{Account, account, account_key};
-
-/// The emulator of `backend` for this binary, or why there is none (CI must have it).
-fn emulator(backend: Backend) -> Option<&'static Emulator> {
-    static FIRESTORE: std::sync::OnceLock<Result<Emulator, String>> = std::sync::OnceLock::new();
-    static DATASTORE: std::sync::OnceLock<Result<Emulator, String>> = std::sync::OnceLock::new();
-    let cell = match backend {
-        Backend::Datastore => &DATASTORE,
-        _ => &FIRESTORE,
-    };
-    match cell.get_or_init(|| Emulator::start(backend)) {
-        Ok(emulator) => Some(emulator),
-        Err(reason) if std::env::var_os("CI").is_some() => {
-            panic!("CI needs the emulator: {reason}")
-        }
-        Err(reason) => {
-            eprintln!("skipped: {reason}");
-            None
-        }
-    }
-}
 
 /// A `Db` on the emulator through a fault proxy, in a namespace of its own, with `timeout`.
 async fn through_proxy(
@@ -40,7 +20,7 @@ async fn through_proxy(
     name: &str,
     timeout: Duration,
 ) -> Option<(Db, FaultProxy)> {
-    let emulator = emulator(backend)?;
+    let emulator = shared_emulator(backend)?;
     let proxy = FaultProxy::start(emulator.port).await;
     let db = Db::cloud_builder(PROJECT)
         .endpoint(proxy.endpoint())
