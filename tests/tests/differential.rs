@@ -789,3 +789,59 @@ fn the_engine_answers_as_the_firestore_emulator_on_random_operations() {
         panic!("{}", compact(&e.to_string()));
     }
 }
+
+/// The divergences long runs found, as the sequences they shrank to: each stays fixed.
+#[test]
+fn the_divergences_long_runs_found_stay_fixed() {
+    let key = KeyPick {
+        kind: 0,
+        id: 0,
+        parent: None,
+        namespace: 0,
+    };
+    let at = |micros: i64| Value::Timestamp(Timestamp::from_micros(micros));
+    let on_a = |op: Operator, value: Value| {
+        FilterNode::Property(PropertyFilter {
+            property: "a".to_owned(),
+            op,
+            value,
+        })
+    };
+    let sum_of_a = |filter: FilterNode| {
+        let query = QueryPick {
+            kind: 0,
+            namespace: 0,
+            filter: Some(filter),
+            orders: Vec::new(),
+            shape: ResultShape::Full,
+            limit: None,
+            paged: false,
+            ancestor: None,
+        };
+        Op::Aggregate(query, Aggregation::Sum("a".to_owned()))
+    };
+    let put_a = |value: Value| Op::Put(vec![(key, vec![(0, value, false)])]);
+    let sequences = [
+        // Seed 0x26262: a sum of `a` where `a = t` (a timestamp) adds t's microseconds, as
+        // the Firestore emulator reads the value from its index.
+        vec![
+            put_a(at(1_700_000_000_000_000)),
+            sum_of_a(on_a(Operator::Equal, at(1_700_000_000_000_000))),
+        ],
+        // Seed 0x26262 again: a timestamp a range filter on booleans matches (Datastore
+        // orders timestamps before booleans) is summed as its microseconds too, beside an
+        // IN that fixes nothing it holds.
+        vec![
+            put_a(Value::Timestamp(Timestamp::MIN)),
+            sum_of_a(FilterNode::Or(vec![
+                on_a(Operator::LessThan, Value::Boolean(false)),
+                on_a(Operator::In, Value::Array(vec![Value::Null])),
+            ])),
+        ],
+    ];
+    for ops in sequences {
+        if let Err(e) = check(&ops) {
+            panic!("{}", compact(&e.to_string()));
+        }
+    }
+}

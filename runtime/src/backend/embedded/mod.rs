@@ -1343,14 +1343,15 @@ impl State {
                     let fixed_to = operands
                         .iter()
                         .find(|o| values.iter().any(|v| compare_values(v, o).is_eq()));
-                    // The value a filter fixes is read as the index holds it: a timestamp
-                    // as its integer of microseconds, which the Firestore emulator sums.
-                    let fixed_to = fixed_to.map(|o| match o {
+                    // Each value is read as the index holds it: a timestamp as its integer
+                    // of microseconds, which the Firestore emulator sums (as it does in a
+                    // projection's rows).
+                    let indexed = |value: &Value| match value {
                         Value::Timestamp(t) => Value::Integer(t.as_micros()),
                         other => other.clone(),
-                    });
+                    };
                     for value in &values {
-                        sum.add(fixed_to.as_ref().unwrap_or(value));
+                        sum.add(&indexed(fixed_to.unwrap_or(value)));
                     }
                 }
                 // A projection's row holds the one index value under the property's whole
