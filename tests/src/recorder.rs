@@ -87,3 +87,45 @@ impl Recorder {
         std::mem::take(&mut *self.logged.lock().unwrap())
     }
 }
+
+/// Makes `subscriber` the current thread's until the guard drops — without the race of
+/// `tracing::subscriber::set_default` alone.
+///
+/// `tracing` caches, per call site, whether any subscriber wants it. A test on another
+/// thread (without a subscriber) that reaches a call site first can cache "nobody" while
+/// this thread installs its own, and this thread's recorder then misses that call site
+/// (seen once in CI: a commit's `datastore` span not recorded). A process-wide subscriber
+/// that wants every call site and records nothing closes that window: every call site is
+/// cached "ask each time", and each thread's own subscriber is asked.
+pub fn scoped(
+    subscriber: impl Subscriber + Send + Sync + 'static,
+) -> tracing::subscriber::DefaultGuard {
+    static INTERESTED: std::sync::Once = std::sync::Once::new();
+    INTERESTED.call_once(|| {
+        // Another global subscriber already set (by the test binary) serves as well.
+        let _ = tracing::subscriber::set_global_default(WantsEverything);
+    });
+    let guard = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
+    guard
+}
+
+/// Wants every call site, enables nothing: the process-wide subscriber of [`scoped`].
+struct WantsEverything;
+
+impl Subscriber for WantsEverything {
+    fn register_callsite(&self, _: &'static Metadata<'static>) -> tracing::subscriber::Interest {
+        tracing::subscriber::Interest::sometimes()
+    }
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        false
+    }
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, _: &Event<'_>) {}
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}

@@ -125,7 +125,7 @@ async fn a_commit_whose_answer_is_lost_is_unknown_and_never_replayed(backend: Ba
     // An insert: sending it twice would fail with AlreadyExists; it is sent once (the
     // commit's `datastore` span says how many attempts its call made).
     let recorder = datastore_entity_tests::recorder::Recorder::default();
-    let guard = tracing::subscriber::set_default(recorder.clone());
+    let guard = datastore_entity_tests::recorder::scoped(recorder.clone());
     let error = db.insert(&account("ann")).await.unwrap_err();
     drop(guard);
     assert!(

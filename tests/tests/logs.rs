@@ -56,7 +56,7 @@ fn quiet_above_debug(logged: &[Logged]) {
 #[tokio::test]
 async fn the_embedded_engine_logs_nothing_above_debug_when_all_goes_well() {
     let recorder = Recorder::default();
-    let _guard = tracing::subscriber::set_default(recorder.clone());
+    let _guard = datastore_entity_tests::recorder::scoped(recorder.clone());
     work(&Db::in_memory()).await;
     quiet_above_debug(&recorder.take());
 }
@@ -71,7 +71,7 @@ async fn the_cloud_backend_logs_one_span_per_call_and_nothing_above_debug() {
         }
     };
     let recorder = Recorder::default();
-    let _guard = tracing::subscriber::set_default(recorder.clone());
+    let _guard = datastore_entity_tests::recorder::scoped(recorder.clone());
     let db = Db::cloud_builder(PROJECT)
         .endpoint(format!("http://{host}"))
         .build()
@@ -109,7 +109,7 @@ async fn the_cloud_backend_logs_one_span_per_call_and_nothing_above_debug() {
 #[tokio::test]
 async fn a_scale_finding_is_logged_once_at_warn_without_the_keys() {
     let recorder = Recorder::default();
-    let _guard = tracing::subscriber::set_default(recorder.clone());
+    let _guard = datastore_entity_tests::recorder::scoped(recorder.clone());
     let db = Db::in_memory();
     // 300 names in sequence, written at once: R-K4.
     let patients: Vec<Patient> = (0..300)

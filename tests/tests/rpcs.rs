@@ -106,7 +106,7 @@ async fn begin_read_and_commit_are_two_round_trips_where_the_first_read_begins()
         return;
     };
     let rpcs = Rpcs::default();
-    let _guard = tracing::subscriber::set_default(rpcs.clone());
+    let _guard = datastore_entity_tests::recorder::scoped(rpcs.clone());
     let db = Db::cloud_builder(PROJECT)
         .endpoint(format!("http://127.0.0.1:{}", emulator.port))
         .begin_transactions_with_reads(true)
@@ -129,7 +129,7 @@ async fn on_the_firestore_emulator_transactions_begin_on_their_own() {
         return;
     };
     let rpcs = Rpcs::default();
-    let _guard = tracing::subscriber::set_default(rpcs.clone());
+    let _guard = datastore_entity_tests::recorder::scoped(rpcs.clone());
     let db = Db::cloud_builder(PROJECT)
         .endpoint(format!("http://127.0.0.1:{}", emulator.port))
         .build()
