@@ -1,9 +1,11 @@
-//! Which source files of a crate use which, and the circles among them.
+//! Which source files of a crate use which, the circles among them, and the uses that run
+//! up a declared order.
 //!
 //! The runtime crate is kept in layers: a file only uses files below it, so any file can be
 //! read, tested and moved knowing only what is under it. This crate reads the sources (it
-//! does not build them), draws the graph of uses between files and finds its circles;
-//! `tests/no_circles.rs` runs it on `runtime/src`.
+//! does not build them), draws the graph of uses between files, finds its circles, and
+//! checks it against the order `DEVELOPERS.md`'s table writes ([`Order`]);
+//! `tests/no_circles.rs` runs both on `runtime/src`.
 //!
 //! ```no_run
 //! let graph = datastore_entity_layers::import_graph("runtime/src".as_ref()).unwrap();
@@ -16,8 +18,9 @@
 //! # What counts as a use
 //!
 //! The files are the ones the module tree reaches from `lib.rs` (`mod x;` is `x.rs` or
-//! `x/mod.rs`, `#[path]` is honoured; inline `mod m { … }` belongs to its file). Modules
-//! and items behind `#[cfg(test)]` are left out. File A uses file B (A ≠ B) when A:
+//! `x/mod.rs`, `#[path]` is honoured; inline `mod m { … }` belongs to its file), test
+//! modules included: a test that needs a higher file belongs in a higher file. File A uses
+//! file B (A ≠ B) when A:
 //!
 //! - has a `use` declaration (anywhere: top level, in functions, in inline modules) of a
 //!   `crate::`, `self::`, `super::` path, or of a path starting with a module in scope,
@@ -29,8 +32,9 @@
 //! (`pub use a::Thing;`, `pub use a::{Thing as Other}`, globs last) is followed to the
 //! file that defines it, so `use crate::Db` is a use of `db.rs`, not of `lib.rs`. A
 //! path ending at a module uses that module's file, unless the file goes on to name items
-//! through it (`use crate::backend;` … `backend::Mutation`). A `pub use` whose name the
-//! file does not otherwise mention is a pure re-export, and uses nothing.
+//! through it (`use crate::backend;` … `backend::Mutation`). A re-export (`pub use`) is a
+//! use like any other: a public path that needs a name from a higher layer is made in the
+//! crate's façade (`lib.rs`), at the top of the order.
 //!
 //! # Line numbers
 //!
@@ -39,9 +43,12 @@
 //! path gets a marker segment naming its line before it is parsed (see `lex.rs`).
 
 mod lex;
+mod order;
 #[cfg(test)]
 mod tests;
 mod tree;
+
+pub use order::{Departures, Order, TABLE_HEADING, Upward};
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;

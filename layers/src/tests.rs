@@ -4,7 +4,7 @@ use std::fs;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::{Graph, import_graph};
+use crate::{Graph, Order, import_graph};
 
 /// A source folder under the system's temporary folder, removed when dropped.
 struct TempTree(PathBuf);
@@ -112,8 +112,8 @@ fn a_circle_seen_only_through_a_reexport_in_lib_rs() {
             "b.rs -> a.rs (line 1: use crate::Thing)",
         ]]
     );
-    // `pub use a::Thing;` only re-exports: lib.rs itself uses nothing.
-    assert!(graph.uses("lib.rs").is_empty());
+    // `pub use a::Thing;` re-exports: a use of the file that defines it.
+    assert_eq!(graph.uses("lib.rs"), ["a.rs"]);
 }
 
 #[test]
@@ -139,30 +139,43 @@ fn a_circle_through_super() {
 }
 
 #[test]
-fn test_code_uses_nothing() {
+fn test_code_counts_as_a_use() {
     let graph = graph(&[
         ("lib.rs", "mod a;\nmod b;\n"),
         (
             "a.rs",
             "pub struct A;\n\n\
              #[cfg(test)]\n\
-             mod tests {\n    use super::*;\n    use crate::b::X;\n}\n\n\
-             #[cfg(test)]\n\
-             mod more_tests;\n\n\
-             #[cfg(all(test, feature = \"slow\"))]\n\
-             fn helper() -> crate::b::X {\n    crate::b::X(A)\n}\n\n\
-             impl A {\n    #[cfg(test)]\n    fn check(&self) {\n        let _ = crate::b::X;\n    }\n}\n",
+             mod tests {\n    use super::*;\n    use crate::b::X;\n}\n",
         ),
         ("b.rs", "use crate::a::A;\n\npub struct X(pub A);\n"),
     ]);
-    assert!(graph.cycles().is_empty());
-    assert_eq!(edges(&graph), ["b.rs -> a.rs (line 1: use crate::a::A)"]);
-    // The missing `more_tests.rs` is not looked for.
-    assert_eq!(graph.files(), ["a.rs", "b.rs", "lib.rs"]);
+    assert_eq!(
+        cycles(&graph),
+        [[
+            "a.rs -> b.rs (line 6: use crate::b::X)",
+            "b.rs -> a.rs (line 1: use crate::a::A)",
+        ]]
+    );
 }
 
 #[test]
-fn a_pure_reexport_in_a_mod_rs_uses_nothing() {
+fn a_test_module_in_its_own_file_is_read() {
+    let graph = graph(&[
+        ("lib.rs", "mod a;\nmod b;\n"),
+        ("a.rs", "pub struct A;\n\n#[cfg(test)]\nmod tests;\n"),
+        ("a/tests.rs", "use crate::b::X;\n"),
+        ("b.rs", "pub struct X;\n"),
+    ]);
+    assert_eq!(graph.files(), ["a.rs", "a/tests.rs", "b.rs", "lib.rs"]);
+    assert_eq!(
+        edges(&graph),
+        ["a/tests.rs -> b.rs (line 1: use crate::b::X)"]
+    );
+}
+
+#[test]
+fn a_reexport_is_a_use() {
     let graph = graph(&[
         ("lib.rs", "mod facade;\nmod low;\n"),
         (
@@ -178,10 +191,68 @@ fn a_pure_reexport_in_a_mod_rs_uses_nothing() {
     assert!(graph.cycles().is_empty());
     assert_eq!(
         edges(&graph),
-        ["low.rs -> facade/inner.rs (line 1: use crate::facade::Thing)"]
+        [
+            "facade/mod.rs -> facade/inner.rs (line 3: use inner::Thing)",
+            "facade/mod.rs -> low.rs (line 4: use crate::low::{Low, Lower as Lowest})",
+            "low.rs -> facade/inner.rs (line 1: use crate::facade::Thing)",
+        ]
     );
 }
 
+fn order(rows: &[(&str, &str)]) -> Order {
+    let mut text = String::from("### files\n\n| layer | file | its job |\n| --- | --- | --- |\n");
+    for (layer, file) in rows {
+        text.push_str(&format!("| {layer} | `{file}` | a job |\n"));
+    }
+    Order::from_markdown(&text, "### files").unwrap()
+}
+
+#[test]
+fn a_use_of_a_file_listed_later_runs_up_the_order() {
+    let graph = graph(&[
+        ("lib.rs", "mod high;\nmod low;\n"),
+        ("high.rs", "pub struct High;\n"),
+        (
+            "low.rs",
+            "pub struct Low;\n\npub fn f() -> crate::high::High {\n    crate::high::High\n}\n",
+        ),
+    ]);
+    let good = order(&[
+        ("`high.rs`", "high.rs"),
+        ("`low.rs`", "low.rs"),
+        ("façade", "lib.rs"),
+    ]);
+    assert!(good.check(&graph).is_empty(), "{}", good.check(&graph));
+    let bad = order(&[
+        ("`low.rs`", "low.rs"),
+        ("`high.rs`", "high.rs"),
+        ("façade", "lib.rs"),
+    ]);
+    let departures = bad.check(&graph);
+    assert_eq!(
+        departures.to_string(),
+        "upward (low.rs uses high.rs, a layer above it): low.rs -> high.rs (line 3: crate::high::High; line 4: crate::high::High)\n"
+    );
+    // Within one layer, the table's order is the order too.
+    let bad = order(&[("`both/`", "low.rs"), ("", "high.rs"), ("façade", "lib.rs")]);
+    assert!(
+        bad.check(&graph)
+            .to_string()
+            .starts_with("upward (listed later in both/): low.rs -> high.rs"),
+        "{}",
+        bad.check(&graph)
+    );
+    // A file missing from the table, and a listed file that is gone.
+    let partial = order(&[
+        ("`high.rs`", "high.rs"),
+        ("`gone.rs`", "gone.rs"),
+        ("façade", "lib.rs"),
+    ]);
+    assert_eq!(
+        partial.check(&graph).to_string(),
+        "not in the layer table: low.rs\nin the layer table but not in the crate: gone.rs\n"
+    );
+}
 #[test]
 fn a_reexport_the_file_also_uses_is_a_use() {
     let graph = graph(&[
@@ -278,23 +349,28 @@ fn an_acyclic_tree_passes() {
             "api_impl.rs -> model.rs (line 8: model::check)",
             "api_impl.rs -> model/value.rs (line 1: use crate::model::Val; \
              line 2: use crate::model::Extra as E)",
+            "lib.rs -> api_impl.rs (line 9: use crate::api::Client)",
+            "lib.rs -> error.rs (line 6: use error::Error)",
             "model.rs -> error.rs (line 5: crate::Error)",
+            "model.rs -> model/value.rs (line 3: use self::value::{*, Value as Val})",
         ]
     );
     assert_eq!(
         graph.layers(),
         [
-            vec!["error.rs", "lib.rs", "model/value.rs"],
+            vec!["error.rs", "model/value.rs"],
             vec!["model.rs"],
             vec!["api_impl.rs"],
+            vec!["lib.rs"],
         ]
     );
     assert_eq!(
         graph.to_string(),
-        "5 files, 3 uses between them (layer 0 uses no other file)\n\
-         layer 0:\n    error.rs\n    lib.rs\n    model/value.rs\n\
-         layer 1:\n    model.rs -> error.rs\n\
-         layer 2:\n    api_impl.rs -> model.rs, model/value.rs\n"
+        "5 files, 6 uses between them (layer 0 uses no other file)\n\
+         layer 0:\n    error.rs\n    model/value.rs\n\
+         layer 1:\n    model.rs -> error.rs, model/value.rs\n\
+         layer 2:\n    api_impl.rs -> model.rs, model/value.rs\n\
+         layer 3:\n    lib.rs -> api_impl.rs, error.rs\n"
     );
 }
 

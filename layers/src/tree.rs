@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use syn::parse::{Parse, ParseStream, Parser};
-use syn::{Attribute, ImplItem, Item, ItemUse, Meta, TraitItem, UseTree, Visibility};
+use syn::{Attribute, Item, ItemUse, Meta, UseTree};
 
 use crate::Reason;
 use crate::lex::{instrument, marker_line};
@@ -33,8 +33,6 @@ struct UseLeaf {
     path: Vec<String>,
     /// The name it binds (`None` for a glob).
     binding: Option<String>,
-    /// `pub`, `pub(crate)`, `pub(super)`, `pub(in …)`.
-    public: bool,
     line: usize,
     /// The declaration as shown in messages: `use crate::db::Db`.
     text: String,
@@ -172,9 +170,6 @@ impl Tree {
     ) -> Result<(), String> {
         let file = self.modules[module].file;
         for (item, tokens) in items {
-            if is_test(item_attrs(item)) {
-                continue;
-            }
             let name = match item {
                 Item::Mod(m) => {
                     let name = m.ident.to_string();
@@ -446,20 +441,13 @@ impl Tree {
         let local_uses = scan.local_uses.iter().map(|(m, leaf)| (*m, leaf));
         for (ctx, leaf) in module_uses.chain(local_uses) {
             match &leaf.binding {
-                Some(name) => {
-                    // A `pub use` of a name the file does not otherwise mention only
-                    // re-exports it.
-                    if leaf.public && (name == "_" || !scan.mentions.contains(name)) {
-                        continue;
+                Some(name) => match self.resolve(ctx, &leaf.path, &mut Vec::new()) {
+                    Some(Target::File(to)) => push(Some(to), leaf.line, leaf.text.clone()),
+                    Some(Target::Module(m)) if !resolved_further.contains(name) => {
+                        push(Some(self.modules[m].file), leaf.line, leaf.text.clone());
                     }
-                    match self.resolve(ctx, &leaf.path, &mut Vec::new()) {
-                        Some(Target::File(to)) => push(Some(to), leaf.line, leaf.text.clone()),
-                        Some(Target::Module(m)) if !resolved_further.contains(name) => {
-                            push(Some(self.modules[m].file), leaf.line, leaf.text.clone());
-                        }
-                        _ => {}
-                    }
-                }
+                    _ => {}
+                },
                 None => match self.resolve(ctx, &leaf.path, &mut Vec::new()) {
                     Some(Target::Module(g)) => {
                         // What the file mentions that the glob brings in.
@@ -483,13 +471,11 @@ impl Tree {
                                 );
                             }
                         }
-                        if !any && !leaf.public {
+                        if !any {
                             push(Some(self.modules[g].file), leaf.line, leaf.text.clone());
                         }
                     }
-                    Some(Target::File(to)) if !leaf.public => {
-                        push(Some(to), leaf.line, leaf.text.clone())
-                    }
+                    Some(Target::File(to)) => push(Some(to), leaf.line, leaf.text.clone()),
                     _ => {}
                 },
             }
@@ -499,9 +485,6 @@ impl Tree {
 
     fn scan_items(&self, ctx: usize, items: &[Parsed<Item>], scan: &mut FileScan) {
         for (item, tokens) in items {
-            if is_test(item_attrs(item)) {
-                continue;
-            }
             match item {
                 Item::Use(_) => {}
                 Item::Mod(m) => {
@@ -512,29 +495,6 @@ impl Tree {
                         self.scan_items(child, &content, scan);
                     }
                 }
-                // Impl and trait items behind `#[cfg(test)]` are left out.
-                Item::Impl(_) => match split_body::<ImplItem>(tokens) {
-                    Ok(inner) => {
-                        scan_tokens(ctx, header(tokens), scan);
-                        for (inner, tokens) in inner {
-                            if !is_test(impl_item_attrs(&inner)) {
-                                scan_tokens(ctx, tokens, scan);
-                            }
-                        }
-                    }
-                    Err(_) => scan_tokens(ctx, tokens.clone(), scan),
-                },
-                Item::Trait(_) => match split_body::<TraitItem>(tokens) {
-                    Ok(inner) => {
-                        scan_tokens(ctx, header(tokens), scan);
-                        for (inner, tokens) in inner {
-                            if !is_test(trait_item_attrs(&inner)) {
-                                scan_tokens(ctx, tokens, scan);
-                            }
-                        }
-                    }
-                    Err(_) => scan_tokens(ctx, tokens.clone(), scan),
-                },
                 _ => scan_tokens(ctx, tokens.clone(), scan),
             }
         }
@@ -570,13 +530,6 @@ fn split_body<T: Parse>(tokens: &TokenStream) -> syn::Result<Vec<Parsed<T>>> {
         }
         _ => Ok(Vec::new()),
     }
-}
-
-/// The tokens of an item before the braces that end it.
-fn header(tokens: &TokenStream) -> TokenStream {
-    let mut tokens: Vec<TokenTree> = tokens.clone().into_iter().collect();
-    tokens.pop();
-    tokens.into_iter().collect()
 }
 
 fn relative(src: &Path, path: &Path) -> String {
@@ -650,19 +603,12 @@ fn scan_tokens(ctx: usize, tokens: TokenStream, scan: &mut FileScan) {
 fn use_leaves(decl: &ItemUse) -> Vec<UseLeaf> {
     let mut out = Vec::new();
     if decl.leading_colon.is_none() {
-        let public = !matches!(decl.vis, Visibility::Inherited);
-        flatten(&decl.tree, &mut Vec::new(), 0, public, &mut out);
+        flatten(&decl.tree, &mut Vec::new(), 0, &mut out);
     }
     out
 }
 
-fn flatten(
-    tree: &UseTree,
-    prefix: &mut Vec<String>,
-    line: usize,
-    public: bool,
-    out: &mut Vec<UseLeaf>,
-) {
+fn flatten(tree: &UseTree, prefix: &mut Vec<String>, line: usize, out: &mut Vec<UseLeaf>) {
     let text = |path: &[String], tail: &str| {
         let mut text = format!("use {}", path.join("::"));
         text.push_str(tail);
@@ -672,10 +618,10 @@ fn flatten(
         UseTree::Path(p) => {
             let name = p.ident.to_string();
             match marker_line(&name) {
-                Some(l) => flatten(&p.tree, prefix, l, public, out),
+                Some(l) => flatten(&p.tree, prefix, l, out),
                 None => {
                     prefix.push(name);
-                    flatten(&p.tree, prefix, line, public, out);
+                    flatten(&p.tree, prefix, line, out);
                     prefix.pop();
                 }
             }
@@ -694,7 +640,6 @@ fn flatten(
                     text: text(&path, ""),
                     path,
                     binding: Some(binding),
-                    public,
                     line,
                 });
             }
@@ -710,7 +655,6 @@ fn flatten(
                 text: text(&path, &format!(" as {rename}")),
                 path,
                 binding: Some(rename),
-                public,
                 line,
             });
         }
@@ -718,90 +662,13 @@ fn flatten(
             text: text(prefix, "::*"),
             path: prefix.clone(),
             binding: None,
-            public,
             line,
         }),
         UseTree::Group(g) => {
             for tree in &g.items {
-                flatten(tree, prefix, line, public, out);
+                flatten(tree, prefix, line, out);
             }
         }
-    }
-}
-
-fn item_attrs(item: &Item) -> &[Attribute] {
-    match item {
-        Item::Const(i) => &i.attrs,
-        Item::Enum(i) => &i.attrs,
-        Item::ExternCrate(i) => &i.attrs,
-        Item::Fn(i) => &i.attrs,
-        Item::ForeignMod(i) => &i.attrs,
-        Item::Impl(i) => &i.attrs,
-        Item::Macro(i) => &i.attrs,
-        Item::Mod(i) => &i.attrs,
-        Item::Static(i) => &i.attrs,
-        Item::Struct(i) => &i.attrs,
-        Item::Trait(i) => &i.attrs,
-        Item::TraitAlias(i) => &i.attrs,
-        Item::Type(i) => &i.attrs,
-        Item::Union(i) => &i.attrs,
-        Item::Use(i) => &i.attrs,
-        _ => &[],
-    }
-}
-
-fn impl_item_attrs(item: &ImplItem) -> &[Attribute] {
-    match item {
-        ImplItem::Const(i) => &i.attrs,
-        ImplItem::Fn(i) => &i.attrs,
-        ImplItem::Type(i) => &i.attrs,
-        ImplItem::Macro(i) => &i.attrs,
-        _ => &[],
-    }
-}
-
-fn trait_item_attrs(item: &TraitItem) -> &[Attribute] {
-    match item {
-        TraitItem::Const(i) => &i.attrs,
-        TraitItem::Fn(i) => &i.attrs,
-        TraitItem::Type(i) => &i.attrs,
-        TraitItem::Macro(i) => &i.attrs,
-        _ => &[],
-    }
-}
-
-/// Whether the attributes include `#[cfg(test)]` or `#[cfg(all(test, …))]`: code that
-/// only exists in the crate's own unit tests.
-fn is_test(attrs: &[Attribute]) -> bool {
-    attrs.iter().any(|attr| {
-        let Meta::List(list) = &attr.meta else {
-            return false;
-        };
-        list.path.is_ident("cfg") && requires_test(list.tokens.clone())
-    })
-}
-
-fn requires_test(predicate: TokenStream) -> bool {
-    let tokens: Vec<TokenTree> = predicate.into_iter().collect();
-    match tokens.as_slice() {
-        [TokenTree::Ident(id)] => id == "test",
-        [TokenTree::Ident(id), TokenTree::Group(g)]
-            if id == "all" && g.delimiter() == Delimiter::Parenthesis =>
-        {
-            let mut part = TokenStream::new();
-            let mut parts = Vec::new();
-            for token in g.stream() {
-                match &token {
-                    TokenTree::Punct(p) if p.as_char() == ',' => {
-                        parts.push(std::mem::take(&mut part))
-                    }
-                    _ => part.extend([token]),
-                }
-            }
-            parts.push(part);
-            parts.into_iter().any(requires_test)
-        }
-        _ => false,
     }
 }
 

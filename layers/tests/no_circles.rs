@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use datastore_entity_layers::{Graph, format_cycle, import_graph};
+use datastore_entity_layers::{Graph, Order, TABLE_HEADING, format_cycle, import_graph};
 
 fn runtime_src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/src")
@@ -56,4 +56,46 @@ fn layer_table() {
     let graph = runtime_graph();
     println!("{graph}");
     assert!(graph.layers().iter().map(Vec::len).sum::<usize>() == graph.files().len());
+}
+
+fn developers_md() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../DEVELOPERS.md");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Every file is in `DEVELOPERS.md`'s layer table, and uses only files listed before it
+/// (imports, re-exports and test modules alike): the order is the table's.
+#[test]
+fn every_file_uses_only_files_below_it_in_the_table() {
+    let order = Order::from_markdown(&developers_md(), TABLE_HEADING)
+        .unwrap_or_else(|e| panic!("DEVELOPERS.md: {e}"));
+    let departures = order.check(&runtime_graph());
+    assert!(
+        departures.is_empty(),
+        "the runtime's files depart from the layer order of DEVELOPERS.md ({TABLE_HEADING}):\n\
+         {departures}\nmove the used item down (or the using file up), or put the public path \
+         that needs it in lib.rs, the façade"
+    );
+}
+
+/// The crate's own comment on its layers names the same layers, in the same order.
+#[test]
+fn lib_rs_names_the_layers_of_the_table() {
+    let order = Order::from_markdown(&developers_md(), TABLE_HEADING).unwrap();
+    let lib = std::fs::read_to_string(runtime_src().join("lib.rs")).unwrap();
+    let line = lib
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("// The layers, bottom up: "))
+        .expect("lib.rs has a line `// The layers, bottom up: …`");
+    let named: Vec<&str> = line
+        .split(" (")
+        .next()
+        .unwrap_or(line)
+        .split(", ")
+        .collect();
+    assert_eq!(
+        named,
+        order.layers(),
+        "lib.rs and DEVELOPERS.md disagree on the layers"
+    );
 }

@@ -26,16 +26,27 @@
 //! Key names, kind names, property names and project ids are visible in logs, URLs and
 //! the console: never put sensitive data in them (R-N8).
 
-// The layers, bottom up: error, model, format, query, rules, backend, db, scale, index_files
-// (DEVELOPERS.md, "Layout"); `layers/` keeps the imports between their files free of circles.
+// The layers, bottom up: error.rs, hash.rs, model/, query/, format/, rules/, diagnostics.rs, backend/, db/, scale/, index_files.rs, façade (DEVELOPERS.md, "Layout").
+// `layers/` checks that every file uses only files below it in that table.
 pub mod backend;
 mod db;
 pub mod diagnostics;
 mod error;
 mod format;
+mod hash;
 mod index_files;
 mod model;
-pub mod query;
+/// The query and write vocabulary the backends receive, and the typed descriptors that build
+/// queries (`query/`); typed queries themselves are the `Db`'s (`db/query.rs`), re-exported
+/// here where earlier releases had them.
+pub mod query {
+    pub(crate) mod descriptor;
+    pub(crate) mod explain;
+    pub(crate) mod spec;
+    pub(crate) mod write;
+
+    pub use crate::db::query::{Cursor, KeysOnlyQuery, Numeric, Page, ProjectionQuery, Query};
+}
 pub mod rules;
 pub mod scale;
 
@@ -46,6 +57,7 @@ pub use datastore_entity_derive::Entity;
 pub use datastore_entity_derive::PropertyValue;
 #[cfg(feature = "cloud")]
 pub use db::cloud::CloudBuilder;
+pub use db::query::{Cursor, KeysOnlyQuery, Numeric, Page, ProjectionQuery, Query};
 pub use db::txn::{ReadTx, Tx};
 pub use db::{Db, ParentKey};
 pub use diagnostics::{Diagnostics, Finding, Thresholds};
@@ -70,7 +82,6 @@ pub use query::descriptor::{
 };
 pub use query::explain::{ExecutionStats, Explanation};
 pub use query::spec::Operator;
-pub use query::{Cursor, KeysOnlyQuery, Numeric, Page, ProjectionQuery, Query};
 pub use rules::commit::MAX_MUTATIONS;
 pub use rules::filter::{MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_NOT_IN_VALUES};
 pub use rules::index_entries::{MAX_INDEX_ENTRIES, MAX_INDEXED_VALUES};

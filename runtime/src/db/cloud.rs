@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backend::cloud::Settings;
+use crate::backend::cloud::Cloud;
+use crate::backend::cloud::connect::Settings;
 use crate::backend::retry::RetryPolicy;
 use crate::error::Error;
 use crate::model::key::PartitionId;
@@ -97,7 +98,7 @@ impl CloudBuilder {
             namespace: String::new(),
         };
         let retry = self.settings.retry;
-        let cloud = self.settings.connect().await?;
+        let cloud = Cloud::connect(self.settings).await?;
         let partitions = cloud.partitions().clone();
         let mut db = Db::with_backend_in(Arc::new(cloud), partition).with_retry(retry);
         // The derive writes entities straight into the service's protocol buffers.

@@ -17,7 +17,7 @@
 use base64::Engine as _;
 
 use crate::error::Error;
-use crate::format::hash::{fnv1a, fnv1a_128};
+use crate::hash::{fnv1a, fnv1a_128};
 use crate::model::key::{IdOrName, RawKey};
 use crate::model::name::KeyName;
 use crate::model::schema::ShardedIndexSchema;

@@ -4,7 +4,7 @@
 //! (in web pages' "next" links): `tests/tests/formats.rs` pins these bytes.
 
 use crate::error::Error;
-use crate::format::hash::fnv1a;
+use crate::hash::fnv1a;
 use crate::model::stored::Writer;
 use crate::query::spec::FilterNode;
 

@@ -18,7 +18,7 @@
 //! A file written by one version is read by the next: `tests/tests/formats.rs` pins every
 //! table's bytes, and a change of layout must change [`FORMAT`] (and read the old one).
 
-use crate::format::hash::fnv1a_128;
+use crate::hash::fnv1a_128;
 
 /// Every entity, by key.
 pub(crate) const ENTITIES: &str = "entities";

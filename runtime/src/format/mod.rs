@@ -1,7 +1,6 @@
 //! Every byte format that names stored data, in one place: change a byte here and data written
 //! before becomes unreachable. `tests/tests/formats.rs` pins each with golden bytes and names.
 //!
-//! - `hash`: the hashes behind scattered key names (R-K4) and companion names;
 //! - `companion`: the keys and properties of counter shards, replicas and sharded-index
 //!   values, stored in Google Cloud as in the embedded engine (R-S1, R-S2, R-S3);
 //! - `cursor`: the envelope of every cursor users keep (R-Q3);
@@ -9,12 +8,12 @@
 //! - `keycode`: the order-preserving encoding of the engine's index entries;
 //! - `urlsafe`: URL-safe keys, the legacy `Reference` NDB, Go and Java share.
 //!
-//! The stored form of an entity's properties is `model/stored.rs` (the model reads and writes
-//! it directly); it is pinned by the same tests.
+//! The hashes behind scattered key names (R-K4) and companion names are `hash.rs`, below the
+//! model (which names scattered keys with them); the stored form of an entity's properties is
+//! `model/stored.rs` (the model reads and writes it directly). Both are pinned by the same tests.
 
 pub(crate) mod companion;
 pub(crate) mod cursor;
 pub(crate) mod file;
-pub(crate) mod hash;
 pub(crate) mod keycode;
 pub(crate) mod urlsafe;

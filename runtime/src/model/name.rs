@@ -8,7 +8,7 @@ use std::fmt;
 pub use datastore_entity_names::{MAX_NAME_BYTES, NameRole, NameViolation};
 
 use crate::error::Error;
-use crate::format::hash::scattered_name;
+use crate::hash::scattered_name;
 
 /// Checks `name` for `role`, as [`Error::InvalidName`].
 pub fn validate(role: NameRole, name: &str) -> Result<(), Error> {

@@ -616,7 +616,6 @@ pub(crate) fn decode_wire(map: &Wire) -> Entries {
 mod tests {
     use super::*;
     use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement};
-    use crate::model::property_type::PropertyType;
 
     /// What the derive writes for an entity with every kind of field, into `form`.
     fn written(form: Form<'_>) -> PropertyMap {
@@ -627,9 +626,11 @@ mod tests {
         .unwrap();
         let mut m = PropertyMap::in_form(form, 8, 256);
         m.put_stored("a_tags", false, |w| {
-            vec!["x".to_owned(), "é".to_owned()].write_stored(w)
+            w.array(2);
+            w.string("x");
+            w.string("é");
         });
-        m.put_stored("b_empty", true, |w| Vec::<i64>::new().write_stored(w));
+        m.put_stored("b_empty", true, |w| w.array(0));
         m.put_stored("c_inner", true, |w| {
             w.entity(|form| {
                 let mut inner = PropertyMap::in_form(form, 2, 64);
@@ -649,7 +650,7 @@ mod tests {
                 Value::GeoPoint(GeoPoint::new(1.5, -2.5).unwrap()),
             ]))
         });
-        m.put_stored("f_none", false, |w| None::<String>.write_stored(w));
+        m.put_stored("f_none", false, |w| w.null());
         m.put_stored("g_flag", false, |w| w.boolean(true));
         m
     }
@@ -726,7 +727,14 @@ mod tests {
         let map = PropertyMap::from_wire(properties.clone(), &partitions).unwrap();
         assert_eq!(map["s"], Property::excluded(Value::String("hi".into())));
         let mut map = PropertyMap::from_wire(properties.clone(), &partitions).unwrap();
-        let taken = map.take_as("s", |_| unreachable!(), String::from_value);
+        let taken = map.take_as(
+            "s",
+            |_| unreachable!(),
+            |mut value| match &mut value {
+                Value::String(s) => Ok(std::mem::take(s)),
+                other => Err(crate::model::value::DecodeError::mismatch("string", other)),
+            },
+        );
         assert_eq!(taken.unwrap().unwrap(), "hi");
         assert!(map.is_empty() && matches!(map.repr, Repr::Wire(_)));
         properties.insert(

@@ -8,7 +8,7 @@ use crate::backend::retry::RetryPolicy;
 use crate::db::Db;
 use crate::db::write::{Op, Write, commit};
 use crate::error::Error;
-use crate::format::hash::fnv1a_mixed;
+use crate::hash::fnv1a_mixed;
 use crate::model::entity::Entity;
 use crate::model::key::{Key, RawKey};
 use crate::rules::commit::MAX_MUTATIONS;

@@ -62,7 +62,7 @@ use futures_util::TryStreamExt as _;
 
 use crate::db::Db;
 use crate::error::Error;
-use crate::format::hash::fnv1a_mixed;
+use crate::hash::fnv1a_mixed;
 use crate::model::entity::Entity;
 use crate::model::key::{Key, RawKey};
 use crate::model::schema::Schema;

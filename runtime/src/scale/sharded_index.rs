@@ -20,7 +20,7 @@ use crate::db::query::{Cursor, Page, Query, paged};
 use crate::error::Error;
 use crate::format::companion::{sortable, width};
 use crate::format::cursor::{self, SHARDED, write_filter};
-use crate::format::hash::fnv1a;
+use crate::hash::fnv1a;
 use crate::model::entity::Entity;
 use crate::model::key::Key;
 use crate::model::schema::{Direction, ShardedIndexSchema};

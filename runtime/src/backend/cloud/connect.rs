@@ -5,7 +5,6 @@
 //! machine without them gets [`Error::Credentials`] at once, never a panic or a hang.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use gcloud_sdk::google::datastore::v1::datastore_client::DatastoreClient;
@@ -15,7 +14,6 @@ use gcloud_sdk::tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoi
 use gcloud_sdk::{GoogleAuthHeaders, GoogleAuthMiddlewareLayer};
 use tower_layer::Layer as _;
 
-use super::Cloud;
 use super::call::{Calls, Client};
 use crate::backend::retry::RetryPolicy;
 use crate::error::Error;
@@ -44,7 +42,15 @@ pub(crate) const DEFAULT_RETRY: RetryPolicy = RetryPolicy {
     max_backoff: Duration::from_secs(5),
 };
 
-/// Where a [`Cloud`] backend connects, and how (set through the `Db`'s `CloudBuilder`).
+/// What [`Settings::connect`] opened: the backend's calls and partitions.
+pub(super) struct Connection {
+    pub(super) calls: Calls,
+    pub(super) partitions: Arc<Partitions>,
+    /// Whether a transaction's first read begins it (one round trip less).
+    pub(super) begin_with_reads: bool,
+}
+
+/// Where a Cloud backend connects, and how (set through the `Db`'s `CloudBuilder`).
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
     pub(crate) project_id: String,
@@ -84,8 +90,9 @@ impl Settings {
     }
 
     /// Connects to the endpoint the settings name (or `DATASTORE_EMULATOR_HOST`, or Google
-    /// Cloud) with their credentials.
-    pub(crate) async fn connect(self) -> Result<Cloud, Error> {
+    /// Cloud) with their credentials: the calls, the partitions, and whether a transaction's
+    /// first read begins it.
+    pub(super) async fn connect(self) -> Result<Connection, Error> {
         if self.project_id.is_empty() {
             return Err(Error::InvalidKey {
                 key: String::new(),
@@ -179,14 +186,11 @@ impl Settings {
             reason: "the project or database id cannot go in a request header".to_owned(),
         })?;
         tracing::debug!(%endpoint, database = %self.database_id, secure, "connected to Datastore");
-        Ok(Cloud {
+        Ok(Connection {
             // The Firestore emulator mishandles a lookup that begins a transaction (the read
             // locks in a transaction other than the one it returns: tests/tests/rpcs.rs), so
             // emulators begin transactions on their own unless told otherwise.
             begin_with_reads: self.begin_with_reads.unwrap_or(secure),
-            aggregations_begin: AtomicBool::new(true),
-            indexes: std::sync::Mutex::default(),
-            groups_limited: AtomicBool::new(false),
             calls: Calls {
                 client,
                 routing,

@@ -9,7 +9,7 @@
 //! over 500 mutations…). Every call carries the routing header with the project and database.
 
 mod call;
-mod connect;
+pub(crate) mod connect;
 mod convert;
 
 use std::collections::HashMap;
@@ -19,11 +19,6 @@ use std::time::Duration;
 
 use gcloud_sdk::google::datastore::v1 as pb;
 use gcloud_sdk::prost_types;
-
-/// The builder of a handle on Google Cloud, where earlier releases had it.
-pub use crate::db::cloud::CloudBuilder;
-
-pub(crate) use self::connect::Settings;
 
 use self::call::{About, Calls, Client, Sending};
 use super::{
@@ -83,6 +78,19 @@ pub struct Cloud {
 }
 
 impl Cloud {
+    /// A backend on the connection `settings` open.
+    pub(crate) async fn connect(settings: connect::Settings) -> Result<Cloud, Error> {
+        let connection = settings.connect().await?;
+        Ok(Cloud {
+            calls: connection.calls,
+            partitions: connection.partitions,
+            begin_with_reads: connection.begin_with_reads,
+            aggregations_begin: AtomicBool::new(true),
+            indexes: std::sync::Mutex::default(),
+            groups_limited: AtomicBool::new(false),
+        })
+    }
+
     /// The key a refused commit's `ALREADY_EXISTS` (`exists`) or `NOT_FOUND` is about, named
     /// as the embedded engine names it: the one candidate, or the first of them found (or
     /// missing) by a lookup after the refusal; the service's message when none is.
@@ -976,7 +984,7 @@ mod tests {
 
     #[tokio::test]
     async fn explain_sends_the_services_explain_options() {
-        let cloud = Settings::new("p".to_owned());
+        let cloud = connect::Settings::new("p".to_owned());
         let cloud = Cloud {
             calls: Calls {
                 client: Client::Plain(

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use crate::error::Error;
 use crate::format::cursor::{self, ENGINE, write_filter};
-use crate::format::hash::fnv1a;
 use crate::format::keycode::index_value;
+use crate::hash::fnv1a;
 use crate::model::key::{KEY_PROPERTY, RawKey};
 use crate::model::name::{NameRole, validate};
 use crate::model::schema::Direction;

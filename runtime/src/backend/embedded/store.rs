@@ -307,7 +307,7 @@ impl Redb {
     }
 
     /// Opens the database with `open`, checks it whole, and seals a format-1 file.
-    fn with_opener(shown: String, open: Opener) -> Result<Redb, Error> {
+    pub(super) fn with_opener(shown: String, open: Opener) -> Result<Redb, Error> {
         let created = contained(&shown, || Ok(open()))?;
         let mut db = created.map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => already_open(&shown),
@@ -675,7 +675,7 @@ impl Store for Counting<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use super::*;
@@ -729,7 +729,7 @@ mod tests {
     }
 
     /// Opens the file at `path` on a [`Disk`] that is full while `full` is set.
-    fn disk(path: std::path::PathBuf, full: Arc<AtomicBool>) -> Opener {
+    pub(crate) fn disk(path: std::path::PathBuf, full: Arc<AtomicBool>) -> Opener {
         Box::new(move || {
             let file = std::fs::OpenOptions::new()
                 .read(true)
@@ -755,78 +755,6 @@ mod tests {
         let mut found = None;
         store.get(ENTITIES, &[n], &mut |v| found = Some(v.to_vec()))?;
         Ok(found)
-    }
-
-    /// Through the engine: a commit on a full disk is `Error::Storage`, and the same engine
-    /// commits again once there is room; entities and index entries are as if the failed
-    /// commit never happened.
-    #[tokio::test]
-    async fn the_engine_commits_again_once_a_full_disk_has_room() {
-        use crate::backend::{Backend as _, Mask, Mutation, QuerySpec};
-        use crate::model::key::{PartitionId, PathElement, RawKey};
-        use crate::model::value::{Property, PropertyMap, Value};
-        use crate::{KeyName, Operator};
-
-        let path = std::env::temp_dir().join(format!(
-            "datastore-entity-full-engine-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_file(&path);
-        let full = Arc::new(AtomicBool::new(false));
-        let store =
-            Redb::with_opener("test file".into(), disk(path.clone(), full.clone())).unwrap();
-        let engine = super::super::Embedded::with_store(Box::new(store));
-        let partition = PartitionId::default();
-        let key = |name: &str| {
-            let element = PathElement::new("Note", Some(KeyName::new(name).unwrap().into()));
-            RawKey::new(Some(partition.clone()), vec![element.unwrap()]).unwrap()
-        };
-        let upsert = |name: &str, n: i64| {
-            let mut properties = PropertyMap::new();
-            properties.insert("n", Property::indexed(Value::Integer(n)));
-            vec![Mutation::Upsert(key(name), properties, Mask::Whole)]
-        };
-        engine.commit(upsert("a", 1), None).await.unwrap();
-        full.store(true, Ordering::SeqCst);
-        let refused = engine.commit(upsert("b", 2), None).await;
-        assert!(matches!(refused, Err(Error::Storage { .. })), "{refused:?}");
-        let refused = engine.commit(upsert("a", 5), None).await;
-        assert!(matches!(refused, Err(Error::Storage { .. })), "{refused:?}");
-        full.store(false, Ordering::SeqCst);
-        engine.commit(upsert("c", 3), None).await.unwrap();
-
-        let found = engine
-            .lookup(&[key("a"), key("b"), key("c")], None)
-            .await
-            .unwrap();
-        let n = |found: &Option<PropertyMap>| found.as_ref().map(|p| p["n"].value.clone());
-        assert_eq!(
-            found.iter().map(n).collect::<Vec<_>>(),
-            [Some(Value::Integer(1)), None, Some(Value::Integer(3))]
-        );
-        let query = QuerySpec {
-            partition: partition.clone(),
-            kind: "Note".into(),
-            filters: vec![crate::backend::FilterNode::Property(
-                crate::backend::PropertyFilter {
-                    property: "n".into(),
-                    op: Operator::GreaterThan,
-                    value: Value::Integer(0),
-                },
-            )],
-            ..QuerySpec::default()
-        };
-        let names: Vec<_> = engine
-            .run_query(&query, None)
-            .await
-            .unwrap()
-            .results
-            .iter()
-            .map(|r| r.key.name().map(str::to_owned))
-            .collect();
-        assert_eq!(names, [Some("a".to_owned()), Some("c".to_owned())]);
-        drop(engine);
-        std::fs::remove_file(&path).unwrap();
     }
 
     /// Writes fail while the disk is full, reads go on, and once there is room again the

@@ -168,3 +168,84 @@ async fn a_page_costs_what_it_holds_whatever_the_kind_and_the_depth() {
         assert!((10..=11).contains(entries), "{costs:?}");
     }
 }
+
+mod full_disk {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::super::store::Redb;
+    use super::super::store::tests::disk;
+    use crate::error::Error;
+
+    /// Through the engine: a commit on a full disk is `Error::Storage`, and the same engine
+    /// commits again once there is room; entities and index entries are as if the failed
+    /// commit never happened.
+    #[tokio::test]
+    async fn the_engine_commits_again_once_a_full_disk_has_room() {
+        use crate::backend::{Backend as _, Mask, Mutation, QuerySpec};
+        use crate::model::key::{PartitionId, PathElement, RawKey};
+        use crate::model::value::{Property, PropertyMap, Value};
+        use crate::{KeyName, Operator};
+
+        let path = std::env::temp_dir().join(format!(
+            "datastore-entity-full-engine-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        let full = Arc::new(AtomicBool::new(false));
+        let store =
+            Redb::with_opener("test file".into(), disk(path.clone(), full.clone())).unwrap();
+        let engine = super::Embedded::with_store(Box::new(store));
+        let partition = PartitionId::default();
+        let key = |name: &str| {
+            let element = PathElement::new("Note", Some(KeyName::new(name).unwrap().into()));
+            RawKey::new(Some(partition.clone()), vec![element.unwrap()]).unwrap()
+        };
+        let upsert = |name: &str, n: i64| {
+            let mut properties = PropertyMap::new();
+            properties.insert("n", Property::indexed(Value::Integer(n)));
+            vec![Mutation::Upsert(key(name), properties, Mask::Whole)]
+        };
+        engine.commit(upsert("a", 1), None).await.unwrap();
+        full.store(true, Ordering::SeqCst);
+        let refused = engine.commit(upsert("b", 2), None).await;
+        assert!(matches!(refused, Err(Error::Storage { .. })), "{refused:?}");
+        let refused = engine.commit(upsert("a", 5), None).await;
+        assert!(matches!(refused, Err(Error::Storage { .. })), "{refused:?}");
+        full.store(false, Ordering::SeqCst);
+        engine.commit(upsert("c", 3), None).await.unwrap();
+
+        let found = engine
+            .lookup(&[key("a"), key("b"), key("c")], None)
+            .await
+            .unwrap();
+        let n = |found: &Option<PropertyMap>| found.as_ref().map(|p| p["n"].value.clone());
+        assert_eq!(
+            found.iter().map(n).collect::<Vec<_>>(),
+            [Some(Value::Integer(1)), None, Some(Value::Integer(3))]
+        );
+        let query = QuerySpec {
+            partition: partition.clone(),
+            kind: "Note".into(),
+            filters: vec![crate::backend::FilterNode::Property(
+                crate::backend::PropertyFilter {
+                    property: "n".into(),
+                    op: Operator::GreaterThan,
+                    value: Value::Integer(0),
+                },
+            )],
+            ..QuerySpec::default()
+        };
+        let names: Vec<_> = engine
+            .run_query(&query, None)
+            .await
+            .unwrap()
+            .results
+            .iter()
+            .map(|r| r.key.name().map(str::to_owned))
+            .collect();
+        assert_eq!(names, [Some("a".to_owned()), Some("c".to_owned())]);
+        drop(engine);
+        std::fs::remove_file(&path).unwrap();
+    }
+}
