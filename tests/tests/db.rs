@@ -417,7 +417,7 @@ async fn a_key_of_tenant_a_cannot_read_or_write_tenant_b() {
         .transaction(|tx| {
             let a_key = a_key.clone();
             async move {
-                tx.delete(&a_key);
+                tx.delete(&a_key).await?;
                 Ok(())
             }
         })

@@ -297,7 +297,7 @@ async fn a_duplicate_write_in_a_transaction_fails_before_commit() {
     let error = db
         .transaction(|tx| async move {
             tx.put(&account("ann")).await?;
-            tx.delete(&account_key("ann"));
+            tx.delete(&account_key("ann")).await?;
             Ok(())
         })
         .await

@@ -464,14 +464,41 @@ impl Tx {
     /// # }).unwrap();
     /// ```
     pub async fn put<E: Entity>(&self, entity: &E) -> Result<Key<E>, Error> {
-        let result = self.prepare_put(entity).await;
+        let result = self.prepare_put(entity, Op::Upsert).await;
         self.buffer_put(result)
+    }
+
+    /// Buffers the creation of `entity`, as [`Db::insert`]: the commit fails with
+    /// [`Error::AlreadyExists`] (and writes nothing) if its key is taken by then.
+    pub async fn insert<E: Entity>(&self, entity: &E) -> Result<Key<E>, Error> {
+        let result = self.prepare_put(entity, Op::Insert).await;
+        self.buffer_put(result)
+    }
+
+    /// Buffers an update of `entity`, as [`Db::update`]: the commit fails with
+    /// [`Error::NotFound`] (and writes nothing) if it does not exist by then.
+    pub async fn update<E: Entity>(&self, entity: &E) -> Result<(), Error> {
+        let result = self.prepare_put(entity, Op::Update).await;
+        self.buffer_put::<E>(result).map(drop)
+    }
+
+    /// Buffers writes of all `entities`, as [`Db::put_many`]; keys in input order. The same
+    /// key twice fails the commit with [`Error::DuplicateKey`] (R-A4).
+    pub async fn put_many<E: Entity>(&self, entities: &[E]) -> Result<Vec<Key<E>>, Error> {
+        let mut keys = Vec::with_capacity(entities.len());
+        for entity in entities {
+            keys.push(self.put(entity).await?);
+        }
+        Ok(keys)
     }
 
     /// Buffers a write of `entity` as exactly the properties its type declares: stored
     /// properties it does not declare are removed (see [`Db::replace`]).
     pub async fn replace<E: Entity>(&self, entity: &E) -> Result<Key<E>, Error> {
-        let result = self.prepare_put(entity).await.map(Write::replacing);
+        let result = self
+            .prepare_put(entity, Op::Upsert)
+            .await
+            .map(Write::replacing);
         self.buffer_put(result)
     }
 
@@ -489,12 +516,13 @@ impl Tx {
         }
     }
 
-    /// The write of `entity`, its key made complete.
-    async fn prepare_put<E: Entity>(&self, entity: &E) -> Result<Write, Error> {
+    /// The write of `entity`, its key made complete (an update's is left as it is: the
+    /// commit refuses an incomplete one).
+    async fn prepare_put<E: Entity>(&self, entity: &E, op: Op) -> Result<Write, Error> {
         self.check_open()?;
         let db = &self.inner.db;
-        let mut write = Write::entity(&db.scope, entity, Op::Upsert)?;
-        if !write.key.is_complete() {
+        let mut write = Write::entity(&db.scope, entity, op)?;
+        if !write.key.is_complete() && op != Op::Update {
             let handle = &self.inner.handle;
             let allocated =
                 handle.note(db.backend().allocate_ids(vec![write.key.clone()]).await)?;
@@ -508,9 +536,24 @@ impl Tx {
         Ok(write)
     }
 
-    /// Buffers a delete, committed with the transaction.
-    pub fn delete<E: Entity>(&self, key: &Key<E>) {
-        self.buffer(Write::delete(&self.inner.db.scope, key));
+    /// Buffers a delete of one entity (with its replicas and counter shards), committed with
+    /// the transaction, as [`Db::delete`]. An error here (a key in another namespace, a
+    /// transaction already ended) also fails the commit.
+    pub async fn delete<E: Entity>(&self, key: &Key<E>) -> Result<(), Error> {
+        self.check_open()?;
+        let write = Write::delete(&self.inner.db.scope, key);
+        let result = write.as_ref().map(drop).map_err(Error::clone);
+        self.buffer(write);
+        result
+    }
+
+    /// Buffers deletes of many entities, as [`Db::delete_many`]; the same key twice fails
+    /// the commit with [`Error::DuplicateKey`] (R-A4).
+    pub async fn delete_many<E: Entity>(&self, keys: &[Key<E>]) -> Result<(), Error> {
+        for key in keys {
+            self.delete(key).await?;
+        }
+        Ok(())
     }
 
     /// Buffers a write prepared by the crate (counter shards).

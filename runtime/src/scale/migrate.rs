@@ -527,7 +527,7 @@ impl<'a, O: Entity, N: Entity> CopyJob<'a, O, N> {
                         done.copied += 1;
                     }
                     if delete && !same {
-                        tx.delete(*old_key);
+                        tx.delete(*old_key).await?;
                         done.deleted += 1;
                     }
                 }

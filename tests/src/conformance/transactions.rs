@@ -35,6 +35,7 @@ macro_rules! transactions_tests {
             tx_read_only_at_a_past_read_time,
             tx_reads_one_snapshot_never_a_torn_view,
             tx_a_dropped_transaction_is_rolled_back_and_leaves_nothing_locked,
+            tx_has_the_verbs_of_the_db,
         );
     };
 }
@@ -395,7 +396,12 @@ pub async fn tx_a_key_of_another_namespace_is_wrong_partition(t: Ctx) {
             let foreign = foreign.clone();
             async move {
                 tx.put(&account("tx-local")).await?;
-                tx.delete(&foreign);
+                let refused = tx.delete(&foreign).await;
+                assert!(
+                    matches!(refused, Err(Error::WrongPartition { .. })),
+                    "{refused:?}"
+                );
+                // Even when the body goes on, the refused delete fails the commit.
                 Ok(())
             }
         })
@@ -726,4 +732,91 @@ pub async fn tx_a_dropped_transaction_is_rolled_back_and_leaves_nothing_locked(t
         .expect("nothing left locked")
         .unwrap();
     assert_eq!(t.db.get(&key).await.unwrap().unwrap().balance, 2);
+}
+
+/// `Tx` writes with the `Db`'s verbs and signatures: `insert`, `update`, `put_many`, `delete`,
+/// `delete_many`; what the service refuses at commit (a taken key, a missing entity, the same
+/// key twice) fails the whole transaction and writes nothing.
+pub async fn tx_has_the_verbs_of_the_db(t: Ctx) {
+    let names = ["tx-verbs-ann", "tx-verbs-bob"];
+    let keys: Vec<_> = names.iter().map(|n| account_key(n)).collect();
+    // put_many, then update and delete_many in another transaction.
+    let written =
+        t.db.transaction(|tx| async move {
+            tx.put_many(&[account("tx-verbs-ann"), account("tx-verbs-bob")])
+                .await
+        })
+        .await
+        .unwrap();
+    let written: Vec<_> = written.iter().map(|k| k.name()).collect();
+    assert_eq!(written, names.map(Some));
+    t.db.transaction(|tx| async move {
+        let mut ann = account("tx-verbs-ann");
+        ann.balance = 7;
+        tx.update(&ann).await?;
+        tx.insert(&account("tx-verbs-cat")).await?;
+        tx.delete(&account_key("tx-verbs-bob")).await
+    })
+    .await
+    .unwrap();
+    let found = t.db.get_many(&keys).await.unwrap();
+    assert_eq!(found[0].as_ref().map(|a| a.balance), Some(7));
+    assert_eq!(found[1], None);
+    assert!(
+        t.db.get(&account_key("tx-verbs-cat"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    // An insert of a taken key: the commit is refused, the transaction's other write too.
+    let taken =
+        t.db.transaction(|tx| async move {
+            tx.put(&account("tx-verbs-dan")).await?;
+            tx.insert(&account("tx-verbs-ann")).await
+        })
+        .await;
+    assert!(
+        matches!(taken, Err(Error::AlreadyExists { .. })),
+        "{taken:?}"
+    );
+    // An update of a missing entity, likewise.
+    let missing =
+        t.db.transaction(|tx| async move {
+            tx.put(&account("tx-verbs-dan")).await?;
+            tx.update(&account("tx-verbs-bob")).await
+        })
+        .await;
+    assert!(
+        matches!(missing, Err(Error::NotFound { .. })),
+        "{missing:?}"
+    );
+    assert_eq!(t.db.get(&account_key("tx-verbs-dan")).await.unwrap(), None);
+    // The same key twice (R-A4), in put_many and in delete_many: nothing written, nothing
+    // deleted.
+    let twice =
+        t.db.transaction(|tx| async move {
+            tx.put_many(&[account("tx-verbs-eve"), account("tx-verbs-eve")])
+                .await
+        })
+        .await;
+    assert!(
+        matches!(twice, Err(Error::DuplicateKey { .. })),
+        "{twice:?}"
+    );
+    let twice =
+        t.db.transaction(|tx| async move {
+            let ann = account_key("tx-verbs-ann");
+            tx.delete_many(&[ann.clone(), ann]).await
+        })
+        .await;
+    assert!(
+        matches!(twice, Err(Error::DuplicateKey { .. })),
+        "{twice:?}"
+    );
+    assert_eq!(t.db.get(&account_key("tx-verbs-eve")).await.unwrap(), None);
+    assert!(t.db.get(&keys[0]).await.unwrap().is_some());
+    t.db.delete_many(&[keys[0].clone(), account_key("tx-verbs-cat")])
+        .await
+        .unwrap();
 }
