@@ -5,8 +5,8 @@ use heck::{ToKebabCase, ToLowerCamelCase, ToPascalCase, ToShoutySnakeCase, ToSna
 use proc_macro2::Span;
 
 use crate::attr::{
-    DefaultAttr, EntityInput, FieldFlags, IndexDecl, NameLit, ProjectionDecl, field_flags,
-    replicated,
+    DefaultAttr, EntityAttrs, EntityInput, FieldFlags, IndexDecl, NameLit, ProjectionDecl,
+    field_flags, replicated,
 };
 
 /// How a stored name was obtained, for error messages that say what to change.
@@ -240,8 +240,12 @@ pub(crate) struct Entity {
 }
 
 impl Entity {
-    pub(crate) fn from_input(input: EntityInput, errors: &mut crate::errors::Errors) -> Entity {
-        let case = input
+    pub(crate) fn from_input(
+        input: EntityInput,
+        attrs: EntityAttrs,
+        errors: &mut crate::errors::Errors,
+    ) -> Entity {
+        let case = attrs
             .rename_all
             .as_ref()
             .and_then(|r| Case::from_attr(r).map_err(|e| errors.push(e)).ok());
@@ -276,25 +280,25 @@ impl Entity {
                 })
             })
             .collect();
-        let indexes = input
+        let indexes = attrs
             .index
             .into_iter()
             .map(|decl| Index {
                 ancestor: false,
                 decl,
             })
-            .chain(input.ancestor_index.into_iter().map(|decl| Index {
+            .chain(attrs.ancestor_index.into_iter().map(|decl| Index {
                 ancestor: true,
                 decl,
             }))
             .collect();
         Entity {
-            kind: input.kind.as_ref().map_or_else(
+            kind: attrs.kind.as_ref().map_or_else(
                 || Name::from_ident(&input.ident, Origin::Ident, None),
                 Name::from_lit,
             ),
-            kind_given: input.kind.is_some(),
-            krate: input
+            kind_given: attrs.kind.is_some(),
+            krate: attrs
                 .krate
                 .unwrap_or_else(|| syn::parse_quote!(::datastore_entity)),
             replicated: replicated(&input.attrs, errors),
@@ -302,7 +306,7 @@ impl Entity {
             vis: input.vis,
             generics: input.generics,
             fields,
-            projections: input.projection,
+            projections: attrs.projection,
             indexes,
         }
     }

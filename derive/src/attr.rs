@@ -1,9 +1,10 @@
 //! The attributes as written, read with darling into plain structs. No rule is checked here
 //! beyond the syntax of each attribute.
 //!
-//! When darling refuses the input (an attribute typo), [`lenient`] reads what it can of the
-//! same attributes, item by item, so the derive can still emit the generated API's stub next
-//! to the real error.
+//! `#[entity(...)]` has one parser, [`EntityAttrs::parse`], item by item: an item that does
+//! not parse is an error and the others are kept, so the derive can still emit the generated
+//! API's stub next to the real error. When darling refuses a field's attributes, [`lenient`]
+//! reads the struct's fields without them, for the same stub.
 
 use darling::util::SpannedValue;
 use darling::{FromDeriveInput, FromField, FromMeta};
@@ -12,25 +13,111 @@ use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 
-/// `#[entity(...)]` on the struct, and the struct itself.
+/// The struct and its fields; `#[entity(...)]` and `#[replicated]` are forwarded as written
+/// ([`EntityAttrs::parse`], `ast.rs`'s `replicated`).
 #[derive(FromDeriveInput)]
-#[darling(attributes(entity), supports(struct_named), forward_attrs(replicated))]
+#[darling(supports(struct_named), forward_attrs(entity, replicated))]
 pub(crate) struct EntityInput {
     pub ident: syn::Ident,
     pub vis: syn::Visibility,
     pub generics: syn::Generics,
     pub data: darling::ast::Data<(), FieldInput>,
     pub attrs: Vec<syn::Attribute>,
+}
+
+/// The items of `#[entity(...)]` on the struct.
+#[derive(Default)]
+pub(crate) struct EntityAttrs {
     pub kind: Option<NameLit>,
     pub rename_all: Option<SpannedValue<String>>,
-    #[darling(rename = "crate")]
     pub krate: Option<syn::Path>,
-    #[darling(multiple)]
     pub projection: Vec<ProjectionDecl>,
-    #[darling(multiple)]
     pub index: Vec<IndexDecl>,
-    #[darling(multiple)]
     pub ancestor_index: Vec<IndexDecl>,
+}
+
+/// The items `#[entity(...)]` takes, for "did you mean" hints.
+const ENTITY_ITEMS: [&str; 6] = [
+    "crate",
+    "kind",
+    "rename_all",
+    "projection",
+    "index",
+    "ancestor_index",
+];
+
+impl EntityAttrs {
+    /// Every `#[entity(...)]` among `attrs`, item by item: an item that does not parse (or
+    /// is unknown, or given twice when it is single) is an error in `errors`, the others
+    /// are kept.
+    pub(crate) fn parse(attrs: &[syn::Attribute], errors: &mut Vec<darling::Error>) -> Self {
+        let mut parsed = EntityAttrs::default();
+        for attr in attrs.iter().filter(|a| a.path().is_ident("entity")) {
+            let items = match attr
+                .parse_args_with(Punctuated::<syn::Meta, syn::Token![,]>::parse_terminated)
+            {
+                Ok(items) => items,
+                Err(error) => {
+                    errors.push(error.into());
+                    continue;
+                }
+            };
+            for item in items {
+                if let Err(error) = parsed.item(&item) {
+                    errors.push(error);
+                }
+            }
+        }
+        parsed
+    }
+
+    fn item(&mut self, item: &syn::Meta) -> darling::Result<()> {
+        fn single<T>(slot: &mut Option<T>, item: &syn::Meta, value: T) -> darling::Result<()> {
+            match slot.replace(value) {
+                None => Ok(()),
+                Some(_) => Err(darling::Error::duplicate_field_path(item.path()).with_span(item)),
+            }
+        }
+        let path = item.path();
+        let name = path
+            .get_ident()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let located = |error: darling::Error| error.with_span(item).at(&name);
+        match name.as_str() {
+            "crate" => single(
+                &mut self.krate,
+                item,
+                syn::Path::from_meta(item).map_err(located)?,
+            ),
+            "kind" => single(
+                &mut self.kind,
+                item,
+                NameLit::from_meta(item).map_err(located)?,
+            ),
+            "rename_all" => single(
+                &mut self.rename_all,
+                item,
+                SpannedValue::from_meta(item).map_err(located)?,
+            ),
+            "projection" => {
+                let decl = ProjectionDecl::from_meta(item).map_err(located)?;
+                self.projection.push(decl);
+                Ok(())
+            }
+            "index" | "ancestor_index" => {
+                let decl = IndexDecl::from_meta(item).map_err(located)?;
+                match name.as_str() {
+                    "index" => self.index.push(decl),
+                    _ => self.ancestor_index.push(decl),
+                }
+                Ok(())
+            }
+            _ => Err(
+                darling::Error::unknown_field_path_with_alts(path, &ENTITY_ITEMS).with_span(path),
+            ),
+        }
+    }
 }
 
 /// One field: `#[property(rename = "...")]` parsed by darling, the other attributes forwarded.
@@ -419,9 +506,9 @@ pub(crate) fn replicated(
     found
 }
 
-/// What can be read of an input darling refused: the struct, its fields (names from their
-/// identifiers, the forwarded attributes as written), and each `#[entity(...)]` item that
-/// parses on its own. Only used to emit the generated API's stub next to the real errors.
+/// What can be read of an input darling refused: the struct and its fields (names from
+/// their identifiers, the forwarded attributes as written, `#[property(...)]` left out). Only
+/// used to emit the generated API's stub next to the real errors.
 pub(crate) fn lenient(input: &syn::DeriveInput) -> EntityInput {
     let fields = match &input.data {
         syn::Data::Struct(data) => data
@@ -441,7 +528,7 @@ pub(crate) fn lenient(input: &syn::DeriveInput) -> EntityInput {
             .collect(),
         _ => Vec::new(),
     };
-    let mut parsed = EntityInput {
+    EntityInput {
         ident: input.ident.clone(),
         vis: input.vis.clone(),
         generics: input.generics.clone(),
@@ -450,39 +537,5 @@ pub(crate) fn lenient(input: &syn::DeriveInput) -> EntityInput {
             fields,
         )),
         attrs: input.attrs.clone(),
-        kind: None,
-        rename_all: None,
-        krate: None,
-        projection: Vec::new(),
-        index: Vec::new(),
-        ancestor_index: Vec::new(),
-    };
-    let items = input
-        .attrs
-        .iter()
-        .filter(|a| a.path().is_ident("entity"))
-        .filter_map(|a| {
-            a.parse_args_with(Punctuated::<syn::Meta, syn::Token![,]>::parse_terminated)
-                .ok()
-        })
-        .flatten();
-    for item in items {
-        let path = item.path();
-        if path.is_ident("crate") {
-            parsed.krate = syn::Path::from_meta(&item).ok().or(parsed.krate);
-        } else if path.is_ident("kind") {
-            parsed.kind = NameLit::from_meta(&item).ok().or(parsed.kind);
-        } else if path.is_ident("projection") {
-            parsed
-                .projection
-                .extend(ProjectionDecl::from_meta(&item).ok());
-        } else if path.is_ident("index") {
-            parsed.index.extend(IndexDecl::from_meta(&item).ok());
-        } else if path.is_ident("ancestor_index") {
-            parsed
-                .ancestor_index
-                .extend(IndexDecl::from_meta(&item).ok());
-        }
     }
-    parsed
 }

@@ -60,7 +60,10 @@ fn derive(input: &syn::DeriveInput) -> proc_macro2::TokenStream {
         hard.push(error);
         attr::lenient(input)
     });
-    let entity = ast::Entity::from_input(parsed, &mut soft);
+    let mut attr_errors = Vec::new();
+    let attrs = attr::EntityAttrs::parse(&input.attrs, &mut attr_errors);
+    hard.extend(attr_errors.into_iter().map(syn::Error::from));
+    let entity = ast::Entity::from_input(parsed, attrs, &mut soft);
     check::check(&entity, &mut hard, &mut soft);
     // A generic struct has no single schema: nothing sensible can stand in for its API.
     let mode = match (hard.is_empty(), entity.generics.params.is_empty()) {

@@ -52,9 +52,10 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use crate::backend::Mutation;
 use crate::model::key::{IdOrName, RawKey};
 use crate::model::stored::ValueView;
+use crate::model::value::PropertyMap;
+use crate::query::write::Mutation;
 use crate::rules::commit::MAX_MUTATIONS;
 
 /// A hash of `key`'s root (its entity group): partition and first path element.
@@ -106,11 +107,58 @@ impl Default for Thresholds {
     }
 }
 
+/// The scale rules a handle watches at run time (RULES.md's ids).
+///
+/// Compares equal to its id as text, so `finding.rule == "R-K4"` reads as it did when the
+/// rule was a string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Rule {
+    /// R-K4: keys written in sequence land on one key range.
+    K4,
+    /// R-E2: an entity group written more than about once per second.
+    E2,
+    /// R-S4: a new kind's traffic not ramped up (the 500/50/5 rule).
+    S4,
+    /// R-S6: an indexed property whose values follow each other.
+    S6,
+}
+
+impl Rule {
+    /// The rule's id: `"R-K4"`, `"R-E2"`, `"R-S4"` or `"R-S6"`.
+    pub const fn id(self) -> &'static str {
+        match self {
+            Rule::K4 => "R-K4",
+            Rule::E2 => "R-E2",
+            Rule::S4 => "R-S4",
+            Rule::S6 => "R-S6",
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+impl PartialEq<str> for Rule {
+    fn eq(&self, id: &str) -> bool {
+        self.id() == id
+    }
+}
+
+impl PartialEq<&str> for Rule {
+    fn eq(&self, id: &&str) -> bool {
+        self.id() == *id
+    }
+}
+
 /// A pattern one of Google's scale rules warns about, seen in this handle's writes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finding {
-    /// The rule: `"R-K4"`, `"R-E2"`, `"R-S4"` or `"R-S6"`.
-    pub rule: &'static str,
+    /// The rule.
+    pub rule: Rule,
     /// The kind written.
     pub kind: String,
     /// What is hot: the property (`R-S6`), the entity group's root key (`R-E2`), or the key
@@ -126,32 +174,31 @@ impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (kind, subject, rate, writes) = (&self.kind, &self.subject, self.rate, self.writes);
         match self.rule {
-            "R-K4" => write!(
+            Rule::K4 => write!(
                 f,
                 "[R-K4] {writes} keys of kind `{kind}` written in sequence ({subject}) at \
                  {rate:.0} writes/s: they all land on one key range. Scatter the keys: \
                  `KeyName::scattered`, allocated ids, or a hash prefix"
             ),
-            "R-E2" => write!(
+            Rule::E2 => write!(
                 f,
                 "[R-E2] the entity group {subject} of kind `{kind}` is written {rate:.1} times/s \
                  ({writes} writes), more than the about once per second it sustains. Spread \
                  the writes over several groups, or shard the value (`#[sharded(n)]`)"
             ),
-            "R-S4" => write!(
+            Rule::S4 => write!(
                 f,
                 "[R-S4] kind `{kind}` is written at {rate:.0} writes/s in its first minutes: \
                  ramp new traffic up from 500 writes/s, +50 % every 5 minutes (the 500/50/5 \
                  rule), so the service can split the kind's key ranges in time: pace bulk \
                  writes with `BulkWriter` (or a `RampUp` limiter)"
             ),
-            _ => write!(
+            Rule::S6 => write!(
                 f,
-                "[{}] indexed property `{subject}` of kind `{kind}` takes {writes} values in \
+                "[R-S6] indexed property `{subject}` of kind `{kind}` takes {writes} values in \
                  sequence at {rate:.0} writes/s: every index write lands on one range. \
                  Exclude it from indexes, shard its index (`#[sharded_index(n)]`), or write \
-                 values that do not follow each other",
-                self.rule
+                 values that do not follow each other"
             ),
         }
     }
@@ -343,6 +390,137 @@ impl Run {
     }
 }
 
+impl KindState {
+    /// R-S4: more writes in a measured window than the ramp allows while the kind is new.
+    fn unramped(&mut self, kind: &str, now: Duration, t: &Thresholds) -> Option<Finding> {
+        let window = now.as_nanos() / t.ramp_measure.as_nanos().max(1);
+        if window != self.window {
+            self.window = window;
+            self.in_window = 0;
+        }
+        self.in_window += 1;
+        let seconds = t.ramp_measure.as_secs_f64().max(1e-9);
+        if self.reported_ramp
+            || now.saturating_sub(self.first) >= t.ramp_window
+            || self.in_window as f64 <= t.ramp_rate * seconds + MAX_MUTATIONS as f64
+        {
+            return None;
+        }
+        self.reported_ramp = true;
+        Some(Finding {
+            rule: Rule::S4,
+            kind: kind.to_owned(),
+            subject: String::new(),
+            rate: self.in_window as f64 / seconds,
+            writes: self.in_window,
+        })
+    }
+
+    /// R-K4: ids or names the caller chose, written in sequence (allocated ids are
+    /// scattered; deleting in key order is a cleanup, not new keys on one range, so only
+    /// writes come here).
+    fn sequential_key(&mut self, key: &RawKey, now: Duration, t: &Thresholds) -> Option<Finding> {
+        let seen = match key.id_or_name()? {
+            IdOrName::Id(id) => Seen::Integer(id.get()),
+            IdOrName::Name(name) => Seen::String(name.as_str()),
+        };
+        let (rate, writes) = self.keys.step(seen, now, t)?;
+        Some(Finding {
+            rule: Rule::K4,
+            kind: key.kind().to_owned(),
+            subject: format!("{} to {}", self.keys.first, self.keys.last),
+            rate,
+            writes,
+        })
+    }
+
+    /// R-S6: indexed numbers and strings in sequence (timestamps are R-I3's, checked at
+    /// compile time). Properties come in name order, so each is usually found at the
+    /// position it had in the previous write.
+    fn sequential_values(
+        &mut self,
+        kind: &str,
+        properties: &PropertyMap,
+        now: Duration,
+        t: &Thresholds,
+        found: &mut Vec<Finding>,
+    ) {
+        for (at, (name, excluded, value)) in properties.view().enumerate() {
+            let seen = match value {
+                _ if excluded => continue,
+                ValueView::Integer(i) => Seen::Integer(i),
+                ValueView::Double(d) => Seen::Double(d),
+                ValueView::String(s) => Seen::String(s),
+                _ => continue,
+            };
+            let at = match self.properties.get(at) {
+                Some((n, _)) if n == name => at,
+                _ => match self.properties.iter().position(|(n, _)| n == name) {
+                    Some(at) => at,
+                    None => {
+                        self.properties.push((name.to_owned(), Run::default()));
+                        self.properties.len() - 1
+                    }
+                },
+            };
+            if let Some((rate, writes)) = self.properties[at].1.step(seen, now, t) {
+                found.push(Finding {
+                    rule: Rule::S6,
+                    kind: kind.to_owned(),
+                    subject: name.to_owned(),
+                    rate,
+                    writes,
+                });
+            }
+        }
+    }
+}
+
+/// R-E2: one count per commit and entity group (followed by a hash of its root) in the
+/// current window. The group of an incomplete key is its root (an allocated id under a
+/// parent writes the parent's group); a root that is itself incomplete is a new group.
+fn hot_group(
+    groups: &mut HashMap<u64, Window>,
+    seen_in_commit: &mut SmallVec<[u64; 8]>,
+    key: &RawKey,
+    now: Duration,
+    t: &Thresholds,
+) -> Option<Finding> {
+    if key.path().len() == 1 && !key.is_complete() {
+        return None;
+    }
+    let group = root_hash(key);
+    if seen_in_commit.contains(&group) {
+        return None;
+    }
+    seen_in_commit.push(group);
+    let window = groups.entry(group).or_insert(Window {
+        start: now,
+        writes: 0,
+        reported: false,
+    });
+    let mut finding = None;
+    let elapsed = now.saturating_sub(window.start);
+    if elapsed >= t.group_window {
+        let rate = window.writes as f64 / elapsed.as_secs_f64();
+        if rate > t.group_rate && !window.reported {
+            window.reported = true;
+            let root = key.root();
+            finding = Some(Finding {
+                rule: Rule::E2,
+                kind: root.kind().to_owned(),
+                subject: format!("{root:?}"),
+                rate,
+                writes: window.writes,
+            });
+        }
+        window.start = now;
+        window.writes = 0;
+    }
+    window.writes += 1;
+    finding
+}
+
 /// Commits to one entity group in the current window.
 struct Window {
     start: Duration,
@@ -367,8 +545,8 @@ impl Watch {
         self.state().findings.clone()
     }
 
-    /// Observes one commit's mutations (before they are sent). Allocates nothing per write
-    /// once a kind and its properties are known.
+    /// Observes one commit's mutations (before they are sent), each through the four
+    /// rules. Allocates nothing per write once a kind and its properties are known.
     pub(crate) fn observe(&self, mutations: &[Mutation]) {
         if !self.config.on {
             return;
@@ -399,111 +577,14 @@ impl Watch {
                     properties: Vec::new(),
                 }),
             };
-            // R-S4: writes per measured window while the kind is new.
-            if now.as_nanos() / measure != entry.window {
-                entry.window = now.as_nanos() / measure;
-                entry.in_window = 0;
+            found.extend(entry.unramped(kind, now, t));
+            if properties.is_some() {
+                found.extend(entry.sequential_key(key, now, t));
             }
-            entry.in_window += 1;
-            let seconds = t.ramp_measure.as_secs_f64().max(1e-9);
-            if !entry.reported_ramp
-                && now.saturating_sub(entry.first) < t.ramp_window
-                && entry.in_window as f64 > t.ramp_rate * seconds + MAX_MUTATIONS as f64
-            {
-                entry.reported_ramp = true;
-                found.push(Finding {
-                    rule: "R-S4",
-                    kind: kind.to_owned(),
-                    subject: String::new(),
-                    rate: entry.in_window as f64 / seconds,
-                    writes: entry.in_window,
-                });
+            if let Some(properties) = properties {
+                entry.sequential_values(kind, properties, now, t, &mut found);
             }
-            // R-K4: ids or names the caller chose, written in sequence (allocated ids are
-            // scattered; deleting in key order is a cleanup, not new keys on one range).
-            let id_or_name = match key.id_or_name() {
-                Some(IdOrName::Id(id)) => Some(Seen::Integer(id.get())),
-                Some(IdOrName::Name(name)) => Some(Seen::String(name.as_str())),
-                None => None,
-            };
-            if let (Some(seen), Some(_)) = (id_or_name, properties)
-                && let Some((rate, writes)) = entry.keys.step(seen, now, t)
-            {
-                found.push(Finding {
-                    rule: "R-K4",
-                    kind: kind.to_owned(),
-                    subject: format!("{} to {}", entry.keys.first, entry.keys.last),
-                    rate,
-                    writes,
-                });
-            }
-            // R-S6: indexed numbers and strings in sequence (timestamps are R-I3's, checked
-            // at compile time). Properties come in name order, so each is usually found at
-            // the position it had in the previous write.
-            for (at, (name, excluded, value)) in
-                properties.into_iter().flat_map(|p| p.view()).enumerate()
-            {
-                let seen = match value {
-                    _ if excluded => continue,
-                    ValueView::Integer(i) => Seen::Integer(i),
-                    ValueView::Double(d) => Seen::Double(d),
-                    ValueView::String(s) => Seen::String(s),
-                    _ => continue,
-                };
-                let at = match entry.properties.get(at) {
-                    Some((n, _)) if n == name => at,
-                    _ => match entry.properties.iter().position(|(n, _)| n == name) {
-                        Some(at) => at,
-                        None => {
-                            entry.properties.push((name.to_owned(), Run::default()));
-                            entry.properties.len() - 1
-                        }
-                    },
-                };
-                if let Some((rate, writes)) = entry.properties[at].1.step(seen, now, t) {
-                    found.push(Finding {
-                        rule: "R-S6",
-                        kind: kind.to_owned(),
-                        subject: name.to_owned(),
-                        rate,
-                        writes,
-                    });
-                }
-            }
-            // R-E2: one count per commit and entity group (followed by a hash of its root).
-            // The group of an incomplete key is its root (an allocated id under a parent
-            // writes the parent's group); a root that is itself incomplete is a new group.
-            if key.path().len() == 1 && !key.is_complete() {
-                continue;
-            }
-            let group = root_hash(key);
-            if groups_seen.contains(&group) {
-                continue;
-            }
-            groups_seen.push(group);
-            let window = state.groups.entry(group).or_insert(Window {
-                start: now,
-                writes: 0,
-                reported: false,
-            });
-            let elapsed = now.saturating_sub(window.start);
-            if elapsed >= t.group_window {
-                let rate = window.writes as f64 / elapsed.as_secs_f64();
-                if rate > t.group_rate && !window.reported {
-                    window.reported = true;
-                    let root = key.root();
-                    found.push(Finding {
-                        rule: "R-E2",
-                        kind: root.kind().to_owned(),
-                        subject: format!("{root:?}"),
-                        rate,
-                        writes: window.writes,
-                    });
-                }
-                window.start = now;
-                window.writes = 0;
-            }
-            window.writes += 1;
+            found.extend(hot_group(&mut state.groups, &mut groups_seen, key, now, t));
         }
         if state.groups.len() > t.max_groups {
             let horizon = now.saturating_sub(t.group_window);
@@ -515,7 +596,7 @@ impl Watch {
         for finding in found {
             // Keys only at `trace` (R-N8); the rule, kind and rate at `warn`, once.
             tracing::warn!(
-                rule = finding.rule,
+                rule = finding.rule.id(),
                 kind = %finding.kind,
                 rate = finding.rate,
                 writes = finding.writes,

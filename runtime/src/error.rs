@@ -252,7 +252,7 @@ pub enum Error {
     #[error("the service refused the call ({code}): {message}")]
     Service {
         /// The gRPC status code (`INVALID_ARGUMENT`, `DEADLINE_EXCEEDED`, ...).
-        code: String,
+        code: ServiceCode,
         /// The service's message.
         message: String,
     },
@@ -373,5 +373,92 @@ impl Error {
             value: value.into(),
             violation,
         }
+    }
+}
+
+/// A gRPC status code, as the service (or the embedded engine, speaking as it) answers a
+/// call it refuses: [`Error::Service`]'s `code`.
+///
+/// Compares equal to its canonical name, so `code == "INVALID_ARGUMENT"` reads as it did when
+/// the code was a string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ServiceCode {
+    /// `OK`: Not an error (never in an `Error`).
+    Ok,
+    /// `CANCELLED`: The call was cancelled, usually by the caller.
+    Cancelled,
+    /// `UNKNOWN`: An error the service could not describe.
+    Unknown,
+    /// `INVALID_ARGUMENT`: The request is invalid whatever the state of the data.
+    InvalidArgument,
+    /// `DEADLINE_EXCEEDED`: The deadline passed before the call completed (it may have been applied).
+    DeadlineExceeded,
+    /// `NOT_FOUND`: Something the request names does not exist.
+    NotFound,
+    /// `ALREADY_EXISTS`: Something the request creates exists already.
+    AlreadyExists,
+    /// `PERMISSION_DENIED`: The caller may not do this.
+    PermissionDenied,
+    /// `RESOURCE_EXHAUSTED`: A quota or a limit was reached.
+    ResourceExhausted,
+    /// `FAILED_PRECONDITION`: The data is not in the state the request needs (a missing index, a read time too old).
+    FailedPrecondition,
+    /// `ABORTED`: Contention: the call may succeed if retried.
+    Aborted,
+    /// `OUT_OF_RANGE`: A value past the range the service accepts.
+    OutOfRange,
+    /// `UNIMPLEMENTED`: The server does not offer this call (an emulator, for some).
+    Unimplemented,
+    /// `INTERNAL`: The server broke one of its own invariants.
+    Internal,
+    /// `UNAVAILABLE`: The server cannot be reached for now: retry.
+    Unavailable,
+    /// `DATA_LOSS`: Data was lost or corrupted.
+    DataLoss,
+    /// `UNAUTHENTICATED`: The call carries no valid credentials.
+    Unauthenticated,
+}
+
+impl ServiceCode {
+    /// The code's canonical name: `"INVALID_ARGUMENT"`, `"DEADLINE_EXCEEDED"`, …
+    pub const fn name(self) -> &'static str {
+        match self {
+            ServiceCode::Ok => "OK",
+            ServiceCode::Cancelled => "CANCELLED",
+            ServiceCode::Unknown => "UNKNOWN",
+            ServiceCode::InvalidArgument => "INVALID_ARGUMENT",
+            ServiceCode::DeadlineExceeded => "DEADLINE_EXCEEDED",
+            ServiceCode::NotFound => "NOT_FOUND",
+            ServiceCode::AlreadyExists => "ALREADY_EXISTS",
+            ServiceCode::PermissionDenied => "PERMISSION_DENIED",
+            ServiceCode::ResourceExhausted => "RESOURCE_EXHAUSTED",
+            ServiceCode::FailedPrecondition => "FAILED_PRECONDITION",
+            ServiceCode::Aborted => "ABORTED",
+            ServiceCode::OutOfRange => "OUT_OF_RANGE",
+            ServiceCode::Unimplemented => "UNIMPLEMENTED",
+            ServiceCode::Internal => "INTERNAL",
+            ServiceCode::Unavailable => "UNAVAILABLE",
+            ServiceCode::DataLoss => "DATA_LOSS",
+            ServiceCode::Unauthenticated => "UNAUTHENTICATED",
+        }
+    }
+}
+
+impl std::fmt::Display for ServiceCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl PartialEq<str> for ServiceCode {
+    fn eq(&self, name: &str) -> bool {
+        self.name() == name
+    }
+}
+
+impl PartialEq<&str> for ServiceCode {
+    fn eq(&self, name: &&str) -> bool {
+        self.name() == *name
     }
 }

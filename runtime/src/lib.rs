@@ -57,11 +57,11 @@ pub use datastore_entity_derive::Entity;
 pub use datastore_entity_derive::PropertyValue;
 #[cfg(feature = "cloud")]
 pub use db::cloud::CloudBuilder;
-pub use db::query::{Cursor, KeysOnlyQuery, Numeric, Page, ProjectionQuery, Query};
+pub use db::query::{Cursor, KeysOnlyQuery, Numeric, Page, ProjectionQuery, Query, SumError};
 pub use db::txn::{ReadTx, Tx};
 pub use db::{Db, ParentKey};
-pub use diagnostics::{Diagnostics, Finding, Thresholds};
-pub use error::Error;
+pub use diagnostics::{Diagnostics, Finding, Rule, Thresholds};
+pub use error::{Error, ServiceCode};
 pub use futures_core::Stream;
 pub use index_files::{firestore_indexes_json, index_yaml};
 pub use model::entity::{Entity, KeyField, Projection};

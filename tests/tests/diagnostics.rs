@@ -49,7 +49,7 @@ fn watched() -> (Db, impl Fn(Duration)) {
 }
 
 fn rules(findings: &[Finding]) -> Vec<&'static str> {
-    findings.iter().map(|f| f.rule).collect()
+    findings.iter().map(|f| f.rule.id()).collect()
 }
 
 fn customer(name: KeyName) -> Customer {

@@ -562,7 +562,7 @@ fn kind(error: &Error) -> String {
         Error::NotFound { .. } => "NOT_FOUND".to_owned(),
         Error::Aborted { .. } => "ABORTED".to_owned(),
         Error::MissingIndex { .. } => "FAILED_PRECONDITION".to_owned(),
-        Error::Service { code, .. } => code.clone(),
+        Error::Service { code, .. } => code.to_string(),
         Error::InvalidValue { .. }
         | Error::InvalidName { .. }
         | Error::InvalidKey { .. }

@@ -12,7 +12,7 @@ use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
 use crate::backend::BoxFuture;
-use crate::error::Error;
+use crate::error::{Error, ServiceCode};
 use crate::model::entity::{Entity, Projection};
 use crate::model::key::{KEY_PROPERTY, Key, RawKey};
 use crate::model::property_type::PropertyType;
@@ -452,7 +452,7 @@ impl<E: Entity> Query<E> {
     pub async fn explain_analyze(self) -> Result<(Page<E>, Explanation), Error> {
         let (batch, explanation) = self.explain_run(true).await?;
         let batch = batch.ok_or_else(|| Error::Service {
-            code: "INTERNAL".to_owned(),
+            code: ServiceCode::Internal,
             message: "an analyzed query came back without its results".to_owned(),
         })?;
         let next = next_cursor(&batch);
@@ -596,7 +596,7 @@ fn count_of(value: Value) -> Result<u64, Error> {
     match value {
         Value::Integer(n) if n >= 0 => Ok(n as u64),
         other => Err(Error::Service {
-            code: "INTERNAL".to_owned(),
+            code: ServiceCode::Internal,
             message: format!("a count came back as {other:?}"),
         }),
     }
@@ -613,15 +613,29 @@ fn count_of(value: Value) -> Result<u64, Error> {
 pub trait Numeric {
     /// What the sum is.
     type Sum;
-    /// The sum from the aggregation's value; the value found when it is not one.
-    fn sum(value: Value) -> Result<Self::Sum, String>;
+    /// The sum from the aggregation's value, or why it is not one.
+    fn sum(value: Value) -> Result<Self::Sum, SumError>;
+}
+
+/// Why an aggregation's sum is not a number of the summed property's type
+/// ([`Numeric::sum`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SumError {
+    /// The integers summed leave the range of an `i64`: the service sums them into a double,
+    /// this one.
+    #[error("{0}: the integer sum overflowed a 64-bit integer")]
+    Overflowed(f64),
+    /// The answer held another value.
+    #[error("{0:?}")]
+    NotANumber(Box<Value>),
 }
 
 macro_rules! numeric {
     ($sum:ty: $($t:ty),*) => {$(
         impl Numeric for $t {
             type Sum = $sum;
-            fn sum(value: Value) -> Result<$sum, String> {
+            fn sum(value: Value) -> Result<$sum, SumError> {
                 numeric_sum::<$sum>(value)
             }
         }
@@ -653,11 +667,11 @@ impl FromSum for f64 {
     }
 }
 
-fn numeric_sum<S: FromSum>(value: Value) -> Result<S, String> {
+fn numeric_sum<S: FromSum>(value: Value) -> Result<S, SumError> {
     S::from_sum(&value).ok_or_else(|| match value {
         // The service sums integers into a double when the sum leaves the range of an i64.
-        Value::Double(d) => format!("{d}: the integer sum overflowed a 64-bit integer"),
-        other => format!("{other:?}"),
+        Value::Double(d) => SumError::Overflowed(d),
+        other => SumError::NotANumber(Box::new(other)),
     })
 }
 

@@ -18,7 +18,7 @@ use gcloud_sdk::tonic::{self, Code};
 use tracing::Instrument as _;
 
 use crate::backend::retry::RetryPolicy;
-use crate::error::Error;
+use crate::error::{Error, ServiceCode};
 
 /// The gRPC client: authenticated for Google Cloud, or without credentials (an emulator).
 #[derive(Clone)]
@@ -116,7 +116,7 @@ impl Failure {
 
     fn code(&self) -> &'static str {
         match self {
-            Failure::Service(status) => code_name(status.code()),
+            Failure::Service(status) => service_code(status.code()).name(),
             Failure::Connection { .. } => "CONNECTION",
             Failure::Deadline => "DEADLINE",
         }
@@ -249,7 +249,7 @@ impl Calls {
                     endpoint: endpoint.clone(),
                     reason: format!(
                         "the service answered {} ({})",
-                        code_name(status.code()),
+                        service_code(status.code()).name(),
                         status.message()
                     ),
                 }
@@ -286,31 +286,31 @@ pub(super) fn status_error(status: tonic::Status) -> Error {
             }
         }
         code => Error::Service {
-            code: code_name(code).to_owned(),
+            code: service_code(code),
             message,
         },
     }
 }
 
-/// The canonical name of a gRPC status code.
-pub(super) fn code_name(code: Code) -> &'static str {
+/// A gRPC status code as the crate's [`ServiceCode`].
+pub(super) fn service_code(code: Code) -> ServiceCode {
     match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
+        Code::Ok => ServiceCode::Ok,
+        Code::Cancelled => ServiceCode::Cancelled,
+        Code::Unknown => ServiceCode::Unknown,
+        Code::InvalidArgument => ServiceCode::InvalidArgument,
+        Code::DeadlineExceeded => ServiceCode::DeadlineExceeded,
+        Code::NotFound => ServiceCode::NotFound,
+        Code::AlreadyExists => ServiceCode::AlreadyExists,
+        Code::PermissionDenied => ServiceCode::PermissionDenied,
+        Code::ResourceExhausted => ServiceCode::ResourceExhausted,
+        Code::FailedPrecondition => ServiceCode::FailedPrecondition,
+        Code::Aborted => ServiceCode::Aborted,
+        Code::OutOfRange => ServiceCode::OutOfRange,
+        Code::Unimplemented => ServiceCode::Unimplemented,
+        Code::Internal => ServiceCode::Internal,
+        Code::Unavailable => ServiceCode::Unavailable,
+        Code::DataLoss => ServiceCode::DataLoss,
+        Code::Unauthenticated => ServiceCode::Unauthenticated,
     }
 }

@@ -24,7 +24,7 @@ use self::call::{About, Calls, Client, Sending};
 use super::{
     Backend, BoxFuture, Found, Mask, Mutation, TransactionId, TransactionMode, after_begin,
 };
-use crate::error::Error;
+use crate::error::{Error, ServiceCode};
 use crate::model::entity::Entity;
 use crate::model::key::{PartitionId, PathElement, RawKey};
 use crate::model::schema::{IndexSchema, Schema};
@@ -186,7 +186,10 @@ fn about_nothing(rpc: &'static str) -> About<'static> {
 /// "Invalid cursor", or, for bytes that are no cursor at all, "Error parsing protocol message").
 fn query_error(kind: &str, has_cursor: bool, error: Error) -> Error {
     match error {
-        Error::Service { code, message } if code == "INVALID_ARGUMENT" => {
+        Error::Service {
+            code: ServiceCode::InvalidArgument,
+            message,
+        } => {
             let lower = message.to_lowercase();
             if lower.contains("cursor") || (has_cursor && lower.contains("protocol message")) {
                 Error::InvalidCursor { reason: message }
@@ -235,7 +238,7 @@ fn began(begun: Option<TransactionId>) -> Result<TransactionId, Error> {
     begun
         .filter(|id| !id.0.is_empty())
         .ok_or_else(|| Error::Service {
-            code: "INTERNAL".to_owned(),
+            code: ServiceCode::Internal,
             message: "a read asked to begin a transaction, and the service began none".to_owned(),
         })
 }
@@ -391,7 +394,7 @@ impl Cloud {
         });
         let mut response = call!(self, commit, about_keys("commit", sending, &keys), request);
         if let (Some(fallback), Err(Error::Service { code, message })) = (fallback, &response)
-            && code == "INVALID_ARGUMENT"
+            && *code == ServiceCode::InvalidArgument
             && message.contains("entity groups")
         {
             tracing::debug!(
@@ -525,7 +528,7 @@ impl Cloud {
         match value {
             Some(value) => Ok((begun, property_from_wire(value, &self.partitions)?.value)),
             None => Err(Error::Service {
-                code: "INTERNAL".to_owned(),
+                code: ServiceCode::Internal,
                 message: "the aggregation query returned no result".to_owned(),
             }),
         }
@@ -964,7 +967,7 @@ mod tests {
         match status_error(tonic::Status::deadline_exceeded("slow")) {
             Error::Service { code, message } => {
                 assert_eq!(
-                    (code.as_str(), message.as_str()),
+                    (code.name(), message.as_str()),
                     ("DEADLINE_EXCEEDED", "slow")
                 );
             }

@@ -16,7 +16,7 @@ use std::ops::{Bound, RangeBounds};
 
 use smallvec::SmallVec;
 
-use crate::error::Error;
+use crate::error::{Error, ServiceCode};
 use crate::format::file::ENTITIES;
 use crate::format::keycode;
 use crate::model::scalar::Timestamp;
@@ -147,13 +147,13 @@ impl History {
         // As the service (the Firestore emulator) answers a read in the future.
         if time > Timestamp::now() {
             return Err(Error::Service {
-                code: "INVALID_ARGUMENT".to_owned(),
+                code: ServiceCode::InvalidArgument,
                 message: format!("The requested 'read_time' cannot be in the future ({time})."),
             });
         }
         if time < self.floor_time {
             return Err(Error::Service {
-                code: "FAILED_PRECONDITION".to_owned(),
+                code: ServiceCode::FailedPrecondition,
                 message: format!(
                     "read_time {time} is older than the embedded engine keeps versions (from \
                      {}: the engine's opening, the retention window of {} s, or the most \

@@ -49,7 +49,7 @@ use self::index::{Composite, decode_entity, encode_entity};
 use self::scan::Prepared;
 use self::store::{Batch, Memory, Redb, Store};
 use super::{Backend, BoxFuture, Mask, Mutation, TransactionId, TransactionMode};
-use crate::error::Error;
+use crate::error::{Error, ServiceCode};
 use crate::format::file::{
     ENTITIES, FORMAT, FORMAT_KEY, IDS_KEY, INDEX_PREFIX, META, RESERVED_PREFIX,
 };
@@ -1033,7 +1033,7 @@ impl State {
         let checked = match &ended {
             Some(t) if t.wounded => Err(wounded()),
             Some(t) if t.read_only && !mutations.is_empty() => Err(Error::Service {
-                code: "INVALID_ARGUMENT".to_owned(),
+                code: ServiceCode::InvalidArgument,
                 message: "a read-only transaction cannot write".to_owned(),
             }),
             Some(t) => self.check_conflicts(t),
