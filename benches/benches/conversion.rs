@@ -5,7 +5,7 @@
 #![allow(missing_docs)]
 
 use datastore_entity::Entity as _;
-use datastore_entity::backend::embedded::{from_stored_form, stored_form};
+use datastore_entity::bench_hooks::{from_stored_form, stored_form};
 use datastore_entity_benches::{Order, order};
 use divan::{Bencher, black_box};
 

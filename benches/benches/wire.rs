@@ -7,7 +7,7 @@
 //! `cargo bench -p datastore-entity-benches --bench wire`
 #![allow(missing_docs)]
 
-use datastore_entity::backend::cloud::{commit_request, entities_from_lookup};
+use datastore_entity::bench_hooks::{commit_request, entities_from_lookup};
 use datastore_entity_benches::Order;
 use datastore_entity_benches::wire::{
     PROJECT, commit_by_hand, lookup_response, order_by_hand, orders,

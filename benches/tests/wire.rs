@@ -1,7 +1,7 @@
 //! The two sides of `benches/wire.rs` build the same messages and read the same entities, so
 //! the benchmark compares equal work.
 
-use datastore_entity::backend::cloud::{commit_request, entities_from_lookup};
+use datastore_entity::bench_hooks::{commit_request, entities_from_lookup};
 use datastore_entity_benches::Order;
 use datastore_entity_benches::wire::{PROJECT, commit_by_hand, lookup_response, orders};
 

@@ -26,29 +26,59 @@
 //! Key names, kind names, property names and project ids are visible in logs, URLs and
 //! the console: never put sensitive data in them (R-N8).
 
-// The layers, bottom up: error.rs, hash.rs, model/, query/, format/, rules/, diagnostics.rs, backend/, db/, scale/, index_files.rs, façade (DEVELOPERS.md, "Layout").
-// `layers/` checks that every file uses only files below it in that table.
+// The layers, bottom up: error.rs, hash.rs, model/, query/, format/, rules/, watch.rs, backend/, db/, scaling/, index_files.rs, façade (DEVELOPERS.md, "Layout").
+// `layers/` checks that every file uses only files below it in that table. This file is the
+// façade: each public item has one path, here at the root (and the prelude), except the
+// backend's vocabulary (`backend`) and the migrations (`migrate`); `earlier.rs` keeps the
+// paths of earlier releases for one release, deprecated.
 pub mod backend;
 mod db;
-pub mod diagnostics;
 mod error;
 mod format;
 mod hash;
 mod index_files;
 mod model;
-/// The query and write vocabulary the backends receive, and the typed descriptors that build
-/// queries (`query/`); typed queries themselves are the `Db`'s (`db/query.rs`), re-exported
-/// here where earlier releases had them.
+/// The paths of earlier releases for typed queries (deprecated: each is at the crate root);
+/// inside the crate, the query and write vocabulary the backends receive and the typed
+/// descriptors that build queries (`query/`).
+#[doc(hidden)]
 pub mod query {
     pub(crate) mod descriptor;
     pub(crate) mod explain;
     pub(crate) mod spec;
     pub(crate) mod write;
 
-    pub use crate::db::query::{Cursor, KeysOnlyQuery, Numeric, Page, ProjectionQuery, Query};
+    /// Deprecated: [`crate::Cursor`].
+    #[deprecated(since = "0.1.0", note = "use `datastore_entity::Cursor`")]
+    pub type Cursor = crate::Cursor;
+    /// Deprecated: [`crate::KeysOnlyQuery`].
+    #[deprecated(since = "0.1.0", note = "use `datastore_entity::KeysOnlyQuery`")]
+    pub type KeysOnlyQuery<E> = crate::KeysOnlyQuery<E>;
+    /// Deprecated: [`crate::Page`].
+    #[deprecated(since = "0.1.0", note = "use `datastore_entity::Page`")]
+    pub type Page<T> = crate::Page<T>;
+    /// Deprecated: [`crate::ProjectionQuery`].
+    #[deprecated(since = "0.1.0", note = "use `datastore_entity::ProjectionQuery`")]
+    pub type ProjectionQuery<E, P> = crate::ProjectionQuery<E, P>;
+    /// Deprecated: [`crate::Query`].
+    #[deprecated(since = "0.1.0", note = "use `datastore_entity::Query`")]
+    pub type Query<E> = crate::Query<E>;
+    /// Deprecated path of [`crate::Numeric`] (a trait: Rust cannot warn on its old path).
+    pub use crate::Numeric;
 }
+/// The service's rules, as this crate enforces them: the catalogue (no items).
 pub mod rules;
-pub mod scale;
+mod scaling;
+mod watch;
+
+mod earlier;
+#[allow(deprecated)]
+pub use earlier::{diagnostics, entity, key, name, property, scale, value};
+
+/// What benchmarks time that users never call: an entity's stored form, a commit request and
+/// a lookup answer in the service's messages. Not a public API.
+#[doc(hidden)]
+pub mod bench_hooks;
 
 pub use backend::retry::RetryPolicy;
 #[doc = include_str!("derive_entity.md")]
@@ -60,14 +90,21 @@ pub use db::cloud::CloudBuilder;
 pub use db::query::{Cursor, KeysOnlyQuery, Numeric, Page, ProjectionQuery, Query, SumError};
 pub use db::txn::{ReadTx, Tx};
 pub use db::{Db, ParentKey};
-pub use diagnostics::{Diagnostics, Finding, Rule, Thresholds};
 pub use error::{Error, ServiceCode};
 pub use futures_core::Stream;
 pub use index_files::{firestore_indexes_json, index_yaml};
 pub use model::entity::{Entity, KeyField, Projection};
-pub use model::key::{IdOrName, Key, KeyId, PartitionId, PathElement, RawKey};
-pub use model::name::KeyName;
-pub use model::property_type::{Growth, Increasing, Indexable, Projectable, PropertyType, Steady};
+pub use model::key::{
+    IdOrName, KEY_PROPERTY, Key, KeyId, MAX_KEY_DEPTH, PartitionId, PathElement, RawKey,
+};
+pub use model::name::{
+    KeyName, MAX_NAME_BYTES, NameRole, NameViolation, validate as validate_name,
+    validate_bytes as validate_name_bytes,
+};
+pub use model::property_type::{
+    Flat, Growth, Increasing, Indexable, Projectable, Projects, PropertyType, Shape, Steady,
+    WholeEntity,
+};
 pub use model::scalar::{Blob, GeoPoint, Timestamp};
 pub use model::schema::{
     CounterSchema, Direction, IndexSchema, IndexedProperty, PropertySchema, ReplicaSchema, Schema,
@@ -75,6 +112,7 @@ pub use model::schema::{
 };
 pub use model::value::MAX_NESTING;
 pub use model::value::{DecodeError, Property, PropertyMap, Value};
+pub use model::walk::compare_values;
 pub use query::descriptor::{
     AtMost10, AtMost30, Count, Excluded, Filter, Flattened, InArray, InValues, IndexMarker,
     Indexed, Nested, NotExcluded, NotFlattened, NotInArray, NotInValues, Order, PropertyPath,
@@ -86,60 +124,11 @@ pub use rules::commit::MAX_MUTATIONS;
 pub use rules::filter::{MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_NOT_IN_VALUES};
 pub use rules::index_entries::{MAX_INDEX_ENTRIES, MAX_INDEXED_VALUES};
 pub use rules::limits::{MAX_ENTITY_BYTES, MAX_INDEXED_BYTES};
-pub use scale::bulk::{BulkWriter, Progress};
-pub use scale::migrate;
-pub use scale::ramp::{Limiter, RampUp};
-pub use scale::sharded_index::{ShardIndexable, ShardedQuery};
-
-/// Entities and their schemas (the paths of earlier releases).
-pub mod entity {
-    pub use crate::model::entity::{Entity, KeyField, Projection};
-    pub use crate::model::schema::{
-        CounterSchema, IndexSchema, IndexedProperty, PropertySchema, ReplicaSchema, Schema,
-        ShardedIndexSchema,
-    };
-}
-
-/// Keys: validated ids, untyped [`RawKey`]s and typed [`Key<E>`]s (the paths of earlier
-/// releases).
-pub mod key {
-    pub use crate::model::key::{
-        IdOrName, KEY_PROPERTY, Key, KeyId, MAX_KEY_DEPTH, PartitionId, PathElement, RawKey,
-    };
-}
-
-/// Validated names: the runtime side of the naming rules (R-N1..R-N8).
-pub mod name {
-    pub use crate::model::name::{
-        KeyName, MAX_NAME_BYTES, NameRole, NameViolation, validate, validate_bytes,
-    };
-}
-
-/// Typed property descriptors and the filters and orders built from them (the paths of
-/// earlier releases).
-pub mod property {
-    pub use crate::model::schema::Direction;
-    pub use crate::query::descriptor::{
-        AtMost10, AtMost30, Count, Excluded, Filter, Flattened, InArray, InValues, IndexMarker,
-        Indexed, Nested, NotExcluded, NotFlattened, NotInArray, NotInValues, Order, PropertyPath,
-        Queryable,
-    };
-    pub use crate::query::spec::Operator;
-}
-
-/// Values as the store holds them, and the conversions from and to Rust types (the paths of
-/// earlier releases).
-pub mod value {
-    pub use crate::model::property_type::{
-        Flat, Growth, Increasing, Indexable, Projectable, Projects, PropertyType, Shape, Steady,
-        WholeEntity,
-    };
-    pub use crate::model::scalar::{Blob, GeoPoint, Timestamp};
-    pub use crate::model::sink::{Form, StoredWriter};
-    pub use crate::model::stored::StoredValue;
-    pub use crate::model::value::{DecodeError, Property, PropertyMap, Value};
-    pub use crate::model::walk::compare_values;
-}
+pub use scaling::bulk::{BulkWriter, Progress};
+pub use scaling::migrate;
+pub use scaling::ramp::{Limiter, RampUp};
+pub use scaling::sharded_index::{ShardIndexable, ShardedQuery};
+pub use watch::{Diagnostics, Finding, Rule, Thresholds};
 
 /// `use datastore_entity::prelude::*;` brings what entity declarations and queries need.
 pub mod prelude {

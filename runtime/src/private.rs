@@ -22,8 +22,8 @@ pub use crate::model::value::{DecodeError, Property, PropertyMap, Value};
 pub use crate::query::descriptor::{
     Excluded, Flattened, IndexMarker, Indexed, Nested, PropertyPath,
 };
-pub use crate::scale::counter::{increment, total};
-pub use crate::scale::sharded_index::ShardedQuery;
+pub use crate::scaling::counter::{increment, total};
+pub use crate::scaling::sharded_index::ShardedQuery;
 pub use ::core::{
     convert::{From, Into},
     option::Option,

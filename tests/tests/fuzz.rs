@@ -13,8 +13,8 @@
 //! FUZZ_CASES=100000 cargo test -p datastore-entity-tests --test fuzz --release
 //! ```
 
-use datastore_entity::backend::cloud::entities_from_lookup;
-use datastore_entity::backend::embedded::{from_stored_form, stored_form};
+use datastore_entity::bench_hooks::entities_from_lookup;
+use datastore_entity::bench_hooks::{from_stored_form, stored_form};
 use datastore_entity::prelude::*;
 use datastore_entity::{Error, Property, PropertyMap, RawKey, Value};
 use datastore_entity_tests::minimal::{Account, Post};
@@ -235,7 +235,7 @@ proptest! {
     #[test]
     fn entities_from_a_server(v in value(3), junk in prop::collection::vec(any::<u8>(), 0..300), hurt in damage()) {
         let entity = Fuzzed { id: KeyId::new(9).unwrap(), v };
-        let request = datastore_entity::backend::cloud::commit_request("p", std::slice::from_ref(&entity));
+        let request = datastore_entity::bench_hooks::commit_request("p", std::slice::from_ref(&entity));
         let Ok(request) = request else { return Ok(()) };
         let Some(pb::mutation::Operation::Upsert(written)) =
             request.mutations.into_iter().next().and_then(|m| m.operation)

@@ -175,7 +175,7 @@ fn key_name_edges() {
     assert!(matches!(
         too_long,
         Error::InvalidName {
-            violation: datastore_entity::name::NameViolation::TooLong { len: 1501, .. },
+            violation: datastore_entity::NameViolation::TooLong { len: 1501, .. },
             ..
         }
     ));
@@ -460,7 +460,7 @@ fn values_nested_a_hundred_thousand_levels_are_walked_without_recursion() {
             let copy = value.clone();
             assert!(copy == value);
             assert_eq!(
-                datastore_entity::value::compare_values(&copy, &value),
+                datastore_entity::compare_values(&copy, &value),
                 std::cmp::Ordering::Equal
             );
             let other = Value::Array(vec![Value::Null]);

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use datastore_entity::backend::embedded::Embedded;
 use datastore_entity::backend::{Backend, Mask, Mutation};
+use datastore_entity::compare_values;
 use datastore_entity::prelude::*;
-use datastore_entity::value::compare_values;
 use datastore_entity::{Error, Filter, Property, PropertyMap, Value};
 use datastore_entity_tests::{Call, Instrumented, Post};
 use proptest::prelude::*;

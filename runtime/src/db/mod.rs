@@ -19,7 +19,6 @@ use std::sync::Arc;
 use crate::backend::Backend;
 use crate::backend::embedded::Embedded;
 use crate::backend::retry::RetryPolicy;
-use crate::diagnostics::{Diagnostics, Finding, Watch};
 use crate::error::Error;
 use crate::format::companion::companion_key;
 use crate::model::entity::Entity;
@@ -27,6 +26,7 @@ use crate::model::key::{Key, PartitionId, RawKey};
 use crate::model::name::{NameRole, validate};
 use crate::model::value::PropertyMap;
 use crate::rules::commit::MAX_MUTATIONS;
+use crate::watch::{Diagnostics, Finding, Watch};
 
 use self::query::Query;
 use self::scope::Scope;
@@ -156,7 +156,7 @@ impl Db {
     }
 
     /// The same store, its writes watched with `diagnostics` (thresholds, clock) from now on,
-    /// by this handle and its clones ([`diagnostics`](crate::diagnostics)). Every handle is
+    /// by this handle and its clones ([`diagnostics`](crate::Diagnostics)). Every handle is
     /// watched with the defaults from the start.
     pub fn watch(mut self, diagnostics: Diagnostics) -> Db {
         self.scope.watch = Arc::new(Watch::new(diagnostics));
@@ -165,7 +165,7 @@ impl Db {
 
     /// What the scale rules no type can check (`R-K4`, `R-E2`, `R-S4`, `R-S6`) have found in
     /// the writes of this handle and its clones so far, oldest first; each is also logged once
-    /// through `tracing` at `warn` ([`diagnostics`](crate::diagnostics)).
+    /// through `tracing` at `warn` ([`diagnostics`](crate::Diagnostics)).
     pub fn diagnostics(&self) -> Vec<Finding> {
         self.scope.watch.findings()
     }

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::backend::{Backend, TransactionId, TransactionMode};
-use crate::diagnostics::Watch;
 use crate::error::Error;
 use crate::model::entity::Entity;
 use crate::model::key::{PartitionId, RawKey};
@@ -17,6 +16,7 @@ use crate::model::stored::lacks_partition;
 use crate::model::value::{PropertyMap, Value};
 #[cfg(feature = "cloud")]
 use crate::model::wire::Partitions;
+use crate::watch::Watch;
 
 /// A backend and the partition (namespace) a handle reads and writes: keys built in code take
 /// it, keys of another partition are refused before anything is sent.

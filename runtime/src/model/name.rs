@@ -18,9 +18,9 @@ pub fn validate(role: NameRole, name: &str) -> Result<(), Error> {
 /// Checks a name given as bytes: it must be UTF-8 (R-N1) and follow the rules of `role`.
 ///
 /// ```
-/// use datastore_entity::name::{validate_bytes, NameRole};
-/// assert_eq!(validate_bytes(NameRole::Kind, b"Account").unwrap(), "Account");
-/// assert!(validate_bytes(NameRole::Kind, b"Acc\xffount").is_err());
+/// use datastore_entity::{validate_name_bytes, NameRole};
+/// assert_eq!(validate_name_bytes(NameRole::Kind, b"Account").unwrap(), "Account");
+/// assert!(validate_name_bytes(NameRole::Kind, b"Acc\xffount").is_err());
 /// ```
 pub fn validate_bytes(role: NameRole, bytes: &[u8]) -> Result<&str, Error> {
     datastore_entity_names::check_bytes(role, bytes)

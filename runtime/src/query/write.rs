@@ -11,9 +11,9 @@ use crate::model::value::{Property, PropertyMap, Value};
 /// One write of a commit.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mutation {
-    /// Create; fails with [`Error::AlreadyExists`] if the key exists. An incomplete key gets an id.
+    /// Create; fails with [`Error::AlreadyExists`](crate::Error::AlreadyExists) if the key exists. An incomplete key gets an id.
     Insert(RawKey, PropertyMap, Mask),
-    /// Change; fails with [`Error::NotFound`] if the key does not exist.
+    /// Change; fails with [`Error::NotFound`](crate::Error::NotFound) if the key does not exist.
     Update(RawKey, PropertyMap, Mask),
     /// Create or change. An incomplete key gets an id.
     Upsert(RawKey, PropertyMap, Mask),

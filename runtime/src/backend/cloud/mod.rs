@@ -859,9 +859,9 @@ impl Backend for Cloud {
 /// }
 ///
 /// let notes = [Note { id: KeyId::new(1)?, text: "hello".into() }];
-/// let request = datastore_entity::backend::cloud::commit_request("my-project", &notes)?;
+/// let request = datastore_entity::bench_hooks::commit_request("my-project", &notes)?;
 /// assert_eq!(request.mutations.len(), 1);
-/// let back: Vec<Note> = datastore_entity::backend::cloud::entities_from_lookup(
+/// let back: Vec<Note> = datastore_entity::bench_hooks::entities_from_lookup(
 ///     "my-project",
 ///     gcloud_sdk::google::datastore::v1::LookupResponse {
 ///         found: request
@@ -883,7 +883,7 @@ impl Backend for Cloud {
 /// assert_eq!(back, notes);
 /// # Ok::<(), Error>(())
 /// ```
-pub fn commit_request<E: Entity>(
+pub(crate) fn commit_request<E: Entity>(
     project_id: &str,
     entities: &[E],
 ) -> Result<pb::CommitRequest, Error> {
@@ -920,7 +920,7 @@ pub fn commit_request<E: Entity>(
 
 /// The entities a `LookupResponse` of project `project_id` holds, read as the backend reads
 /// them (for benchmarks and tools; see [`commit_request`]).
-pub fn entities_from_lookup<E: Entity>(
+pub(crate) fn entities_from_lookup<E: Entity>(
     project_id: &str,
     response: pb::LookupResponse,
 ) -> Result<Vec<E>, Error> {

@@ -64,7 +64,10 @@ use crate::query::spec::{Aggregation, Operator, QueryBatch, QuerySpec, ResultSha
 use crate::rules::commit::{check_ancestors, check_mutations, invalid_key};
 use crate::rules::limits::check_entity;
 
-pub use crate::rules::limits::MAX_INDEXED_BYTES;
+/// Deprecated path of [`crate::MAX_INDEXED_BYTES`].
+#[doc(hidden)]
+#[deprecated(since = "0.1.0", note = "use `datastore_entity::MAX_INDEXED_BYTES`")]
+pub const MAX_INDEXED_BYTES: usize = crate::rules::limits::MAX_INDEXED_BYTES;
 
 /// The embedded engine. Cheap to share behind an `Arc`; all calls are serialised by one lock.
 ///
@@ -492,7 +495,7 @@ impl Sum {
 ///
 /// ```
 /// # use datastore_entity::prelude::*;
-/// use datastore_entity::backend::embedded::{from_stored_form, stored_form};
+/// use datastore_entity::bench_hooks::{from_stored_form, stored_form};
 ///
 /// #[derive(Entity, Debug, PartialEq)]
 /// struct Note {
@@ -506,12 +509,12 @@ impl Sum {
 /// assert_eq!(from_stored_form::<Note>(Note::key(KeyId::new(1)?).raw(), &bytes)?, note);
 /// # Ok::<(), Error>(())
 /// ```
-pub fn stored_form<E: Entity>(entity: &E) -> Result<Vec<u8>, Error> {
+pub(crate) fn stored_form<E: Entity>(entity: &E) -> Result<Vec<u8>, Error> {
     entity.to_properties().map(encode_entity)
 }
 
 /// `E` from its stored form under `key`: what a get converts back.
-pub fn from_stored_form<E: Entity>(key: &RawKey, bytes: &[u8]) -> Result<E, Error> {
+pub(crate) fn from_stored_form<E: Entity>(key: &RawKey, bytes: &[u8]) -> Result<E, Error> {
     let properties = decode_entity(bytes).ok_or_else(|| Error::Storage {
         reason: "a stored entity is malformed".to_owned(),
     })?;

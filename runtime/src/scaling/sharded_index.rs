@@ -32,7 +32,6 @@ use crate::query::spec::{
 };
 
 /// The companion value of a sharded index's value (its layout is a stored format).
-pub use crate::format::companion::companion_value;
 /// What a `#[sharded_index(n)]` field can hold.
 pub use crate::model::property_type::ShardIndexable;
 

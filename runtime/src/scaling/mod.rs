@@ -4,10 +4,8 @@
 //! written, read and deleted with their owner by the `Db`'s own pipeline (`db/write.rs`,
 //! `db/read.rs`), in the layout of `format/companion.rs`; replicas (R-S2) need nothing more.
 
-pub mod bulk;
-pub mod counter;
+pub(crate) mod bulk;
+pub(crate) mod counter;
 pub mod migrate;
-pub mod ramp;
-pub mod sharded_index;
-
-pub use crate::rules::commit::MAX_MUTATIONS;
+pub(crate) mod ramp;
+pub(crate) mod sharded_index;

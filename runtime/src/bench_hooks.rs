@@ -1,0 +1,41 @@
+//! What benchmarks time that users never call (`benches/`): an entity's stored form, and a
+//! commit request and a lookup answer in the service's messages, each as the backends build
+//! and read them. Hidden from the documentation; not a public API. Part of the façade, with
+//! `lib.rs`.
+
+#[cfg(feature = "cloud")]
+use gcloud_sdk::google::datastore::v1 as pb;
+
+use crate::error::Error;
+use crate::model::entity::Entity;
+use crate::model::key::RawKey;
+
+/// `entity` in the embedded engine's stored form: the bytes a put writes.
+pub fn stored_form<E: Entity>(entity: &E) -> Result<Vec<u8>, Error> {
+    crate::backend::embedded::stored_form(entity)
+}
+
+/// `E` from its stored form under `key`: what a get converts back.
+pub fn from_stored_form<E: Entity>(key: &RawKey, bytes: &[u8]) -> Result<E, Error> {
+    crate::backend::embedded::from_stored_form(key, bytes)
+}
+
+/// The `CommitRequest` the cloud backend sends to upsert `entities` in project `project_id`,
+/// checked as its commit checks them.
+#[cfg(feature = "cloud")]
+pub fn commit_request<E: Entity>(
+    project_id: &str,
+    entities: &[E],
+) -> Result<pb::CommitRequest, Error> {
+    crate::backend::cloud::commit_request(project_id, entities)
+}
+
+/// The entities a `LookupResponse` of project `project_id` holds, read as the cloud backend
+/// reads them.
+#[cfg(feature = "cloud")]
+pub fn entities_from_lookup<E: Entity>(
+    project_id: &str,
+    response: pb::LookupResponse,
+) -> Result<Vec<E>, Error> {
+    crate::backend::cloud::entities_from_lookup(project_id, response)
+}
