@@ -88,7 +88,7 @@ pub enum NameViolation {
 }
 
 impl NameViolation {
-    /// The id of the rule in `RULES.md` (e.g. `"R-N3"`).
+    /// The id of the rule in the README's rules table (e.g. `"R-N3"`).
     pub const fn rule(self) -> &'static str {
         match self {
             NameViolation::InvalidUtf8 { .. } => "R-N1",

@@ -107,7 +107,7 @@ impl Default for Thresholds {
     }
 }
 
-/// The scale rules a handle watches at run time (RULES.md's ids).
+/// The scale rules a handle watches at run time (their ids as in the README's rules table).
 ///
 /// Compares equal to its id as text, so `finding.rule == "R-K4"` reads as it did when the
 /// rule was a string.

@@ -1,7 +1,6 @@
 //! Code generation.
 //!
-//! Everything generated reaches the runtime through `#krate::__private` (absolute paths,
-//! STYLE.md), and every public item carries a doc line. Each field's type is checked by one
+//! Everything generated reaches the runtime through `#krate::__private` (absolute paths), and every public item carries a doc line. Each field's type is checked by one
 //! assertion ([`property::assertions`]); every other use of the type goes through the
 //! runtime's `Probe`, so a wrong type is reported exactly once.
 //!

@@ -8,7 +8,7 @@
 //! A property map is a count, then per property in name order its name, whether it is
 //! excluded, and its value; a value is a tag byte and its payload (little-endian numbers,
 //! length-prefixed strings). Decoding never panics: malformed bytes are [`Malformed`], and
-//! every decoded name, id and key is validated again. `format/golden.rs` pins the bytes.
+//! every decoded name, id and key is validated again. `tests/tests/formats.rs` pins the bytes.
 
 use std::collections::VecDeque;
 use std::sync::OnceLock;

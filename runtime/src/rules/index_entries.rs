@@ -9,7 +9,7 @@
 //!   value one in its parent, and its own properties in a count of their own. The
 //!   conformance suite (`tests/src/conformance/hostile.rs`) finds the same answers on the
 //!   Firestore emulator; Google's legacy Datastore emulator enforces no such limit.
-//! - **Index entries per entity** ([`MAX_INDEX_ENTRIES`], R-I5 as `RULES.md` states it): one
+//! - **Index entries per entity** ([`MAX_INDEX_ENTRIES`], R-I5 as the README's rules table states it): one
 //!   built-in entry per indexed value reachable by a property path (the properties of
 //!   entities inside an array are not indexed), plus, for each composite index, the product of
 //!   its properties' value counts, times the key's depth for an ancestor index.

@@ -3,7 +3,7 @@
 //!
 //! Where Google's two emulators answer differently, the tests follow the Firestore emulator
 //! in Datastore mode (today's production service) and say what the legacy emulator does;
-//! where `RULES.md` makes the crate stricter than both, the test says so.
+//! where the rules (the README's rules table) make the crate stricter than both, the test says so.
 
 #![allow(missing_docs)]
 
