@@ -21,8 +21,8 @@ use crate::format::file::ENTITIES;
 use crate::format::keycode;
 use crate::model::scalar::Timestamp;
 
+use super::exec::corrupt;
 use super::index::{self, Composite, decode_entity};
-use super::plan::corrupt;
 use super::store::{Batch, Range, Store};
 
 /// How long past versions are kept for `read_time` reads by default: the service's hour.

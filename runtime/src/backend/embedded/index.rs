@@ -299,3 +299,11 @@ impl CompositeIndex for Composite {
         self.columns.iter().map(|(name, _)| name.as_str())
     }
 }
+
+/// The composite indexes of `kind`.
+pub(crate) fn of_kind<'c>(
+    composites: &'c std::collections::HashMap<String, Vec<Composite>>,
+    kind: &str,
+) -> &'c [Composite] {
+    composites.get(kind).map_or(&[], Vec::as_slice)
+}

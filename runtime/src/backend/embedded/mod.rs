@@ -31,38 +31,46 @@
 //! - Allocated ids are scattered over `[2^52, 2^53)` (R-K1); reserved ids are never handed out
 //!   (ids written without being reserved may be, as by the service: R-K3).
 
+mod aggregate;
+mod answer;
+mod commit;
+mod exec;
+mod explain;
 mod history;
+mod ids;
 mod index;
+mod locks;
+mod merge;
 mod plan;
+mod records;
 mod scan;
 mod store;
 #[cfg(test)]
 mod tests;
+mod transactions;
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use self::history::{AsOf, History, Undo};
+use self::answer::Answers;
+use self::history::{AsOf, History};
+use self::ids::Ids;
 use self::index::{Composite, decode_entity, encode_entity};
-use self::scan::Prepared;
+use self::locks::{Locking, Locks};
 use self::store::{Batch, Memory, Redb, Store};
-use super::{Backend, BoxFuture, Mask, Mutation, TransactionId, TransactionMode};
+use self::transactions::{Transaction, Transactions};
+use super::{Backend, BoxFuture, Mutation, TransactionId, TransactionMode};
 use crate::error::{Error, ServiceCode};
-use crate::format::file::{
-    ENTITIES, FORMAT, FORMAT_KEY, IDS_KEY, INDEX_PREFIX, META, RESERVED_PREFIX,
-};
 use crate::format::keycode;
 use crate::model::entity::Entity;
-use crate::model::key::{IdOrName, KeyId, PartitionId, RawKey};
+use crate::model::key::{PartitionId, RawKey};
 use crate::model::schema::Schema;
 use crate::model::value::{PropertyMap, Value};
-use crate::model::walk::compare_values;
 use crate::query::explain::Explanation;
-use crate::query::spec::{Aggregation, Operator, QueryBatch, QuerySpec, ResultShape};
+use crate::query::spec::{Aggregation, QueryBatch, QuerySpec};
 use crate::rules::commit::{check_ancestors, check_mutations, invalid_key};
-use crate::rules::limits::check_entity;
 
 /// Deprecated path of [`crate::MAX_INDEXED_BYTES`].
 #[doc(hidden)]
@@ -104,76 +112,20 @@ impl std::fmt::Debug for Embedded {
 /// locked before it gives up with [`Error::Aborted`].
 const LOCK_WAIT: Duration = Duration::from_secs(20);
 
-/// A transaction unused this long is ended by the engine, as by the service.
-const IDLE: Duration = Duration::from_secs(60);
-
-/// A transaction open this long is ended by the engine, as by the service.
-const LIFETIME: Duration = Duration::from_secs(270);
-
-/// Allocation counters are persisted this many at a time: a crash skips at most this many
-/// ids, never hands one out twice.
-const ID_BLOCK: u64 = 1024;
-
 struct State {
     store: Box<dyn Store + Send>,
     strict: bool,
-    /// How long a transaction may stay unused, and open, before it is ended.
-    idle: Duration,
-    lifetime: Duration,
     /// Declared composite indexes, by kind.
     composites: HashMap<String, Vec<Composite>>,
     /// The schemas already declared (by address): declaring again costs a set lookup.
     declared: HashSet<usize>,
     /// Past versions: what transactions and `read_time` reads read.
     history: History,
-    /// The entities read-write transactions have read, with the transaction holding each.
-    locks: HashMap<Vec<u8>, u64>,
-    /// The transactions waiting for locks: their ages and the entities they wait for. A free
-    /// entity goes to the oldest transaction waiting for it, so waiting is first come, first
-    /// served, and a younger transaction never overtakes (and then gets wounded by) an older.
-    waiting: HashMap<u64, (u64, Vec<Vec<u8>>)>,
-    transactions: HashMap<u64, Transaction>,
-    next_transaction: u64,
+    /// The open transactions.
+    transactions: Transactions,
+    /// The entities read-write transactions hold, and who waits for them.
+    locks: Locks,
     ids: Ids,
-}
-
-#[derive(Default)]
-struct Ids {
-    /// The allocation counter.
-    next: u64,
-    /// The counter value the store holds: allocations up to it are safe after a crash.
-    persisted: u64,
-    /// Reserved ids: never allocated.
-    reserved: HashSet<i64>,
-}
-
-struct Transaction {
-    /// The version it reads, taken by its first read (or its `read_time`).
-    snapshot: Option<u64>,
-    /// The entities it read (their entities-table keys): a commit that changed one since the
-    /// snapshot makes its own commit fail.
-    reads: HashSet<Vec<u8>>,
-    /// The queries it ran, with the keys they returned: at commit each must return the same
-    /// keys again, or an entity was written into (or out of) a range it scanned (a phantom).
-    queries: Vec<(QuerySpec, Vec<RawKey>)>,
-    /// Begun read-only: its commit may not write.
-    read_only: bool,
-    /// Its priority for locks (smaller: older, the first attempt's when it is a retry).
-    age: u64,
-    /// The entities it locked.
-    locks: Vec<Vec<u8>>,
-    /// It was the youngest of a circle of waiting transactions: it can only abort.
-    wounded: bool,
-    begun: Instant,
-    used: Instant,
-}
-
-/// Whether a read-write transaction's lookup may read.
-enum Locking {
-    /// It holds every lock it needs.
-    Held,
-    /// Another, older transaction holds one: wait for a release.
-    Wait,
 }
 
 impl Embedded {
@@ -227,8 +179,8 @@ impl Embedded {
     pub fn transaction_timeouts(self, idle: Duration, lifetime: Duration) -> Embedded {
         {
             let mut state = self.state();
-            state.idle = idle;
-            state.lifetime = lifetime;
+            state.transactions.idle = idle;
+            state.transactions.lifetime = lifetime;
         }
         self
     }
@@ -262,17 +214,26 @@ impl Embedded {
         struct Waiting<'e>(&'e Embedded, u64);
         impl Drop for Waiting<'_> {
             fn drop(&mut self) {
-                if self.0.state().waiting.remove(&self.1).is_some() {
+                if self.0.state().locks.withdraw(self.1) {
                     self.0.released.notify_waiters();
                 }
             }
         }
-        let _waiting = Waiting(self, transaction_number(transaction)?);
+        let id = transactions::number(transaction)?;
+        let _waiting = Waiting(self, id);
         let deadline = tokio::time::Instant::now() + LOCK_WAIT;
         loop {
             // Registered before looking, so a release in between is not missed.
             let released = self.released.notified();
-            let (locking, wounded) = self.state().lock(keys, transaction)?;
+            let (locking, wounded) = {
+                let mut state = self.state();
+                let State {
+                    locks,
+                    transactions,
+                    ..
+                } = &mut *state;
+                locks.lock(transactions, id, keys)?
+            };
             if wounded {
                 self.released.notify_waiters();
             }
@@ -343,7 +304,10 @@ impl Backend for Embedded {
         query: &'a QuerySpec,
         analyze: bool,
     ) -> BoxFuture<'a, Result<(Option<QueryBatch>, Explanation), Error>> {
-        ready(self.state().explain(query, analyze))
+        ready({
+            let state = self.state();
+            state.answers().explain(&*state.store, query, analyze)
+        })
     }
 
     fn run_aggregation<'a>(
@@ -372,36 +336,16 @@ impl Backend for Embedded {
             },
             _ => None,
         };
-        state.next_transaction += 1;
-        let id = state.next_transaction;
-        // A retry keeps the age of the attempt it retries: it wins locks against newer ones.
-        let age = match mode {
-            TransactionMode::ReadWrite {
-                previous: Some(previous),
-            } => transaction_age(previous).unwrap_or(id),
-            _ => id,
+        let previous = match mode {
+            TransactionMode::ReadWrite { previous } => previous.as_ref(),
+            TransactionMode::ReadOnly { .. } => None,
         };
-        let now = Instant::now();
-        state.transactions.insert(
-            id,
-            Transaction {
-                snapshot,
-                reads: HashSet::new(),
-                queries: Vec::new(),
-                read_only: matches!(mode, TransactionMode::ReadOnly { .. }),
-                age,
-                locks: Vec::new(),
-                wounded: false,
-                begun: now,
-                used: now,
-            },
-        );
+        let read_only = matches!(mode, TransactionMode::ReadOnly { .. });
+        let handle = state.transactions.begin(snapshot, read_only, previous);
         if state.expire() {
             self.released.notify_waiters();
         }
-        ready(Ok(TransactionId(
-            [id.to_le_bytes(), age.to_le_bytes()].concat(),
-        )))
+        ready(Ok(handle))
     }
 
     fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>> {
@@ -409,7 +353,7 @@ impl Backend for Embedded {
         // Datastore mode; the legacy emulator refused it).
         let result = {
             let mut state = self.state();
-            transaction_number(transaction).map(|id| state.end_transaction(id).map(drop))
+            transactions::number(transaction).map(|id| state.end_transaction(id).map(drop))
         };
         self.released.notify_waiters();
         ready(result.map(drop))
@@ -421,7 +365,8 @@ impl Backend for Embedded {
     ) -> BoxFuture<'a, Result<(), Error>> {
         // It read one snapshot: nothing to check (a read-only transaction never aborts).
         let mut state = self.state();
-        let result = transaction_number(transaction).map(|id| state.end_transaction(id).map(drop));
+        let result =
+            transactions::number(transaction).map(|id| state.end_transaction(id).map(drop));
         ready(result.map(drop))
     }
 
@@ -435,58 +380,6 @@ impl Backend for Embedded {
 
     fn declare<'a>(&'a self, schema: &'static Schema) -> BoxFuture<'a, Result<(), Error>> {
         ready(self.state().declare(schema))
-    }
-}
-
-/// A running sum of numeric values, as the service sums them: integers exactly while they
-/// fit in an `i64`, in a double once a double is added or the integer sum overflows.
-#[derive(Default)]
-struct Sum {
-    integer: Option<i64>,
-    double: Option<f64>,
-    count: u64,
-}
-
-impl Sum {
-    fn add(&mut self, value: &Value) {
-        let as_double = match *value {
-            Value::Integer(i) => {
-                self.count += 1;
-                match (self.double, self.integer.unwrap_or(0).checked_add(i)) {
-                    (None, Some(total)) => {
-                        self.integer = Some(total);
-                        return;
-                    }
-                    _ => i as f64,
-                }
-            }
-            Value::Double(d) => {
-                self.count += 1;
-                d
-            }
-            _ => return,
-        };
-        let carried = self.integer.take().map_or(0.0, |i| i as f64);
-        self.double = Some(self.double.unwrap_or(0.0) + carried + as_double);
-    }
-
-    fn total(&self) -> Value {
-        match self.double {
-            Some(d) => Value::Double(d),
-            None => Value::Integer(self.integer.unwrap_or(0)),
-        }
-    }
-
-    fn mean(&self) -> Value {
-        let total = match self.total() {
-            Value::Integer(i) => i as f64,
-            Value::Double(d) => d,
-            _ => 0.0,
-        };
-        match self.count {
-            0 => Value::Null,
-            n => Value::Double(total / n as f64),
-        }
     }
 }
 
@@ -521,101 +414,23 @@ pub(crate) fn from_stored_form<E: Entity>(key: &RawKey, bytes: &[u8]) -> Result<
     E::from_entity(key, properties)
 }
 
-/// A transaction handle is its number, then its age (see `Transaction::age`).
-fn transaction_number(transaction: &TransactionId) -> Result<u64, Error> {
-    transaction
-        .0
-        .get(..8)
-        .and_then(|n| <[u8; 8]>::try_from(n).ok())
-        .map(u64::from_le_bytes)
-        .ok_or(Error::TransactionClosed)
-}
-
-fn transaction_age(transaction: &TransactionId) -> Option<u64> {
-    transaction
-        .0
-        .get(8..16)
-        .and_then(|n| <[u8; 8]>::try_from(n).ok())
-        .map(u64::from_le_bytes)
-}
-
-fn wounded() -> Error {
-    Error::Aborted {
-        reason: "this transaction and others were each waiting for an entity another had \
-                 read (a deadlock); this one, the youngest, gave way"
-            .to_owned(),
-    }
-}
-
 impl State {
     fn new(store: Box<dyn Store + Send>) -> State {
         State {
             store,
             strict: true,
-            idle: IDLE,
-            lifetime: LIFETIME,
             composites: HashMap::new(),
             declared: HashSet::new(),
             history: History::new(),
-            locks: HashMap::new(),
-            waiting: HashMap::new(),
-            transactions: HashMap::new(),
-            next_transaction: 0,
+            transactions: Transactions::default(),
+            locks: Locks::default(),
             ids: Ids::default(),
         }
     }
 
-    /// Reads a file's own state: its format, id counter, reserved ids and declared indexes.
+    /// Reads a file's own records: its format, id counter, reserved ids and declared indexes.
     fn load(&mut self, path: &Path) -> Result<(), Error> {
-        let mut format = None;
-        self.store
-            .get(META, FORMAT_KEY, &mut |v| format = Some(v.to_vec()))?;
-        match format {
-            Some(f) if f == FORMAT => {}
-            Some(_) => {
-                return Err(Error::Storage {
-                    reason: format!(
-                        "{} was written by another version of this engine (or another program)",
-                        path.display()
-                    ),
-                });
-            }
-            None => {
-                let mut batch = Batch::default();
-                batch.put(META, FORMAT_KEY.to_vec(), FORMAT.to_vec());
-                self.store.apply(batch)?;
-            }
-        }
-        let mut entries: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        self.store.scan(
-            META,
-            (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded),
-            false,
-            &mut |k, v| {
-                entries.push((k.to_vec(), v.to_vec()));
-                true
-            },
-        )?;
-        let corrupt = || Error::Storage {
-            reason: format!("{}: the engine's own records are corrupt", path.display()),
-        };
-        for (k, v) in entries {
-            if k == IDS_KEY {
-                let counter = <[u8; 8]>::try_from(v.as_slice()).map_err(|_| corrupt())?;
-                self.ids.next = u64::from_be_bytes(counter);
-                self.ids.persisted = self.ids.next;
-            } else if let Some(id) = k.strip_prefix(RESERVED_PREFIX) {
-                let id = <[u8; 8]>::try_from(id).map_err(|_| corrupt())?;
-                self.ids.reserved.insert(i64::from_be_bytes(id));
-            } else if k.starts_with(INDEX_PREFIX) {
-                let index = Composite::decode(&v).ok_or_else(corrupt)?;
-                self.composites
-                    .entry(index.kind.clone())
-                    .or_default()
-                    .push(index);
-            }
-        }
-        Ok(())
+        records::load(&mut *self.store, path, &mut self.ids, &mut self.composites)
     }
 
     /// Applies a batch; a failure leaves the id counter to be persisted again.
@@ -625,17 +440,13 @@ impl State {
         }
         let applied = self.store.apply(batch);
         if applied.is_err() {
-            self.ids.persisted = 0;
+            self.ids.forget_persisted();
         }
         applied
     }
 
     fn composites(&self, kind: &str) -> &[Composite] {
-        self.composites.get(kind).map_or(&[], Vec::as_slice)
-    }
-
-    fn load_entity(&self, at: &[u8]) -> Result<Option<PropertyMap>, Error> {
-        plan::load(&*self.store, at)
+        index::of_kind(&self.composites, kind)
     }
 
     /// The store as of `version` (the current one if `None`).
@@ -666,14 +477,11 @@ impl State {
             return Ok(None);
         };
         let history = &self.history;
-        let t = self
-            .transactions
-            .get_mut(&transaction_number(t)?)
-            .ok_or(Error::TransactionClosed)?;
+        let t = self.transactions.get_mut(transactions::number(t)?)?;
         if t.wounded {
-            return Err(wounded());
+            return Err(transactions::wounded());
         }
-        t.used = Instant::now();
+        t.touch();
         let snapshot = match t.snapshot {
             Some(snapshot)
                 if lookup
@@ -697,173 +505,39 @@ impl State {
     ) -> Result<Option<&mut Transaction>, Error> {
         match transaction {
             None => Ok(None),
-            Some(t) => {
-                let id = transaction_number(t)?;
-                self.transactions
-                    .get_mut(&id)
-                    .map(Some)
-                    .ok_or(Error::TransactionClosed)
-            }
+            Some(t) => self
+                .transactions
+                .get_mut(transactions::number(t)?)
+                .map(Some),
         }
     }
 
     /// Ends a transaction: its locks are released, the versions only it read collected.
     fn end_transaction(&mut self, id: u64) -> Option<Transaction> {
-        let mut ended = self.transactions.remove(&id);
+        let mut ended = self.transactions.remove(id);
         if let Some(t) = &mut ended {
-            self.release(id, t);
+            self.locks.release(id, &mut t.locks);
         }
         self.collect();
         ended
     }
 
-    fn release(&mut self, id: u64, t: &mut Transaction) {
-        for at in t.locks.drain(..) {
-            self.locks.remove(&at);
-        }
-        self.waiting.remove(&id);
-    }
-
     /// Ends the transactions left idle or open too long (a body that never finished and was
     /// never dropped); returns whether any held locks.
     fn expire(&mut self) -> bool {
-        let now = Instant::now();
-        let expired: Vec<u64> = self
-            .transactions
-            .iter()
-            .filter(|(_, t)| now - t.used > self.idle || now - t.begun > self.lifetime)
-            .map(|(id, _)| *id)
-            .collect();
         let mut released = false;
-        for id in expired {
+        for (id, mut t) in self.transactions.expire() {
             tracing::debug!(transaction = id, "an idle transaction expired");
-            let mut ended = self.transactions.remove(&id);
-            if let Some(t) = &mut ended {
-                released |= !t.locks.is_empty();
-                self.release(id, t);
-            }
+            released |= !t.locks.is_empty();
+            self.locks.release(id, &mut t.locks);
         }
         self.collect();
         released
     }
 
-    /// See [`Embedded::lock`]: returns whether `transaction` holds its locks now, and whether
-    /// it aborted another transaction of a circle (whose locks are then free).
-    fn lock(
-        &mut self,
-        keys: &[RawKey],
-        transaction: &TransactionId,
-    ) -> Result<(Locking, bool), Error> {
-        let id = transaction_number(transaction)?;
-        let t = self.transactions.get(&id).ok_or(Error::TransactionClosed)?;
-        if t.read_only {
-            return Ok((Locking::Held, false));
-        }
-        if t.wounded {
-            return Err(wounded());
-        }
-        let age = t.age;
-        let wanted: Vec<Vec<u8>> = keys
-            .iter()
-            .filter(|k| k.is_complete())
-            .map(index::entity_key)
-            .collect();
-        let blockers = self.blockers(id, age, &wanted);
-        if !blockers.is_empty() {
-            // Waiting is safe unless the wait closes a circle (a deadlock): then the youngest
-            // transaction of the circle aborts, and the others go on.
-            let mut wounded_any = false;
-            if let Some(circle) = self.circle(id, &blockers) {
-                let age_of = |t: &u64| self.transactions.get(t).map_or(u64::MAX, |t| t.age);
-                let victim = circle.iter().copied().max_by_key(age_of).unwrap_or(id);
-                if victim == id {
-                    self.waiting.remove(&id);
-                    return Err(wounded());
-                }
-                if let Some(mut v) = self.transactions.remove(&victim) {
-                    v.wounded = true;
-                    self.release(victim, &mut v);
-                    self.transactions.insert(victim, v);
-                    wounded_any = true;
-                }
-            }
-            self.waiting.insert(id, (age, wanted));
-            return Ok((Locking::Wait, wounded_any));
-        }
-        self.waiting.remove(&id);
-        let t = self
-            .transactions
-            .get_mut(&id)
-            .ok_or(Error::TransactionClosed)?;
-        for at in wanted {
-            if self.locks.insert(at.clone(), id) != Some(id) {
-                t.locks.push(at);
-            }
-        }
-        Ok((Locking::Held, false))
-    }
-
-    /// The transactions `id` (of age `age`) would wait for to lock `wanted`: the holders of
-    /// those entities, and older transactions already waiting for a free one.
-    fn blockers(&self, id: u64, age: u64, wanted: &[Vec<u8>]) -> Vec<u64> {
-        let mut out = Vec::new();
-        for at in wanted {
-            match self.locks.get(at) {
-                Some(&holder) if holder != id => out.push(holder),
-                Some(_) => {}
-                None => out.extend(
-                    self.waiting
-                        .iter()
-                        .filter(|(other, (theirs, keys))| {
-                            **other != id && *theirs < age && keys.contains(at)
-                        })
-                        .map(|(other, _)| *other),
-                ),
-            }
-        }
-        out
-    }
-
-    /// A circle of waiting transactions that `id` waiting for `blockers` would close: the
-    /// transactions on it (`id` included), if there is one.
-    fn circle(&self, id: u64, blockers: &[u64]) -> Option<Vec<u64>> {
-        let mut path = vec![id];
-        let mut seen = HashSet::new();
-        fn reach(
-            state: &State,
-            target: u64,
-            from: u64,
-            path: &mut Vec<u64>,
-            seen: &mut HashSet<u64>,
-        ) -> bool {
-            if from == target {
-                return true;
-            }
-            if !seen.insert(from) {
-                return false;
-            }
-            path.push(from);
-            if let Some((age, keys)) = state.waiting.get(&from)
-                && state
-                    .blockers(from, *age, keys)
-                    .into_iter()
-                    .any(|next| reach(state, target, next, path, seen))
-            {
-                return true;
-            }
-            path.pop();
-            false
-        }
-        blockers
-            .iter()
-            .any(|&b| reach(self, id, b, &mut path, &mut seen))
-            .then_some(path)
-    }
-
     /// Collects the past versions no open transaction reads (and outside the retention).
     fn collect(&mut self) {
-        let oldest = self.transactions.values().filter_map(|t| t.snapshot).min();
-        self.history.collect(oldest);
+        self.history.collect(self.transactions.oldest_snapshot());
     }
 
     fn record_reads(
@@ -891,63 +565,24 @@ impl State {
         let view = self.view(version);
         let found = at
             .iter()
-            .map(|at| plan::load(&view, at))
+            .map(|at| exec::load(&view, at))
             .collect::<Result<_, _>>()?;
         self.record_reads(transaction, at)?;
         Ok(found)
     }
 
-    fn allocate_id(&mut self, batch: &mut Batch) -> KeyId {
-        loop {
-            self.ids.next += 1;
-            if self.ids.next > self.ids.persisted {
-                self.ids.persisted = self.ids.next + ID_BLOCK;
-                batch.put(
-                    META,
-                    IDS_KEY.to_vec(),
-                    self.ids.persisted.to_be_bytes().to_vec(),
-                );
-            }
-            // Bit-reverse a counter into the low 52 bits: consecutive allocations differ in
-            // the highest of them, so ids are never adjacent and spread over the whole range.
-            let scattered = (1_i64 << 52) | (self.ids.next.reverse_bits() >> 12).cast_signed();
-            if !self.ids.reserved.contains(&scattered)
-                && let Ok(id) = KeyId::new(scattered)
-            {
-                return id;
-            }
-        }
-    }
-
     fn allocate_ids(&mut self, keys: Vec<RawKey>) -> Result<Vec<RawKey>, Error> {
-        if let Some(k) = keys.iter().find(|k| k.is_complete()) {
-            return Err(invalid_key(k, "allocate_ids takes incomplete keys"));
-        }
         let mut batch = Batch::default();
-        let keys = keys
-            .into_iter()
-            .map(|k| k.completed(IdOrName::Id(self.allocate_id(&mut batch))))
-            .collect();
+        let keys = self.ids.allocate(keys, &mut batch)?;
         self.apply(batch)?;
         Ok(keys)
     }
 
     fn reserve_ids(&mut self, keys: &[RawKey]) -> Result<(), Error> {
-        if let Some(k) = keys.iter().find(|k| !k.is_complete()) {
-            return Err(invalid_key(k, "reserve_ids takes complete keys"));
-        }
-        // Named keys have no id to reserve: accepted and ignored, as by the service.
-        let ids: Vec<i64> = keys.iter().filter_map(|k| k.id()).map(KeyId::get).collect();
         let mut batch = Batch::default();
-        for id in &ids {
-            batch.put(
-                META,
-                [RESERVED_PREFIX, &id.to_be_bytes()].concat(),
-                Vec::new(),
-            );
-        }
+        let ids = Ids::to_reserve(keys, &mut batch)?;
         self.apply(batch)?;
-        self.ids.reserved.extend(ids);
+        self.ids.reserve(ids);
         Ok(())
     }
 
@@ -958,24 +593,9 @@ impl State {
         if self.declared.contains(&address) {
             return Ok(());
         }
-        let known = self.composites(schema.kind);
-        let mut new: Vec<Composite> = Vec::new();
-        for index in schema.indexes {
-            let index = Composite::from_schema(schema.kind, index);
-            if !known.contains(&index) && !new.contains(&index) {
-                new.push(index);
-            }
-        }
+        let new = records::new_indexes(self.composites(schema.kind), schema);
         if !new.is_empty() {
-            let mut batch = Batch::default();
-            for index in &new {
-                batch.put(
-                    META,
-                    [INDEX_PREFIX, index.table.as_bytes()].concat(),
-                    index.encode(),
-                );
-            }
-            self.backfill(schema.kind, &new, &mut batch)?;
+            let batch = records::declaration(&*self.store, schema.kind, &new)?;
             self.apply(batch)?;
             self.composites
                 .entry(schema.kind.to_owned())
@@ -983,36 +603,6 @@ impl State {
                 .extend(new);
         }
         self.declared.insert(address);
-        Ok(())
-    }
-
-    /// The entries of `indexes` (all of kind `kind`) for the entities already stored.
-    fn backfill(&self, kind: &str, indexes: &[Composite], batch: &mut Batch) -> Result<(), Error> {
-        let mut keys = Vec::new();
-        self.store.scan(
-            ENTITIES,
-            (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded),
-            false,
-            &mut |k, _| {
-                keys.push(k.to_vec());
-                true
-            },
-        )?;
-        let tables: HashSet<&str> = indexes.iter().map(|i| i.table.as_str()).collect();
-        for at in keys {
-            let key = keycode::Reader::new(&at)
-                .key()
-                .map_err(|_| plan::corrupt())?;
-            if key.kind() != kind {
-                continue;
-            }
-            let properties = self.load_entity(&at)?.ok_or_else(plan::corrupt)?;
-            for (table, entry) in index::entries(&key, &properties, indexes) {
-                if tables.contains(table.as_ref()) {
-                    batch.put(table, entry, Vec::new());
-                }
-            }
-        }
         Ok(())
     }
 
@@ -1024,17 +614,17 @@ impl State {
         // A transaction ends with its commit, whatever the outcome.
         let ended = match transaction {
             Some(t) => {
-                let id = transaction_number(t)?;
-                let mut ended = self.transactions.remove(&id);
+                let id = transactions::number(t)?;
+                let mut ended = self.transactions.remove(id);
                 if let Some(t) = &mut ended {
-                    self.release(id, t);
+                    self.locks.release(id, &mut t.locks);
                 }
                 Some(ended.ok_or(Error::TransactionClosed)?)
             }
             None => None,
         };
         let checked = match &ended {
-            Some(t) if t.wounded => Err(wounded()),
+            Some(t) if t.wounded => Err(transactions::wounded()),
             Some(t) if t.read_only && !mutations.is_empty() => Err(Error::Service {
                 code: ServiceCode::InvalidArgument,
                 message: "a read-only transaction cannot write".to_owned(),
@@ -1048,138 +638,22 @@ impl State {
         }
         checked?;
         let recording = self.history.recording(!self.transactions.is_empty());
-        let written = self.write(mutations, recording);
+        let written = commit::write(
+            &*self.store,
+            &self.composites,
+            &mut self.ids,
+            mutations,
+            recording,
+        );
         if written.is_err() {
             // Ids allocated for a batch never applied: persist the counter again next time.
-            self.ids.persisted = 0;
+            self.ids.forget_persisted();
         }
         let (batch, undo, keys) = written?;
         self.apply(batch)?;
         self.history.commit(undo, recording);
         self.collect();
         Ok(keys)
-    }
-
-    /// The batch that applies `mutations` (their own rules checked): every entity as the
-    /// commit leaves it checked, then the inserts and updates against what exists (as the
-    /// service orders its refusals), ids allocated, the index entries that change. Returns
-    /// the batch, what it replaces (when `recording`: for the history) and the keys.
-    fn write(
-        &mut self,
-        mutations: Vec<Mutation>,
-        recording: bool,
-    ) -> Result<(Batch, Undo, Vec<RawKey>), Error> {
-        let mut batch = Batch::default();
-        let mut keys = Vec::with_capacity(mutations.len());
-        let mut undo = Undo::new();
-        // First every entity as the commit leaves it, checked (`rules::commit`, once each):
-        // the service refuses an invalid argument before it looks at what exists.
-        let mut staged = Vec::with_capacity(mutations.len());
-        for mutation in mutations {
-            let insert = matches!(mutation, Mutation::Insert(..));
-            let update = matches!(mutation, Mutation::Update(..));
-            let (key, properties) = match mutation {
-                Mutation::Insert(k, p, m) | Mutation::Upsert(k, p, m) if !k.is_complete() => {
-                    let id = self.allocate_id(&mut batch);
-                    (k.completed(IdOrName::Id(id)), Some((p, m)))
-                }
-                Mutation::Insert(k, p, m)
-                | Mutation::Update(k, p, m)
-                | Mutation::Upsert(k, p, m) => (k, Some((p, m))),
-                Mutation::Delete(k) => (k, None),
-            };
-            let at = index::entity_key(&key);
-            let mut before = None;
-            self.store
-                .get(ENTITIES, &at, &mut |v| before = Some(v.to_vec()))?;
-            let stored = match &before {
-                Some(bytes) => Some(decode_entity(bytes).ok_or_else(plan::corrupt)?),
-                None => None,
-            };
-            let composites = self.composites(key.kind());
-            let old = match &stored {
-                Some(old) => index::entries(&key, old, composites),
-                None => Vec::new(),
-            };
-            // What the mask leaves out stays as stored, as the service does.
-            let properties = match properties {
-                Some((written, Mask::Whole)) => Some(written),
-                Some((written, mask)) => Some(mask.merge(stored, written)),
-                None => None,
-            };
-            if let Some(entity) = &properties {
-                check_entity(&key, entity, composites)?;
-            }
-            staged.push((key, at, before, old, properties, insert, update));
-        }
-        // Then what exists: an insert of an entity that does, an update of one that does not.
-        for (key, _, before, _, _, insert, update) in &staged {
-            match (before.is_some(), insert, update) {
-                (true, true, _) => {
-                    return Err(Error::AlreadyExists {
-                        key: format!("{key:?}"),
-                    });
-                }
-                (false, _, true) => {
-                    return Err(Error::NotFound {
-                        key: format!("{key:?}"),
-                    });
-                }
-                _ => {}
-            }
-        }
-        for (key, at, before, mut old, properties, _, _) in staged {
-            tracing::debug!(key = ?key, "commit");
-            let composites = self.composites(key.kind());
-            let mut new = match &properties {
-                Some(p) => index::entries(&key, p, composites),
-                None => Vec::new(),
-            };
-            // Only what changed: entries of the old version that the new one has not are
-            // deleted, entries of the new one that the old one had not are written.
-            if !old.is_empty() {
-                old.sort_unstable();
-                new.sort_unstable();
-                let (mut o, mut n) = (old.into_iter().peekable(), new.into_iter().peekable());
-                loop {
-                    let order = match (o.peek(), n.peek()) {
-                        (None, None) => break,
-                        (Some(_), None) => std::cmp::Ordering::Less,
-                        (None, Some(_)) => std::cmp::Ordering::Greater,
-                        (Some(a), Some(b)) => a.cmp(b),
-                    };
-                    match order {
-                        std::cmp::Ordering::Less => {
-                            if let Some((table, entry)) = o.next() {
-                                batch.delete(table, entry);
-                            }
-                        }
-                        std::cmp::Ordering::Greater => {
-                            if let Some((table, entry)) = n.next() {
-                                batch.put(table, entry, Vec::new());
-                            }
-                        }
-                        std::cmp::Ordering::Equal => {
-                            o.next();
-                            n.next();
-                        }
-                    }
-                }
-            } else {
-                for (table, entry) in new {
-                    batch.put(table, entry, Vec::new());
-                }
-            }
-            if recording {
-                undo.push((at.clone(), before));
-            }
-            match properties {
-                Some(p) => batch.put(ENTITIES, at, encode_entity(p)),
-                None => batch.delete(ENTITIES, at),
-            }
-            keys.push(key);
-        }
-        Ok((batch, undo, keys))
     }
 
     /// Optimistic concurrency: nothing the transaction read may have changed since. Blind
@@ -1204,7 +678,7 @@ impl State {
             });
         }
         for (query, keys) in &t.queries {
-            let now = self.evaluate(query)?;
+            let now = self.answers().answer(&*self.store, query)?;
             if !now.results.iter().map(|r| &r.key).eq(keys.iter()) {
                 return Err(Error::Aborted {
                     reason: format!(
@@ -1220,7 +694,7 @@ impl State {
 
     /// The checks of a commit that do not need its entities (`rules::commit`), before
     /// anything is written. Each entity is checked as it will be stored, then whether what
-    /// the commit inserts is new and what it updates exists, in [`State::write`].
+    /// the commit inserts is new and what it updates exists, in [`commit::write`].
     fn validate(&self, mutations: &[Mutation]) -> Result<(), Error> {
         check_mutations(mutations)
     }
@@ -1231,7 +705,7 @@ impl State {
         transaction: Option<&TransactionId>,
     ) -> Result<QueryBatch, Error> {
         let version = self.read_version(transaction, false)?;
-        let batch = self.evaluate_in(&self.view(version), query)?;
+        let batch = self.answers().answer(&self.view(version), query)?;
         if transaction.is_some() {
             let at = batch
                 .results
@@ -1247,196 +721,40 @@ impl State {
         Ok(batch)
     }
 
-    /// An aggregation over the rows of `query`, read from the indexes: a count reads keys
-    /// only, a sum or an average the property's index values (a projection), so no entity is
-    /// loaded unless the property is also filtered by equality.
+    /// An aggregation over the rows of `query`, read from the indexes ([`aggregate::Plan`]):
+    /// a count reads keys only (outside a transaction, only index entries), a sum or an
+    /// average the property's index values.
     fn aggregate(
         &mut self,
         query: &QuerySpec,
         aggregation: &Aggregation,
         transaction: Option<&TransactionId>,
     ) -> Result<Value, Error> {
-        // The query is refused as a query would be (the service validates both alike).
-        Prepared::new(query)?;
-        // As the Firestore emulator answers: a count runs over any query's rows, a sum or an
-        // average over its entities only.
-        let allowed = match (aggregation, &query.shape) {
-            (Aggregation::Count { .. }, _) | (_, ResultShape::Full) => true,
-            (Aggregation::Sum(p) | Aggregation::Avg(p), ResultShape::Projection(names)) => {
-                names.contains(p)
-            }
-            _ => false,
-        };
-        if !allowed {
-            return Err(Error::InvalidQuery {
-                kind: query.kind.clone(),
-                reason: "a sum or an average runs over a query's entities, not its keys \
-                         or a projection; the service refuses it"
-                    .to_owned(),
-            });
-        }
-        let mut rows = query.clone();
-        rows.start_cursor = None;
-        rows.end_cursor = None;
-        let property = match aggregation {
-            Aggregation::Count { up_to } => {
-                // A count of a projection counts its rows (one per entity holding the
-                // projected properties indexed, per array element); otherwise keys do.
-                let projection = matches!(rows.shape, ResultShape::Projection(_));
-                if !projection {
-                    rows.shape = ResultShape::KeysOnly;
-                }
-                if let Some(up_to) = up_to {
-                    let up_to = usize::try_from(*up_to).unwrap_or(usize::MAX);
-                    rows.limit = Some(rows.limit.map_or(up_to, |l| l.min(up_to)));
-                }
+        match aggregate::Plan::new(query, aggregation)? {
+            aggregate::Plan::Count { rows, keys_only } => {
                 // Outside a transaction (which records the rows it read), count index entries.
                 let counted = match transaction {
-                    None if !projection => self.count(&rows)?,
+                    None if keys_only => self.answers().count(&*self.store, &rows)?,
                     _ => None,
                 };
                 let counted = match counted {
                     Some(counted) => counted,
                     None => self.run_query(&rows, transaction)?.results.len(),
                 };
-                return Ok(Value::Integer(i64::try_from(counted).unwrap_or(i64::MAX)));
+                Ok(Value::Integer(i64::try_from(counted).unwrap_or(i64::MAX)))
             }
-            Aggregation::Sum(p) | Aggregation::Avg(p) => p,
-        };
-        let fixed = query
-            .filters
-            .iter()
-            .flat_map(|f| f.leaves())
-            .any(|f| &f.property == property && matches!(f.op, Operator::Equal | Operator::In));
-        rows.shape = match (&query.shape, fixed) {
-            // A projection's rows: one per combination of its properties' values, only of
-            // entities that hold them all (the property summed among them).
-            (ResultShape::Projection(_), _) => query.shape.clone(),
-            (_, true) => ResultShape::Full,
-            (_, false) => ResultShape::Projection(vec![property.clone()]),
-        };
-        let batch = self.run_query(&rows, transaction)?;
-        // Where an equality (or IN) filter fixes the property, each of an entity's distinct
-        // values is a row of the index holding the value the filter fixed, as in Firestore
-        // in Datastore mode: the first operand (IN values in their listed order) the entity
-        // holds.
-        let operands: Vec<Value> = match fixed {
-            true => query
-                .filters
-                .iter()
-                .flat_map(|f| f.leaves())
-                .filter(|f| &f.property == property)
-                .flat_map(|f| match (&f.op, &f.value) {
-                    (Operator::Equal, value) => std::slice::from_ref(value),
-                    (Operator::In, Value::Array(listed)) => listed.as_slice(),
-                    _ => &[],
-                })
-                .cloned()
-                .collect(),
-            false => Vec::new(),
-        };
-        let mut sum = Sum::default();
-        for row in &batch.results {
-            match fixed {
-                true => {
-                    let mut values = Vec::new();
-                    scan::visit_indexed(&row.properties, property, &mut |v| values.push(v));
-                    values.sort_by(|a, b| compare_values(a, b));
-                    values.dedup_by(|a, b| compare_values(a, b).is_eq());
-                    let fixed_to = operands
-                        .iter()
-                        .find(|o| values.iter().any(|v| compare_values(v, o).is_eq()));
-                    // Each value is read as the index holds it: a timestamp as its integer
-                    // of microseconds, which the Firestore emulator sums (as it does in a
-                    // projection's rows).
-                    let indexed = |value: &Value| match value {
-                        Value::Timestamp(t) => Value::Integer(t.as_micros()),
-                        other => other.clone(),
-                    };
-                    for value in &values {
-                        sum.add(&indexed(fixed_to.unwrap_or(value)));
-                    }
-                }
-                // A projection's row holds the one index value under the property's whole
-                // (dotted) name.
-                false => {
-                    if let Some(p) = row.properties.get(property) {
-                        sum.add(&p.value);
-                    }
-                }
+            aggregate::Plan::Fold(fold) => {
+                let batch = self.run_query(&fold.rows, transaction)?;
+                Ok(fold.over(&batch))
             }
         }
-        Ok(match aggregation {
-            Aggregation::Avg(_) => sum.mean(),
-            _ => sum.total(),
-        })
     }
 
-    /// How many results a one-branch query has, counted from its plan's index entries when
-    /// the plan allows it ([`plan::count`]).
-    fn count(&self, query: &QuerySpec) -> Result<Option<usize>, Error> {
-        let prepared = Prepared::new(query)?;
-        if prepared.branch_count() != 1 {
-            return Ok(None);
+    /// What answers queries, with the declared indexes and the index mode.
+    fn answers(&self) -> Answers<'_> {
+        Answers {
+            composites: &self.composites,
+            strict: self.strict,
         }
-        let access = plan::choose(&prepared, self.composites(&query.kind), self.strict)?;
-        let limit = query.limit.unwrap_or(usize::MAX);
-        plan::count(&*self.store, &prepared, &access, limit)
-    }
-
-    /// The answer to a query, recording nothing.
-    fn evaluate(&self, query: &QuerySpec) -> Result<QueryBatch, Error> {
-        self.evaluate_in(&*self.store, query)
-    }
-
-    /// Answers `query` from `store` (the engine's, or a view of it that counts what is read).
-    fn evaluate_in(&self, store: &dyn Store, query: &QuerySpec) -> Result<QueryBatch, Error> {
-        let prepared = Prepared::new(query)?;
-        if prepared.branch_count() == 1 {
-            let access = plan::choose(&prepared, self.composites(&query.kind), self.strict)?;
-            return plan::run(store, &prepared, &access);
-        }
-        let plans = self.plans(&prepared)?;
-        match plans
-            .iter()
-            .any(|(_, access)| *access == plan::Access::Scan)
-        {
-            // A branch no index serves: every entity of the kind is evaluated, once.
-            true => plan::run(store, &prepared, &plan::Access::Scan),
-            false => plan::merged(store, &prepared, &plans),
-        }
-    }
-
-    /// Each branch of `prepared`'s filter with the plan that answers it.
-    fn plans<'q>(
-        &self,
-        prepared: &Prepared<'q>,
-    ) -> Result<Vec<(Prepared<'q>, plan::Access)>, Error> {
-        let composites = self.composites(&prepared.query.kind);
-        (0..prepared.branch_count())
-            .map(|i| {
-                let branch = prepared.branch(i);
-                let access = plan::choose(&branch, composites, self.strict)?;
-                Ok((branch, access))
-            })
-            .collect()
-    }
-
-    /// How `query` is answered (the plan of each branch of its filter), and, with `analyze`,
-    /// its answer and what it read.
-    fn explain(
-        &self,
-        query: &QuerySpec,
-        analyze: bool,
-    ) -> Result<(Option<QueryBatch>, Explanation), Error> {
-        let prepared = Prepared::new(query)?;
-        let mut explanation = plan::explain(&prepared, &self.plans(&prepared)?);
-        if !analyze {
-            return Ok((None, explanation));
-        }
-        let counting = store::Counting::new(&*self.store);
-        let batch = self.evaluate_in(&counting, query)?;
-        explanation.stats = Some(counting.stats(batch.results.len()));
-        Ok((Some(batch), explanation))
     }
 }

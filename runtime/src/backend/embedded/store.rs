@@ -18,7 +18,6 @@ use smallvec::SmallVec;
 use crate::error::Error;
 use crate::format::file::{ENTITIES, FORMAT, FORMAT_1, FORMAT_KEY, META, seal, unseal};
 use crate::format::keycode;
-use crate::query::explain::ExecutionStats;
 
 /// A key range: lower and upper bounds.
 pub(crate) type Range<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);
@@ -604,73 +603,6 @@ impl Redb {
         write
             .commit()
             .map_err(|e| self.error("cannot commit to", e))
-    }
-}
-
-/// A view of a store that counts what is read through it (for Query Explain): index entries
-/// (every entry scanned in a table other than the entities one) and entities (read by key).
-/// It writes nothing.
-pub(crate) struct Counting<'s> {
-    inner: &'s dyn Store,
-    entries: std::cell::Cell<u64>,
-    entities: std::cell::Cell<u64>,
-}
-
-impl<'s> Counting<'s> {
-    pub(crate) fn new(inner: &'s dyn Store) -> Counting<'s> {
-        Counting {
-            inner,
-            entries: std::cell::Cell::new(0),
-            entities: std::cell::Cell::new(0),
-        }
-    }
-
-    /// What was read, for a query that returned `results` results.
-    pub(crate) fn stats(&self, results: usize) -> ExecutionStats {
-        ExecutionStats {
-            results_returned: results as u64,
-            index_entries_scanned: self.entries.get(),
-            entities_scanned: self.entities.get(),
-            read_operations: None,
-            execution_duration: None,
-        }
-    }
-
-    fn count(&self, table: &str) {
-        let counter = match table {
-            ENTITIES => &self.entities,
-            _ => &self.entries,
-        };
-        counter.set(counter.get() + 1);
-    }
-}
-
-impl Store for Counting<'_> {
-    fn get(&self, table: &str, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> Result<bool, Error> {
-        let found = self.inner.get(table, key, visit)?;
-        if found {
-            self.count(table);
-        }
-        Ok(found)
-    }
-
-    fn scan(
-        &self,
-        table: &str,
-        range: Range<'_>,
-        reverse: bool,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<(), Error> {
-        self.inner.scan(table, range, reverse, &mut |k, v| {
-            self.count(table);
-            visit(k, v)
-        })
-    }
-
-    fn apply(&mut self, _: Batch) -> Result<(), Error> {
-        Err(Error::Storage {
-            reason: "a query's counting view of the store writes nothing".to_owned(),
-        })
     }
 }
 

@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use super::store::{Batch, Memory, Range, Store};
 use super::*;
+use crate::backend::Mask;
 use crate::format::file::ENTITIES;
-use crate::model::key::PathElement;
+use crate::model::key::{IdOrName, KeyId, PathElement};
 use crate::model::value::Property;
-use crate::query::spec::{FilterNode, PropertyFilter, PropertyOrder};
+use crate::query::spec::{FilterNode, Operator, PropertyFilter, PropertyOrder};
 
 /// A store in memory that counts what is read: entities, and index entries scanned.
 struct Counting {

@@ -1,0 +1,170 @@
+//! Answering a query: each branch of its filter planned (`plan.rs`), read by the executor
+//! (`exec.rs`), branches merged in order; its count from index entries where the plan allows;
+//! its explanation (`explain.rs`), and with analyze what it read (counted at the store).
+
+use std::collections::HashMap;
+
+use super::exec;
+use super::explain;
+use super::index::Composite;
+use super::index::of_kind;
+use super::merge;
+use super::plan;
+use super::scan::Prepared;
+use super::store::{Batch, Range, Store};
+use crate::error::Error;
+use crate::format::file::ENTITIES;
+use crate::query::explain::{ExecutionStats, Explanation};
+use crate::query::spec::{QueryBatch, QuerySpec};
+
+/// The declared composite indexes and the index mode: all a query's answer depends on
+/// besides the store.
+pub(super) struct Answers<'a> {
+    pub(super) composites: &'a HashMap<String, Vec<Composite>>,
+    pub(super) strict: bool,
+}
+
+impl Answers<'_> {
+    /// How many results a one-branch query has, counted from its plan's index entries when
+    /// the plan allows it ([`exec::count`]).
+    pub(super) fn count(
+        &self,
+        store: &dyn Store,
+        query: &QuerySpec,
+    ) -> Result<Option<usize>, Error> {
+        let prepared = Prepared::new(query)?;
+        if prepared.branch_count() != 1 {
+            return Ok(None);
+        }
+        let access = plan::choose(
+            &prepared,
+            of_kind(self.composites, &query.kind),
+            self.strict,
+        )?;
+        let limit = query.limit.unwrap_or(usize::MAX);
+        exec::count(store, &prepared, &access, limit)
+    }
+
+    /// Answers `query` from `store` (the engine's, or a view of it that counts what is read).
+    pub(super) fn answer(&self, store: &dyn Store, query: &QuerySpec) -> Result<QueryBatch, Error> {
+        let prepared = Prepared::new(query)?;
+        if prepared.branch_count() == 1 {
+            let access = plan::choose(
+                &prepared,
+                of_kind(self.composites, &query.kind),
+                self.strict,
+            )?;
+            return exec::run(store, &prepared, &access);
+        }
+        let plans = self.plans(&prepared)?;
+        match plans
+            .iter()
+            .any(|(_, access)| *access == plan::Access::Scan)
+        {
+            // A branch no index serves: every entity of the kind is evaluated, once.
+            true => exec::run(store, &prepared, &plan::Access::Scan),
+            false => merge::merged(store, &prepared, &plans),
+        }
+    }
+
+    /// Each branch of `prepared`'s filter with the plan that answers it.
+    fn plans<'q>(
+        &self,
+        prepared: &Prepared<'q>,
+    ) -> Result<Vec<(Prepared<'q>, plan::Access)>, Error> {
+        let composites = of_kind(self.composites, &prepared.query.kind);
+        (0..prepared.branch_count())
+            .map(|i| {
+                let branch = prepared.branch(i);
+                let access = plan::choose(&branch, composites, self.strict)?;
+                Ok((branch, access))
+            })
+            .collect()
+    }
+
+    /// How `query` is answered (the plan of each branch of its filter), and, with `analyze`,
+    /// its answer and what it read.
+    pub(super) fn explain(
+        &self,
+        store: &dyn Store,
+        query: &QuerySpec,
+        analyze: bool,
+    ) -> Result<(Option<QueryBatch>, Explanation), Error> {
+        let prepared = Prepared::new(query)?;
+        let mut explanation = explain::explain(&prepared, &self.plans(&prepared)?);
+        if !analyze {
+            return Ok((None, explanation));
+        }
+        let counting = Counting::new(store);
+        let batch = self.answer(&counting, query)?;
+        explanation.stats = Some(counting.stats(batch.results.len()));
+        Ok((Some(batch), explanation))
+    }
+}
+
+/// A view of a store that counts what is read through it (for Query Explain): index entries
+/// (every entry scanned in a table other than the entities one) and entities (read by key).
+/// It writes nothing.
+pub(crate) struct Counting<'s> {
+    inner: &'s dyn Store,
+    entries: std::cell::Cell<u64>,
+    entities: std::cell::Cell<u64>,
+}
+
+impl<'s> Counting<'s> {
+    pub(crate) fn new(inner: &'s dyn Store) -> Counting<'s> {
+        Counting {
+            inner,
+            entries: std::cell::Cell::new(0),
+            entities: std::cell::Cell::new(0),
+        }
+    }
+
+    /// What was read, for a query that returned `results` results.
+    pub(crate) fn stats(&self, results: usize) -> ExecutionStats {
+        ExecutionStats {
+            results_returned: results as u64,
+            index_entries_scanned: self.entries.get(),
+            entities_scanned: self.entities.get(),
+            read_operations: None,
+            execution_duration: None,
+        }
+    }
+
+    fn count(&self, table: &str) {
+        let counter = match table {
+            ENTITIES => &self.entities,
+            _ => &self.entries,
+        };
+        counter.set(counter.get() + 1);
+    }
+}
+
+impl Store for Counting<'_> {
+    fn get(&self, table: &str, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> Result<bool, Error> {
+        let found = self.inner.get(table, key, visit)?;
+        if found {
+            self.count(table);
+        }
+        Ok(found)
+    }
+
+    fn scan(
+        &self,
+        table: &str,
+        range: Range<'_>,
+        reverse: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), Error> {
+        self.inner.scan(table, range, reverse, &mut |k, v| {
+            self.count(table);
+            visit(k, v)
+        })
+    }
+
+    fn apply(&mut self, _: Batch) -> Result<(), Error> {
+        Err(Error::Storage {
+            reason: "a query's counting view of the store writes nothing".to_owned(),
+        })
+    }
+}

@@ -1,0 +1,149 @@
+//! A commit's batch: every entity as the commit leaves it checked once (`rules::limits`),
+//! then what exists (an insert of an entity that does, an update of one that does not), ids
+//! allocated, and only the index entries that change.
+
+use std::collections::HashMap;
+
+use super::exec;
+use super::history::Undo;
+use super::ids::Ids;
+use super::index::{self, Composite, TableName, decode_entity, encode_entity};
+use super::store::{Batch, Store};
+use crate::backend::{Mask, Mutation};
+use crate::error::Error;
+use crate::format::file::ENTITIES;
+use crate::model::key::{IdOrName, RawKey};
+use crate::rules::limits::check_entity;
+
+/// The batch that applies `mutations` (their own rules checked): every entity as the
+/// commit leaves it checked, then the inserts and updates against what exists (as the
+/// service orders its refusals), ids allocated, the index entries that change. Returns
+/// the batch, what it replaces (when `recording`: for the history) and the keys.
+pub(super) fn write(
+    store: &dyn Store,
+    composites: &HashMap<String, Vec<Composite>>,
+    ids: &mut Ids,
+    mutations: Vec<Mutation>,
+    recording: bool,
+) -> Result<(Batch, Undo, Vec<RawKey>), Error> {
+    let mut batch = Batch::default();
+    let mut keys = Vec::with_capacity(mutations.len());
+    let mut undo = Undo::new();
+    // First every entity as the commit leaves it, checked (`rules::commit`, once each):
+    // the service refuses an invalid argument before it looks at what exists.
+    let mut staged = Vec::with_capacity(mutations.len());
+    for mutation in mutations {
+        let insert = matches!(mutation, Mutation::Insert(..));
+        let update = matches!(mutation, Mutation::Update(..));
+        let (key, properties) = match mutation {
+            Mutation::Insert(k, p, m) | Mutation::Upsert(k, p, m) if !k.is_complete() => {
+                let id = ids.next_id(&mut batch);
+                (k.completed(IdOrName::Id(id)), Some((p, m)))
+            }
+            Mutation::Insert(k, p, m) | Mutation::Update(k, p, m) | Mutation::Upsert(k, p, m) => {
+                (k, Some((p, m)))
+            }
+            Mutation::Delete(k) => (k, None),
+        };
+        let at = index::entity_key(&key);
+        let mut before = None;
+        store.get(ENTITIES, &at, &mut |v| before = Some(v.to_vec()))?;
+        let stored = match &before {
+            Some(bytes) => Some(decode_entity(bytes).ok_or_else(exec::corrupt)?),
+            None => None,
+        };
+        let composites = index::of_kind(composites, key.kind());
+        let old = match &stored {
+            Some(old) => index::entries(&key, old, composites),
+            None => Vec::new(),
+        };
+        // What the mask leaves out stays as stored, as the service does.
+        let properties = match properties {
+            Some((written, Mask::Whole)) => Some(written),
+            Some((written, mask)) => Some(mask.merge(stored, written)),
+            None => None,
+        };
+        if let Some(entity) = &properties {
+            check_entity(&key, entity, composites)?;
+        }
+        staged.push((key, at, before, old, properties, insert, update));
+    }
+    // Then what exists: an insert of an entity that does, an update of one that does not.
+    for (key, _, before, _, _, insert, update) in &staged {
+        match (before.is_some(), insert, update) {
+            (true, true, _) => {
+                return Err(Error::AlreadyExists {
+                    key: format!("{key:?}"),
+                });
+            }
+            (false, _, true) => {
+                return Err(Error::NotFound {
+                    key: format!("{key:?}"),
+                });
+            }
+            _ => {}
+        }
+    }
+    for (key, at, before, old, properties, _, _) in staged {
+        tracing::debug!(key = ?key, "commit");
+        let composites = index::of_kind(composites, key.kind());
+        let new = match &properties {
+            Some(p) => index::entries(&key, p, composites),
+            None => Vec::new(),
+        };
+        // Only what changed (the entries of the old version the new one has not are
+        // deleted, the new one's that the old one had not are written).
+        changed_entries(old, new, &mut batch);
+        if recording {
+            undo.push((at.clone(), before));
+        }
+        match properties {
+            Some(p) => batch.put(ENTITIES, at, encode_entity(p)),
+            None => batch.delete(ENTITIES, at),
+        }
+        keys.push(key);
+    }
+    Ok((batch, undo, keys))
+}
+
+/// Writes into `batch` what turns the index entries `old` into `new`: the old ones the new
+/// version has not are deleted, the new ones the old version had not are written.
+fn changed_entries(
+    mut old: Vec<(TableName, Vec<u8>)>,
+    mut new: Vec<(TableName, Vec<u8>)>,
+    batch: &mut Batch,
+) {
+    if old.is_empty() {
+        for (table, entry) in new {
+            batch.put(table, entry, Vec::new());
+        }
+        return;
+    }
+    old.sort_unstable();
+    new.sort_unstable();
+    let (mut o, mut n) = (old.into_iter().peekable(), new.into_iter().peekable());
+    loop {
+        let order = match (o.peek(), n.peek()) {
+            (None, None) => break,
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (Some(a), Some(b)) => a.cmp(b),
+        };
+        match order {
+            std::cmp::Ordering::Less => {
+                if let Some((table, entry)) = o.next() {
+                    batch.delete(table, entry);
+                }
+            }
+            std::cmp::Ordering::Greater => {
+                if let Some((table, entry)) = n.next() {
+                    batch.put(table, entry, Vec::new());
+                }
+            }
+            std::cmp::Ordering::Equal => {
+                o.next();
+                n.next();
+            }
+        }
+    }
+}

@@ -1,0 +1,668 @@
+//! The executor: reads the entries a plan (`plan.rs`) names — only those of the page and
+//! those its filters skip, from the cursor on, so a page costs what it holds, not what the
+//! kind holds — and turns them into results; OR branches merged in order.
+
+use std::borrow::Cow;
+use std::ops::Bound;
+
+use super::index::{self};
+use super::plan::{Access, equality_properties, projected};
+use super::scan::{Prepared, matches};
+use super::store::Store;
+use crate::error::Error;
+use crate::format::file::{ENTITIES, KINDS, PROPERTIES};
+use crate::format::keycode::{self, Reader};
+use crate::model::key::RawKey;
+use crate::model::schema::Direction;
+use crate::model::value::{Property, PropertyMap, Value};
+use crate::query::spec::{Operator, PropertyFilter, QueryBatch, QueryResult, ResultShape};
+
+/// A lower bound (inclusive) and an upper bound on a table's keys.
+struct Bounds {
+    lower: Bound<Vec<u8>>,
+    upper: Bound<Vec<u8>>,
+}
+
+impl Bounds {
+    /// Every key that starts with `prefix`.
+    fn prefix(prefix: Vec<u8>) -> Bounds {
+        Bounds {
+            upper: after_prefix(&prefix),
+            lower: Bound::Included(prefix),
+        }
+    }
+
+    fn raise(&mut self, bound: Bound<Vec<u8>>) {
+        if tighter(&bound, &self.lower, std::cmp::Ordering::Greater) {
+            self.lower = bound;
+        }
+    }
+
+    fn lower_to(&mut self, bound: Bound<Vec<u8>>) {
+        if tighter(&bound, &self.upper, std::cmp::Ordering::Less) {
+            self.upper = bound;
+        }
+    }
+
+    fn range(&self) -> (Bound<&[u8]>, Bound<&[u8]>) {
+        (as_ref(&self.lower), as_ref(&self.upper))
+    }
+}
+
+fn as_ref(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match bound {
+        Bound::Included(b) => Bound::Included(b),
+        Bound::Excluded(b) => Bound::Excluded(b),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// Whether `new` is a tighter bound than `old`, `towards` the inside of the range.
+fn tighter(new: &Bound<Vec<u8>>, old: &Bound<Vec<u8>>, towards: std::cmp::Ordering) -> bool {
+    match (new, old) {
+        (Bound::Unbounded, _) => false,
+        (_, Bound::Unbounded) => true,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
+            let o = a.cmp(b);
+            o == towards || (o.is_eq() && matches!(new, Bound::Excluded(_)))
+        }
+    }
+}
+
+/// The first key past every key that starts with `prefix`.
+fn after_prefix(prefix: &[u8]) -> Bound<Vec<u8>> {
+    keycode::prefix_end(prefix).map_or(Bound::Unbounded, Bound::Excluded)
+}
+
+fn encoded(value: &Value, inverted: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16);
+    // Filter operands are never arrays or entities (checked when the query is prepared).
+    let _ = keycode::value(&mut out, value);
+    if inverted {
+        out.iter_mut().for_each(|b| *b = !*b);
+    }
+    out
+}
+
+/// Narrows `bounds` (over `head` + a column + ...) to the entries whose column value passes
+/// every range filter; a descending column's values are encoded inverted, which reverses
+/// their byte order.
+fn narrow(bounds: &mut Bounds, head: &[u8], inverted: bool, filters: &[&PropertyFilter]) {
+    for f in filters {
+        // The entries holding the operand's value are those that start with `at`.
+        let at = [head, &encoded(&f.value, inverted)].concat();
+        let op = match (f.op, inverted) {
+            (Operator::GreaterThan, true) => Operator::LessThan,
+            (Operator::GreaterThanOrEqual, true) => Operator::LessThanOrEqual,
+            (Operator::LessThan, true) => Operator::GreaterThan,
+            (Operator::LessThanOrEqual, true) => Operator::GreaterThanOrEqual,
+            (op, _) => op,
+        };
+        match op {
+            Operator::GreaterThan => {
+                bounds.raise(keycode::prefix_end(&at).map_or(Bound::Excluded(at), Bound::Included))
+            }
+            Operator::GreaterThanOrEqual => bounds.raise(Bound::Included(at)),
+            Operator::LessThan => bounds.lower_to(Bound::Excluded(at)),
+            Operator::LessThanOrEqual => bounds.lower_to(after_prefix(&at)),
+            // Branches hold `=` and ranges only.
+            Operator::Equal | Operator::NotEqual | Operator::In | Operator::NotIn => {}
+        }
+    }
+}
+
+/// An index range read entry by entry: what each entry holds after its fixed head.
+struct Entries<'q> {
+    table: Cow<'q, str>,
+    /// The length of the bytes every entry starts with (kind, property or ancestor, the
+    /// equality filters' values).
+    head: usize,
+    /// The columns after the head, before the key path: property and whether inverted.
+    columns: Vec<(&'q str, bool)>,
+    path_inverted: bool,
+    bounds: Bounds,
+    reverse: bool,
+    /// Filters checked on a column's value (range filters past the first column).
+    residual: Vec<(usize, &'q PropertyFilter)>,
+    /// Filters checked on the entity (a second equality filter on one property).
+    on_entity: Vec<&'q PropertyFilter>,
+    /// The column of each projected property.
+    projected: Vec<usize>,
+    /// Nothing can match (two equality filters on one property disagree).
+    empty: bool,
+}
+
+/// One result a plan found: its position (the cursor's), its key path (encoded, ascending),
+/// its values of the query's orders, and its projected values.
+pub(super) struct Found {
+    pub(super) position: Vec<u8>,
+    pub(super) path: Vec<u8>,
+    pub(super) sort: Vec<Value>,
+    pub(super) projected: Vec<Value>,
+}
+
+pub(crate) fn corrupt() -> Error {
+    Error::Storage {
+        reason: "an index entry is malformed (the store is corrupt)".to_owned(),
+    }
+}
+
+/// The tag of a merged plan's cursors (an OR, IN, `!=` or NOT IN: several branches).
+pub(super) const MERGED: u8 = 5;
+
+pub(super) fn other_plan() -> Error {
+    Error::InvalidCursor {
+        reason: "it was made by another plan of this query (a composite index was declared \
+                 since); start the query again"
+            .to_owned(),
+    }
+}
+
+/// Runs `prepared` with `access` over `store`, from the start to the end cursor.
+pub(crate) fn run(
+    store: &dyn Store,
+    prepared: &Prepared<'_>,
+    access: &Access,
+) -> Result<QueryBatch, Error> {
+    let query = prepared.query;
+    let cursor = |bytes: &Option<Vec<u8>>| -> Result<Option<Vec<u8>>, Error> {
+        let Some(bytes) = bytes else { return Ok(None) };
+        let (tag, position) = prepared.decode_cursor(bytes)?;
+        if tag != access.tag() {
+            return Err(other_plan());
+        }
+        Ok(Some(position.to_vec()))
+    };
+    let (start, end) = (cursor(&query.start_cursor)?, cursor(&query.end_cursor)?);
+    if *access == Access::Scan {
+        let candidates = candidates(store, prepared)?;
+        return prepared.scan(&candidates, start.as_deref(), end.as_deref());
+    }
+    let limit = query.limit.unwrap_or(usize::MAX);
+    let start = start.filter(|p| !p.is_empty());
+    let end = end.filter(|p| !p.is_empty());
+    let (found, more_results) = find(store, prepared, access, start, end, limit)?;
+    let tag = access.tag();
+    let end_cursor = match (found.last(), &query.start_cursor) {
+        (Some(last), _) => prepared.encode_cursor(tag, &last.position),
+        (None, Some(start)) => start.clone(),
+        (None, None) => prepared.encode_cursor(tag, &[]),
+    };
+    let found = found.into_iter().map(|found| {
+        let cursor = prepared.encode_cursor(tag, &found.position);
+        (found, cursor)
+    });
+    Ok(QueryBatch {
+        results: results(store, prepared, found)?,
+        end_cursor,
+        more_results,
+    })
+}
+
+/// How many results a one-branch query without cursors has, up to `limit`, counted from the
+/// index entries of its plan without decoding them — when every filter is met by the range
+/// of entries itself. `None` when entries must be looked at (a filter checked on values or
+/// entities, a zigzag join, a scan): count the query's results then.
+pub(crate) fn count(
+    store: &dyn Store,
+    prepared: &Prepared<'_>,
+    access: &Access,
+    limit: usize,
+) -> Result<Option<usize>, Error> {
+    let mut counted = 0;
+    if limit == 0 {
+        return Ok(Some(counted));
+    }
+    match access {
+        Access::Scan => return Ok(None),
+        Access::Zigzag => {
+            leapfrog(store, prepared, None, &mut |_| {
+                counted += 1;
+                counted < limit
+            })?;
+            return Ok(Some(counted));
+        }
+        _ => {}
+    }
+    let entries = entries(prepared, access);
+    if !entries.residual.is_empty() || !entries.on_entity.is_empty() {
+        return Ok(None);
+    }
+    if entries.empty {
+        return Ok(Some(counted));
+    }
+    store.scan(
+        &entries.table,
+        entries.bounds.range(),
+        false,
+        &mut |_, _| {
+            counted += 1;
+            counted < limit
+        },
+    )?;
+    Ok(Some(counted))
+}
+
+/// Up to `limit` entries of one plan after `start` and up to `end` (positions of that plan),
+/// and whether more follow.
+pub(super) fn find(
+    store: &dyn Store,
+    prepared: &Prepared<'_>,
+    access: &Access,
+    start: Option<Vec<u8>>,
+    end: Option<Vec<u8>>,
+    limit: usize,
+) -> Result<(Vec<Found>, bool), Error> {
+    if *access == Access::Zigzag {
+        return zigzag(store, prepared, start, end, limit);
+    }
+    let mut entries = entries(prepared, access);
+    if let Some(start) = start {
+        match entries.reverse {
+            false => entries.bounds.raise(Bound::Excluded(start)),
+            true => entries.bounds.lower_to(Bound::Excluded(start)),
+        }
+    }
+    if let Some(end) = end {
+        match entries.reverse {
+            false => entries.bounds.lower_to(Bound::Included(end)),
+            true => entries.bounds.raise(Bound::Included(end)),
+        }
+    }
+    read(store, &entries, limit)
+}
+
+/// The query results of found entries, each with its cursor.
+pub(super) fn results(
+    store: &dyn Store,
+    prepared: &Prepared<'_>,
+    found: impl Iterator<Item = (Found, Vec<u8>)>,
+) -> Result<Vec<QueryResult>, Error> {
+    let query = prepared.query;
+    // The entities-table key of each result: the partition, then the result's path.
+    let mut at = Vec::with_capacity(128);
+    keycode::partition(&mut at, &query.partition);
+    let partition = at.len();
+    let mut results = Vec::with_capacity(found.size_hint().0);
+    for (found, cursor) in found {
+        let path = Reader::new(&found.path).path().map_err(|_| corrupt())?;
+        let key = RawKey::new(Some(query.partition.clone()), path).map_err(|_| corrupt())?;
+        let properties = match &query.shape {
+            ResultShape::KeysOnly => PropertyMap::new(),
+            ResultShape::Full => {
+                at.truncate(partition);
+                at.extend_from_slice(&found.path);
+                load(store, &at)?.ok_or_else(corrupt)?
+            }
+            ResultShape::Projection(names) => names
+                .iter()
+                .cloned()
+                .zip(found.projected.into_iter().map(Property::indexed))
+                .collect(),
+        };
+        results.push(QueryResult {
+            cursor,
+            key,
+            properties,
+        });
+    }
+    Ok(results)
+}
+
+/// The entity stored under `at` (an entities-table key).
+pub(crate) fn load(store: &dyn Store, at: &[u8]) -> Result<Option<PropertyMap>, Error> {
+    let mut decoded = None;
+    store.get(ENTITIES, at, &mut |bytes| {
+        decoded = Some(index::decode_entity(bytes));
+    })?;
+    decoded.map(|d| d.ok_or_else(corrupt)).transpose()
+}
+
+/// Every entity of the query's kind under its ancestor, for a scan.
+fn candidates(
+    store: &dyn Store,
+    prepared: &Prepared<'_>,
+) -> Result<Vec<(RawKey, PropertyMap)>, Error> {
+    let query = prepared.query;
+    let head = index::kind_prefix(&query.partition, &query.kind);
+    let mut prefix = head.clone();
+    if let Some(ancestor) = &query.ancestor {
+        prefix.extend_from_slice(&index::path_prefix(ancestor));
+    }
+    let bounds = Bounds::prefix(prefix);
+    let mut paths = Vec::new();
+    store.scan(KINDS, bounds.range(), false, &mut |k, _| {
+        paths.push(k[head.len()..].to_vec());
+        true
+    })?;
+    let mut partition = Vec::new();
+    keycode::partition(&mut partition, &query.partition);
+    paths
+        .into_iter()
+        .map(|path| {
+            let elements = Reader::new(&path).path().map_err(|_| corrupt())?;
+            let key =
+                RawKey::new(Some(query.partition.clone()), elements).map_err(|_| corrupt())?;
+            let properties = load(store, &[partition.as_slice(), &path].concat())?;
+            Ok((key, properties.ok_or_else(corrupt)?))
+        })
+        .collect()
+}
+
+/// The entries an index plan reads.
+fn entries<'q>(prepared: &'q Prepared<'_>, access: &'q Access) -> Entries<'q> {
+    let query = prepared.query;
+    let filters_on = |p: &str| -> Vec<&PropertyFilter> {
+        prepared
+            .filters()
+            .iter()
+            .filter(|f| f.property == p)
+            .collect()
+    };
+    let mut head = index::kind_prefix(&query.partition, &query.kind);
+    let mut entries = Entries {
+        table: Cow::Borrowed(KINDS),
+        head: head.len(),
+        columns: Vec::new(),
+        path_inverted: false,
+        bounds: Bounds::prefix(Vec::new()),
+        reverse: false,
+        residual: Vec::new(),
+        on_entity: Vec::new(),
+        projected: Vec::new(),
+        empty: false,
+    };
+    match access {
+        Access::Kind => {
+            entries.reverse = prepared.key_direction == Direction::Descending;
+            let mut prefix = head.clone();
+            if let Some(ancestor) = &query.ancestor {
+                prefix.extend_from_slice(&index::path_prefix(ancestor));
+            }
+            entries.bounds = Bounds::prefix(prefix);
+            for f in prepared.filters() {
+                // `choose` picks this plan for key operands only.
+                let Value::Key(key) = &f.value else { continue };
+                let mut at = head.clone();
+                keycode::path(&mut at, key.path());
+                match f.op {
+                    Operator::GreaterThan => entries.bounds.raise(Bound::Excluded(at)),
+                    Operator::GreaterThanOrEqual => entries.bounds.raise(Bound::Included(at)),
+                    Operator::LessThan => entries.bounds.lower_to(Bound::Excluded(at)),
+                    Operator::LessThanOrEqual => entries.bounds.lower_to(Bound::Included(at)),
+                    Operator::Equal => {
+                        entries.bounds.raise(Bound::Included(at.clone()));
+                        entries.bounds.lower_to(Bound::Included(at));
+                    }
+                    // Branches hold `=` and ranges only.
+                    Operator::NotEqual | Operator::In | Operator::NotIn => {}
+                }
+            }
+        }
+        Access::Property { name, reverse } => {
+            entries.table = Cow::Borrowed(PROPERTIES);
+            entries.reverse = *reverse;
+            keycode::bytes(&mut head, name.as_bytes());
+            let filters = filters_on(name);
+            match filters.iter().find(|f| f.op == Operator::Equal) {
+                // The property's value is fixed: every filter on it must accept that value.
+                Some(eq) => {
+                    entries.empty = !filters.iter().all(|f| matches(&eq.value, f.op, &f.value));
+                    head.extend_from_slice(&encoded(&eq.value, false));
+                    entries.head = head.len();
+                    entries.bounds = Bounds::prefix(head);
+                }
+                None => {
+                    entries.head = head.len();
+                    entries.columns.push((name, false));
+                    entries.projected = projected(prepared).iter().map(|_| 0).collect();
+                    let mut bounds = Bounds::prefix(head.clone());
+                    narrow(&mut bounds, &head, false, &filters);
+                    entries.bounds = bounds;
+                }
+            }
+        }
+        Access::Composite { index, reverse } => {
+            entries.table = Cow::Borrowed(&index.table);
+            entries.reverse = *reverse;
+            entries.path_inverted = index.path_inverted();
+            if let Some(ancestor) = &query.ancestor {
+                keycode::path(&mut head, ancestor.path());
+            }
+            let equalities = equality_properties(prepared).len();
+            let (fixed, free) = index.columns.split_at(equalities);
+            for (name, direction) in fixed {
+                let mut equal = filters_on(name)
+                    .into_iter()
+                    .filter(|f| f.op == Operator::Equal);
+                if let Some(first) = equal.next() {
+                    head.extend_from_slice(&encoded(
+                        &first.value,
+                        *direction == Direction::Descending,
+                    ));
+                }
+                entries.on_entity.extend(equal);
+            }
+            entries.head = head.len();
+            entries.columns = free
+                .iter()
+                .map(|(n, d)| (n.as_str(), *d == Direction::Descending))
+                .collect();
+            let mut bounds = Bounds::prefix(head.clone());
+            if let Some((first, inverted)) = entries.columns.first() {
+                narrow(&mut bounds, &head, *inverted, &filters_on(first));
+            }
+            entries.bounds = bounds;
+            for (i, (name, _)) in entries.columns.iter().enumerate().skip(1) {
+                entries
+                    .residual
+                    .extend(filters_on(name).into_iter().map(|f| (i, f)));
+            }
+            entries.projected = projected(prepared)
+                .iter()
+                .filter_map(|p| entries.columns.iter().position(|(n, _)| n == p))
+                .collect();
+        }
+        Access::Zigzag | Access::Scan => {}
+    }
+    entries
+}
+
+/// Reads up to `limit` entries (and whether more follow).
+fn read(
+    store: &dyn Store,
+    entries: &Entries<'_>,
+    limit: usize,
+) -> Result<(Vec<Found>, bool), Error> {
+    let mut found = Vec::new();
+    let mut more = false;
+    if entries.empty {
+        return Ok((found, more));
+    }
+    let mut failure = None;
+    let mut partition = Vec::new();
+    store.scan(
+        &entries.table,
+        entries.bounds.range(),
+        entries.reverse,
+        &mut |k, _| {
+            let mut accept = || -> Result<Option<Found>, Error> {
+                let mut r = Reader::new(k.get(entries.head..).ok_or_else(corrupt)?);
+                let mut values = Vec::with_capacity(entries.columns.len());
+                for (_, inverted) in &entries.columns {
+                    values.push(
+                        match inverted {
+                            true => r.inverted_value(),
+                            false => r.value(),
+                        }
+                        .map_err(|_| corrupt())?,
+                    );
+                }
+                if !entries
+                    .residual
+                    .iter()
+                    .all(|(i, f)| matches(&values[*i], f.op, &f.value))
+                {
+                    return Ok(None);
+                }
+                let path = match entries.path_inverted {
+                    true => r.rest().iter().map(|b| !b).collect(),
+                    false => r.rest().to_vec(),
+                };
+                if !entries.on_entity.is_empty() {
+                    if partition.is_empty() {
+                        let mut reader = Reader::new(k);
+                        reader.partition().map_err(|_| corrupt())?;
+                        partition = k[..k.len() - reader.rest().len()].to_vec();
+                    }
+                    let entity = load(store, &[partition.as_slice(), &path].concat())?
+                        .ok_or_else(corrupt)?;
+                    if !entries.on_entity.iter().all(|f| {
+                        let mut any = false;
+                        super::scan::visit_indexed(&entity, &f.property, &mut |v| {
+                            any = any || matches(v, f.op, &f.value);
+                        });
+                        any
+                    }) {
+                        return Ok(None);
+                    }
+                }
+                Ok(Some(Found {
+                    position: k.to_vec(),
+                    path,
+                    projected: entries
+                        .projected
+                        .iter()
+                        .map(|&i| values[i].clone())
+                        .collect(),
+                    sort: values,
+                }))
+            };
+            match accept() {
+                Ok(None) => true,
+                Ok(Some(_)) if found.len() == limit => {
+                    more = true;
+                    false
+                }
+                Ok(Some(f)) => {
+                    found.push(f);
+                    true
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    false
+                }
+            }
+        },
+    )?;
+    match failure {
+        Some(e) => Err(e),
+        None => Ok((found, more)),
+    }
+}
+
+/// Up to `limit` results of equality filters answered together ([`leapfrog`]), after `start`
+/// and up to `end` (key paths), and whether more follow.
+fn zigzag(
+    store: &dyn Store,
+    prepared: &Prepared<'_>,
+    start: Option<Vec<u8>>,
+    end: Option<Vec<u8>>,
+    limit: usize,
+) -> Result<(Vec<Found>, bool), Error> {
+    let mut found = Vec::new();
+    let mut more = false;
+    leapfrog(store, prepared, start, &mut |path| {
+        if end.as_deref().is_some_and(|end| path > end) {
+            return false;
+        }
+        if found.len() == limit {
+            more = true;
+            return false;
+        }
+        found.push(Found {
+            position: path.to_vec(),
+            path: path.to_vec(),
+            sort: Vec::new(),
+            projected: Vec::new(),
+        });
+        true
+    })?;
+    Ok((found, more))
+}
+
+/// Equality filters answered together: each filter's index entries (property, value) are in
+/// key order, so the keys in all of them are found by leapfrogging — each index seeks to the
+/// largest key another has reached — without reading the entries between. One filter is one
+/// range of its index, read straight through. Calls `visit` with each key path (after
+/// `start`'s), in key order, until it returns `false`.
+fn leapfrog(
+    store: &dyn Store,
+    prepared: &Prepared<'_>,
+    start: Option<Vec<u8>>,
+    visit: &mut dyn FnMut(&[u8]) -> bool,
+) -> Result<(), Error> {
+    let query = prepared.query;
+    let head = index::kind_prefix(&query.partition, &query.kind);
+    let within = query
+        .ancestor
+        .as_ref()
+        .map(index::path_prefix)
+        .unwrap_or_default();
+    let streams: Vec<(Vec<u8>, Bound<Vec<u8>>)> = prepared
+        .filters()
+        .iter()
+        .map(|f| {
+            let mut base = head.clone();
+            keycode::bytes(&mut base, f.property.as_bytes());
+            base.extend_from_slice(&encoded(&f.value, false));
+            let upper = after_prefix(&[base.as_slice(), &within].concat());
+            (base, upper)
+        })
+        .collect();
+    // The smallest key path still possible: just past the start cursor's.
+    let mut target = match start {
+        Some(mut path) => {
+            path.push(0);
+            path
+        }
+        None => within,
+    };
+    if let [(base, upper)] = streams.as_slice() {
+        let lower = [base.as_slice(), &target].concat();
+        let range = (Bound::Included(lower.as_slice()), as_ref(upper));
+        return store.scan(PROPERTIES, range, false, &mut |k, _| {
+            visit(&k[base.len()..])
+        });
+    }
+    loop {
+        let mut agreed = 0;
+        let mut i = 0;
+        while agreed < streams.len() {
+            let (base, upper) = &streams[i];
+            let lower = [base.as_slice(), &target].concat();
+            let mut next = None;
+            store.scan(
+                PROPERTIES,
+                (Bound::Included(&lower), as_ref(upper)),
+                false,
+                &mut |k, _| {
+                    next = Some(k[base.len()..].to_vec());
+                    false
+                },
+            )?;
+            let Some(path) = next else { return Ok(()) };
+            if path == target {
+                agreed += 1;
+            } else {
+                target = path;
+                agreed = 1;
+            }
+            i = (i + 1) % streams.len();
+        }
+        if !visit(&target) {
+            return Ok(());
+        }
+        target.push(0);
+    }
+}

@@ -1,0 +1,139 @@
+//! The engine's own records in a file (its `META` table): the format, the id counter, the
+//! reserved ids and the declared composite indexes — read when a file is opened — and the
+//! declaration of new indexes, recorded and built from what is stored.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use super::exec;
+use super::ids::Ids;
+use super::index::{self, Composite};
+use super::store::{Batch, Store};
+use crate::error::Error;
+use crate::format::file::{
+    ENTITIES, FORMAT, FORMAT_KEY, IDS_KEY, INDEX_PREFIX, META, RESERVED_PREFIX,
+};
+use crate::format::keycode;
+use crate::model::schema::Schema;
+
+/// Reads a file's own state: its format, id counter, reserved ids and declared indexes.
+pub(super) fn load(
+    store: &mut dyn Store,
+    path: &Path,
+    ids: &mut Ids,
+    composites: &mut HashMap<String, Vec<Composite>>,
+) -> Result<(), Error> {
+    let mut format = None;
+    store.get(META, FORMAT_KEY, &mut |v| format = Some(v.to_vec()))?;
+    match format {
+        Some(f) if f == FORMAT => {}
+        Some(_) => {
+            return Err(Error::Storage {
+                reason: format!(
+                    "{} was written by another version of this engine (or another program)",
+                    path.display()
+                ),
+            });
+        }
+        None => {
+            let mut batch = Batch::default();
+            batch.put(META, FORMAT_KEY.to_vec(), FORMAT.to_vec());
+            store.apply(batch)?;
+        }
+    }
+    let mut entries: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    store.scan(
+        META,
+        (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded),
+        false,
+        &mut |k, v| {
+            entries.push((k.to_vec(), v.to_vec()));
+            true
+        },
+    )?;
+    let corrupt = || Error::Storage {
+        reason: format!("{}: the engine's own records are corrupt", path.display()),
+    };
+    for (k, v) in entries {
+        if k == IDS_KEY {
+            let counter = <[u8; 8]>::try_from(v.as_slice()).map_err(|_| corrupt())?;
+            ids.load_counter(u64::from_be_bytes(counter));
+        } else if let Some(id) = k.strip_prefix(RESERVED_PREFIX) {
+            let id = <[u8; 8]>::try_from(id).map_err(|_| corrupt())?;
+            ids.load_reserved(i64::from_be_bytes(id));
+        } else if k.starts_with(INDEX_PREFIX) {
+            let index = Composite::decode(&v).ok_or_else(corrupt)?;
+            composites
+                .entry(index.kind.clone())
+                .or_default()
+                .push(index);
+        }
+    }
+    Ok(())
+}
+
+/// The composite indexes `schema` declares that `known` does not have.
+pub(super) fn new_indexes(known: &[Composite], schema: &'static Schema) -> Vec<Composite> {
+    let mut new: Vec<Composite> = Vec::new();
+    for index in schema.indexes {
+        let index = Composite::from_schema(schema.kind, index);
+        if !known.contains(&index) && !new.contains(&index) {
+            new.push(index);
+        }
+    }
+    new
+}
+
+/// The batch declaring `new` indexes of `kind`: their records, and their entries for the
+/// entities already stored.
+pub(super) fn declaration(
+    store: &dyn Store,
+    kind: &str,
+    new: &[Composite],
+) -> Result<Batch, Error> {
+    let mut batch = Batch::default();
+    for index in new {
+        batch.put(
+            META,
+            [INDEX_PREFIX, index.table.as_bytes()].concat(),
+            index.encode(),
+        );
+    }
+    backfill(store, kind, new, &mut batch)?;
+    Ok(batch)
+}
+
+/// The entries of `indexes` (all of kind `kind`) for the entities already stored.
+fn backfill(
+    store: &dyn Store,
+    kind: &str,
+    indexes: &[Composite],
+    batch: &mut Batch,
+) -> Result<(), Error> {
+    let mut keys = Vec::new();
+    store.scan(
+        ENTITIES,
+        (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded),
+        false,
+        &mut |k, _| {
+            keys.push(k.to_vec());
+            true
+        },
+    )?;
+    let tables: HashSet<&str> = indexes.iter().map(|i| i.table.as_str()).collect();
+    for at in keys {
+        let key = keycode::Reader::new(&at)
+            .key()
+            .map_err(|_| exec::corrupt())?;
+        if key.kind() != kind {
+            continue;
+        }
+        let properties = exec::load(store, &at)?.ok_or_else(exec::corrupt)?;
+        for (table, entry) in index::entries(&key, &properties, indexes) {
+            if tables.contains(table.as_ref()) {
+                batch.put(table, entry, Vec::new());
+            }
+        }
+    }
+    Ok(())
+}
