@@ -99,3 +99,25 @@ fn lib_rs_names_the_layers_of_the_table() {
         "lib.rs and DEVELOPERS.md disagree on the layers"
     );
 }
+
+/// No file of the runtime is over 800 lines, except those `DEVELOPERS.md` names with why.
+#[test]
+fn no_file_is_over_800_lines_unless_developers_md_says_why() {
+    let developers = developers_md();
+    let graph = runtime_graph();
+    let long: Vec<String> = graph
+        .files()
+        .iter()
+        .filter_map(|file| {
+            let text = std::fs::read_to_string(runtime_src().join(file)).ok()?;
+            let lines = text.lines().count();
+            let explained = developers.contains(&format!("`{file}` ("));
+            (lines > 800 && !explained).then(|| format!("{file}: {lines} lines"))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "files over 800 lines that DEVELOPERS.md does not explain (\"`file` (why)\"):\n{}",
+        long.join("\n")
+    );
+}

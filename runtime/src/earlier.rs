@@ -137,6 +137,21 @@ pub mod value {
     pub type PropertyMap = crate::PropertyMap;
     #[deprecated(since = "0.1.0", note = "use `datastore_entity::Value`")]
     pub type Value = crate::Value;
+    /// Deprecated (never a public API): the derive's writer, now `ValueWriter`.
+    #[deprecated(
+        since = "0.1.0",
+        note = "not a public API: implement `PropertyType::to_value`"
+    )]
+    pub type StoredWriter<'a> = crate::__private::ValueWriter<'a>;
+    /// Deprecated (never a public API): the derive's value view, now `ValueRef`.
+    #[deprecated(
+        since = "0.1.0",
+        note = "not a public API: implement `PropertyType::from_value`"
+    )]
+    pub type StoredValue<'a> = crate::__private::ValueRef<'a>;
+    /// Deprecated (never a public API): the form an entity is built in.
+    #[deprecated(since = "0.1.0", note = "not a public API")]
+    pub type Form<'a> = crate::__private::Form<'a>;
     /// Deprecated: [`crate::compare_values`].
     #[deprecated(since = "0.1.0", note = "use `datastore_entity::compare_values`")]
     pub fn compare_values(a: &crate::Value, b: &crate::Value) -> std::cmp::Ordering {

@@ -45,6 +45,7 @@ mod model;
 pub mod query {
     pub(crate) mod descriptor;
     pub(crate) mod explain;
+    pub(crate) mod results;
     pub(crate) mod spec;
     pub(crate) mod write;
 
@@ -87,7 +88,7 @@ pub use datastore_entity_derive::Entity;
 pub use datastore_entity_derive::PropertyValue;
 #[cfg(feature = "cloud")]
 pub use db::cloud::CloudBuilder;
-pub use db::query::{Cursor, KeysOnlyQuery, Numeric, Page, ProjectionQuery, Query, SumError};
+pub use db::query::{KeysOnlyQuery, ProjectionQuery, Query};
 pub use db::txn::{ReadTx, Tx};
 pub use db::{Db, ParentKey};
 pub use error::{Error, ServiceCode};
@@ -119,6 +120,7 @@ pub use query::descriptor::{
     Queryable,
 };
 pub use query::explain::{ExecutionStats, Explanation};
+pub use query::results::{Cursor, Numeric, Page, SumError};
 pub use query::spec::Operator;
 pub use rules::commit::MAX_MUTATIONS;
 pub use rules::filter::{MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_NOT_IN_VALUES};

@@ -16,8 +16,8 @@ pub use crate::model::schema::{
     CounterSchema, Direction, IndexSchema, IndexedProperty, PropertySchema, ReplicaSchema, Schema,
     ShardedIndexSchema,
 };
-pub use crate::model::sink::{Form, StoredWriter};
-pub use crate::model::stored::StoredValue;
+pub use crate::model::sink::{Form, ValueWriter};
+pub use crate::model::stored::ValueRef;
 pub use crate::model::value::{DecodeError, Property, PropertyMap, Value};
 pub use crate::query::descriptor::{
     Excluded, Flattened, IndexMarker, Indexed, Nested, PropertyPath,

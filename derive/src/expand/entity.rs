@@ -146,7 +146,7 @@ pub(super) fn embedded_impl(entity: &Entity, mode: Mode) -> TokenStream {
             #to_properties
         })),
     );
-    let write_stored = mode.body(
+    let write_value = mode.body(
         &p,
         quote!(__w.entity(|__form| #p::nested(|| #to_properties))),
     );
@@ -194,8 +194,8 @@ pub(super) fn embedded_impl(entity: &Entity, mode: Mode) -> TokenStream {
             }
 
             #[allow(unused_variables)]
-            fn write_stored(&self, __w: &mut #p::StoredWriter<'_>) {
-                #write_stored
+            fn write_value(&self, __w: &mut #p::ValueWriter<'_>) {
+                #write_value
             }
 
             #[allow(unused_variables)]
@@ -378,7 +378,7 @@ fn to_properties(entity: &Entity) -> TokenStream {
                         __key.as_ref().map(#p::Key::raw),
                         __sort,
                     );
-                    __properties.put_stored(#companion, false, |__w| __w.value(&__value));
+                    __properties.put_with(#companion, false, |__w| __w.value(&__value));
                 }
             };
             (companion, put)

@@ -6,7 +6,7 @@ use crate::model::key::{IdOrName, Key, KeyId, RawKey};
 use crate::model::name::{KeyName, NameRole, validate};
 use crate::model::property_type::{Flat, Projectable, PropertyType, Steady};
 use crate::model::schema::Schema;
-use crate::model::sink::{Form, StoredWriter};
+use crate::model::sink::{Form, ValueWriter};
 use crate::model::value::{DecodeError, PropertyMap, Value};
 
 /// A struct stored as an entity of its own kind. Implement it with `#[derive(Entity)]`.
@@ -249,7 +249,7 @@ impl<E: Entity> PropertyType for Key<E> {
     fn to_value(&self) -> Value {
         Value::Key(self.raw().clone())
     }
-    fn write_stored(&self, w: &mut StoredWriter<'_>) {
+    fn write_value(&self, w: &mut ValueWriter<'_>) {
         w.key(self.raw());
     }
     fn from_value(value: Value) -> Result<Self, DecodeError> {

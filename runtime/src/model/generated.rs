@@ -44,7 +44,7 @@ impl<T> Default for Probe<T> {
 /// Reads property `name` out of `properties` as a `T` (missing → `T::from_missing`).
 pub fn take<T: PropertyType>(properties: &mut PropertyMap, name: &str) -> Result<T, DecodeError> {
     properties
-        .take_as(name, T::read_stored, T::from_value)
+        .take_as(name, T::read_value, T::from_value)
         .unwrap_or_else(T::from_missing)
 }
 
@@ -58,7 +58,7 @@ pub fn take_with<T: PropertyType>(
 ) -> Result<T, DecodeError> {
     std::iter::once(name)
         .chain(aliases.iter().copied())
-        .find_map(|name| properties.take_as(name, T::read_stored, T::from_value))
+        .find_map(|name| properties.take_as(name, T::read_value, T::from_value))
         .unwrap_or_else(|| missing.map_or_else(T::from_missing, |missing| Ok(missing())))
 }
 
@@ -114,7 +114,7 @@ pub trait PropertyProbe<T> {
 
 impl<T: PropertyType> PropertyProbe<T> for Probe<T> {
     fn put(&self, properties: &mut PropertyMap, name: &'static str, value: &T, excluded: bool) {
-        properties.put_stored(name, excluded, |w| value.write_stored(w));
+        properties.put_with(name, excluded, |w| value.write_value(w));
     }
     fn take(&self, properties: &mut PropertyMap, name: &str) -> Result<T, DecodeError> {
         take(properties, name)
@@ -256,7 +256,7 @@ impl<T: BlobField> BlobProbe<T> for Probe<T> {
         excluded: bool,
     ) {
         let blob = value.to_blob();
-        properties.put_stored(name, excluded, |w| w.value(&blob));
+        properties.put_with(name, excluded, |w| w.value(&blob));
     }
     fn take_blob(&self, properties: &mut PropertyMap, name: &str) -> Result<T, DecodeError> {
         take_blob(properties, name)
@@ -358,7 +358,7 @@ impl<T: JsonField> JsonProbe<T> for Probe<T> {
             property: name.to_owned(),
             reason: format!("it cannot be written as JSON: {reason}"),
         })?;
-        properties.put_stored(name, true, |w| w.value(&json));
+        properties.put_with(name, true, |w| w.value(&json));
         Ok(())
     }
     fn take_json_with(
@@ -619,7 +619,7 @@ impl<T: EmbeddedEntity> Flatten for T {
     fn flatten(&self, properties: &mut PropertyMap, name: &str, excluded: bool) {
         for (sub, property) in sub_properties(self).iter() {
             let excluded = excluded || property.excluded;
-            properties.put_stored(&format!("{name}.{sub}"), excluded, |w| {
+            properties.put_with(&format!("{name}.{sub}"), excluded, |w| {
                 w.value(&property.value);
             });
         }
@@ -657,7 +657,7 @@ impl<T: EmbeddedEntity> Flatten for Vec<T> {
                 .map(|e| e.get(sub).map_or(Value::Null, |p| p.value.clone()))
                 .collect();
             let sub_excluded = excluded || first.get(sub).is_some_and(|p| p.excluded);
-            properties.put_stored(&format!("{name}.{sub}"), sub_excluded, |w| {
+            properties.put_with(&format!("{name}.{sub}"), sub_excluded, |w| {
                 w.value(&Value::Array(values));
             });
         }

@@ -6,10 +6,10 @@ use std::fmt;
 use std::ops::Index;
 use std::sync::OnceLock;
 
-use crate::model::sink::StoredWriter;
+use crate::model::sink::ValueWriter;
 #[cfg(feature = "cloud")]
 use crate::model::sink::{decode_wire, property_from_wire, put_wire};
-use crate::model::stored::{StoredValue, Writer, view};
+use crate::model::stored::{ValueRef, Writer, view};
 use crate::model::value::{
     DecodeError, Entries, Entry, Property, PropertyMap, Repr, Slot, Stored, Value,
 };
@@ -88,11 +88,11 @@ impl PropertyMap {
     /// Appends property `name` (greater than every name so far) in the stored form, written
     /// by `write`; a map that is not being filled that way takes it decoded.
     #[doc(hidden)]
-    pub fn put_stored(
+    pub fn put_with(
         &mut self,
         name: &str,
         excluded: bool,
-        write: impl FnOnce(&mut StoredWriter<'_>),
+        write: impl FnOnce(&mut ValueWriter<'_>),
     ) {
         if let Repr::Stored(s) = &mut self.repr
             && s.exact
@@ -109,7 +109,7 @@ impl PropertyMap {
             let name_end = w.bytes.len();
             w.u8(u8::from(excluded));
             let value_start = w.bytes.len();
-            write(&mut StoredWriter::stored(&mut w));
+            write(&mut ValueWriter::stored(&mut w));
             let value_end = w.bytes.len();
             s.bytes = w.bytes;
             let at = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
@@ -129,7 +129,7 @@ impl PropertyMap {
             return put_wire(map, name, excluded, write);
         }
         let mut w = Writer::default();
-        write(&mut StoredWriter::stored(&mut w));
+        write(&mut ValueWriter::stored(&mut w));
         let value = view(&w.bytes, 0).map_or(Value::Null, |(v, _)| v.to_value());
         self.insert(name, Property { value, excluded });
     }
@@ -139,7 +139,7 @@ impl PropertyMap {
     pub(crate) fn take_as<T>(
         &mut self,
         name: &str,
-        read: impl FnOnce(StoredValue<'_>) -> Result<T, DecodeError>,
+        read: impl FnOnce(ValueRef<'_>) -> Result<T, DecodeError>,
         from_value: impl FnOnce(Value) -> Result<T, DecodeError>,
     ) -> Option<Result<T, DecodeError>> {
         match &mut self.repr {
@@ -150,7 +150,7 @@ impl PropertyMap {
                     _ => s.find(name).ok()?,
                 };
                 let slot = s.slots[i];
-                let value = read(StoredValue(s.view(&slot)));
+                let value = read(ValueRef(s.view(&slot)));
                 if i == s.front {
                     s.front += 1;
                 } else {

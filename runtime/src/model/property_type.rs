@@ -5,8 +5,8 @@ use crate::model::key::{KeyId, RawKey};
 use crate::model::name::KeyName;
 use crate::model::scalar::{Blob, GeoPoint, Timestamp};
 use crate::model::schema::Schema;
-use crate::model::sink::StoredWriter;
-use crate::model::stored::StoredValue;
+use crate::model::sink::ValueWriter;
+use crate::model::stored::ValueRef;
 use crate::model::value::{DecodeError, Value};
 
 /// A Rust type that can be stored as a property value.
@@ -31,10 +31,10 @@ pub trait PropertyType: Sized {
     /// The schema of an embedded entity type, `None` for plain values.
     const EMBEDDED: Option<&'static Schema> = None;
 
-    /// The stored form.
+    /// The value, as the store holds it.
     fn to_value(&self) -> Value;
 
-    /// Reads the stored form back.
+    /// Reads a value the store holds back.
     fn from_value(value: Value) -> Result<Self, DecodeError>;
 
     /// Reads a value a projection returned: an *index value*, which the service gives in the
@@ -44,17 +44,19 @@ pub trait PropertyType: Sized {
         Self::from_value(value)
     }
 
-    /// Writes the value in the embedded engine's stored form, without building a [`Value`].
-    /// The default goes through [`to_value`](PropertyType::to_value). Not a public API.
+    /// Writes the value into the form the entity is built in — the embedded engine's stored
+    /// form, or the service's wire form — without building a [`Value`]. The default goes
+    /// through [`to_value`](PropertyType::to_value). Not a public API.
     #[doc(hidden)]
-    fn write_stored(&self, w: &mut StoredWriter<'_>) {
+    fn write_value(&self, w: &mut ValueWriter<'_>) {
         w.value(&self.to_value());
     }
 
-    /// Reads the value from the embedded engine's stored form. The default goes through
+    /// Reads the value where it lies, in whichever form the entity was read in (the stored
+    /// form, the wire form, or decoded). The default goes through
     /// [`from_value`](PropertyType::from_value). Not a public API.
     #[doc(hidden)]
-    fn read_stored(value: StoredValue<'_>) -> Result<Self, DecodeError> {
+    fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         Self::from_value(value.to_value())
     }
 
@@ -178,7 +180,7 @@ macro_rules! integer_property {
             fn to_value(&self) -> Value {
                 Value::Integer(i64::from(*self))
             }
-            fn write_stored(&self, w: &mut StoredWriter<'_>) {
+            fn write_value(&self, w: &mut ValueWriter<'_>) {
                 w.integer(i64::from(*self));
             }
             fn from_value(value: Value) -> Result<Self, DecodeError> {
@@ -231,10 +233,10 @@ impl PropertyType for String {
             other => Err(DecodeError::mismatch("string", other)),
         }
     }
-    fn write_stored(&self, w: &mut StoredWriter<'_>) {
+    fn write_value(&self, w: &mut ValueWriter<'_>) {
         w.string(self);
     }
-    fn read_stored(value: StoredValue<'_>) -> Result<Self, DecodeError> {
+    fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         match value.as_str() {
             Some(s) => Ok(s.to_owned()),
             None => Self::from_value(value.to_value()),
@@ -254,10 +256,10 @@ impl PropertyType for Blob {
             other => Err(DecodeError::mismatch("blob", other)),
         }
     }
-    fn write_stored(&self, w: &mut StoredWriter<'_>) {
+    fn write_value(&self, w: &mut ValueWriter<'_>) {
         w.blob(self);
     }
-    fn read_stored(value: StoredValue<'_>) -> Result<Self, DecodeError> {
+    fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         match value.as_blob() {
             Some(b) => Ok(Blob::from(b)),
             None => Self::from_value(value.to_value()),
@@ -278,7 +280,7 @@ impl PropertyType for f64 {
     fn to_value(&self) -> Value {
         Value::Double(*self)
     }
-    fn write_stored(&self, w: &mut StoredWriter<'_>) {
+    fn write_value(&self, w: &mut ValueWriter<'_>) {
         w.double(*self);
     }
     fn from_value(value: Value) -> Result<Self, DecodeError> {
@@ -318,7 +320,7 @@ impl PropertyType for Timestamp {
     fn to_value(&self) -> Value {
         Value::Timestamp(*self)
     }
-    fn write_stored(&self, w: &mut StoredWriter<'_>) {
+    fn write_value(&self, w: &mut ValueWriter<'_>) {
         w.timestamp(*self);
     }
     fn from_index_value(value: Value) -> Result<Self, DecodeError> {
@@ -376,7 +378,7 @@ impl PropertyType for Value {
     fn to_value(&self) -> Value {
         self.clone()
     }
-    fn write_stored(&self, w: &mut StoredWriter<'_>) {
+    fn write_value(&self, w: &mut ValueWriter<'_>) {
         w.value(self);
     }
     fn from_value(value: Value) -> Result<Self, DecodeError> {
@@ -403,16 +405,16 @@ impl<T: PropertyType> PropertyType for Option<T> {
             other => T::from_value(other).map(Some),
         }
     }
-    fn write_stored(&self, w: &mut StoredWriter<'_>) {
+    fn write_value(&self, w: &mut ValueWriter<'_>) {
         match self {
-            Some(v) => v.write_stored(w),
+            Some(v) => v.write_value(w),
             None => w.null(),
         }
     }
-    fn read_stored(value: StoredValue<'_>) -> Result<Self, DecodeError> {
+    fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         match value.is_null() {
             true => Ok(None),
-            false => T::read_stored(value).map(Some),
+            false => T::read_value(value).map(Some),
         }
     }
     fn from_index_value(value: Value) -> Result<Self, DecodeError> {
@@ -443,18 +445,18 @@ impl<T: PropertyType> PropertyType for Vec<T> {
             other => Err(DecodeError::mismatch("array", other)),
         }
     }
-    fn write_stored(&self, w: &mut StoredWriter<'_>) {
+    fn write_value(&self, w: &mut ValueWriter<'_>) {
         w.array(self.len());
-        self.iter().for_each(|v| v.write_stored(w));
+        self.iter().for_each(|v| v.write_value(w));
     }
-    fn read_stored(value: StoredValue<'_>) -> Result<Self, DecodeError> {
+    fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         let (Some(elements), Some(len)) = (value.elements(), value.array_len()) else {
             return Self::from_value(value.to_value());
         };
         // Sized up front: collecting through `Result` would grow the vector step by step.
         let mut out = Vec::with_capacity(len.min(4096));
         for (i, v) in elements.enumerate() {
-            out.push(T::read_stored(v).map_err(|e| e.within(&format!("[{i}]")))?);
+            out.push(T::read_value(v).map_err(|e| e.within(&format!("[{i}]")))?);
         }
         Ok(out)
     }
@@ -474,11 +476,11 @@ impl<T: PropertyType> PropertyType for Box<T> {
     fn from_value(value: Value) -> Result<Self, DecodeError> {
         T::from_value(value).map(Box::new)
     }
-    fn write_stored(&self, w: &mut StoredWriter<'_>) {
-        (**self).write_stored(w);
+    fn write_value(&self, w: &mut ValueWriter<'_>) {
+        (**self).write_value(w);
     }
-    fn read_stored(value: StoredValue<'_>) -> Result<Self, DecodeError> {
-        T::read_stored(value).map(Box::new)
+    fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
+        T::read_value(value).map(Box::new)
     }
     fn from_index_value(value: Value) -> Result<Self, DecodeError> {
         T::from_index_value(value).map(Box::new)

@@ -1,4 +1,4 @@
-//! The sink the derive writes every value into, [`StoredWriter`], with two forms behind it:
+//! The sink the derive writes every value into, [`ValueWriter`], with two forms behind it:
 //! the embedded engine's stored form (`stored.rs`), and, with feature `cloud`, the service's
 //! protocol buffers — so an entity bound for Google Cloud becomes the `pb::Entity` its commit
 //! sends without passing through the stored form. Which one an entity is built in is its
@@ -90,9 +90,9 @@ impl PropertyMap {
 }
 
 /// Where the derive writes a value: the stored form's bytes, or a `pb::Value` being built.
-/// Used by the generated code through [`PropertyType::write_stored`](crate::PropertyType::write_stored);
+/// Used by the generated code through [`PropertyType::write_value`](crate::PropertyType::write_value);
 /// not a public API.
-pub struct StoredWriter<'a> {
+pub struct ValueWriter<'a> {
     target: Target<'a>,
 }
 
@@ -114,18 +114,18 @@ pub(crate) struct WireWriter<'a> {
     done: Option<pb::Value>,
 }
 
-impl<'a> StoredWriter<'a> {
+impl<'a> ValueWriter<'a> {
     /// A sink writing into stored bytes.
-    pub(crate) fn stored(w: &'a mut Writer) -> StoredWriter<'a> {
-        StoredWriter {
+    pub(crate) fn stored(w: &'a mut Writer) -> ValueWriter<'a> {
+        ValueWriter {
             target: Target::Stored(w),
         }
     }
 
     /// A sink building one wire value, excluded from indexes or not.
     #[cfg(feature = "cloud")]
-    pub(crate) fn wire(partitions: &'a Arc<Partitions>, excluded: bool) -> StoredWriter<'a> {
-        StoredWriter {
+    pub(crate) fn wire(partitions: &'a Arc<Partitions>, excluded: bool) -> ValueWriter<'a> {
+        ValueWriter {
             target: Target::Wire(WireWriter {
                 partitions,
                 excluded,
@@ -580,11 +580,11 @@ pub(crate) fn put_wire(
     map: &mut Wire,
     name: &str,
     excluded: bool,
-    write: impl FnOnce(&mut StoredWriter<'_>),
+    write: impl FnOnce(&mut ValueWriter<'_>),
 ) {
     map.decoded = OnceLock::new();
     map.size = OnceLock::new();
-    let mut sink = StoredWriter::wire(&map.partitions, excluded || map.excluded);
+    let mut sink = ValueWriter::wire(&map.partitions, excluded || map.excluded);
     write(&mut sink);
     let value = sink.into_wire();
     map.properties.insert(name.to_owned(), value);
@@ -625,24 +625,24 @@ mod tests {
         )
         .unwrap();
         let mut m = PropertyMap::in_form(form, 8, 256);
-        m.put_stored("a_tags", false, |w| {
+        m.put_with("a_tags", false, |w| {
             w.array(2);
             w.string("x");
             w.string("é");
         });
-        m.put_stored("b_empty", true, |w| w.array(0));
-        m.put_stored("c_inner", true, |w| {
+        m.put_with("b_empty", true, |w| w.array(0));
+        m.put_with("c_inner", true, |w| {
             w.entity(|form| {
                 let mut inner = PropertyMap::in_form(form, 2, 64);
-                inner.put_stored("n", false, |w| w.integer(-3));
-                inner.put_stored("when", false, |w| {
+                inner.put_with("n", false, |w| w.integer(-3));
+                inner.put_with("when", false, |w| {
                     w.timestamp(Timestamp::from_micros(-1_500_001))
                 });
                 inner
             })
         });
-        m.put_stored("d_key", false, |w| w.key(&reference));
-        m.put_stored("e_nested", false, |w| {
+        m.put_with("d_key", false, |w| w.key(&reference));
+        m.put_with("e_nested", false, |w| {
             w.value(&Value::Array(vec![
                 Value::Null,
                 Value::Double(0.5),
@@ -650,8 +650,8 @@ mod tests {
                 Value::GeoPoint(GeoPoint::new(1.5, -2.5).unwrap()),
             ]))
         });
-        m.put_stored("f_none", false, |w| w.null());
-        m.put_stored("g_flag", false, |w| w.boolean(true));
+        m.put_with("f_none", false, |w| w.null());
+        m.put_with("g_flag", false, |w| w.boolean(true));
         m
     }
 

@@ -1004,12 +1004,13 @@ impl Stored {
     }
 }
 
-/// A value in the stored form, read by the derive's generated code through
-/// [`PropertyType::read_stored`](crate::PropertyType::read_stored); not a public API.
+/// A value where it lies — in the stored form, the wire form, or decoded — read by the
+/// derive's generated code through [`PropertyType::read_value`](crate::PropertyType::read_value);
+/// not a public API.
 #[derive(Debug, Clone, Copy)]
-pub struct StoredValue<'a>(pub(crate) ValueView<'a>);
+pub struct ValueRef<'a>(pub(crate) ValueView<'a>);
 
-impl<'a> StoredValue<'a> {
+impl<'a> ValueRef<'a> {
     /// The value, decoded.
     pub fn to_value(self) -> Value {
         self.0.to_value()
@@ -1037,9 +1038,9 @@ impl<'a> StoredValue<'a> {
     }
 
     /// The elements, if it is an array.
-    pub fn elements(self) -> Option<impl Iterator<Item = StoredValue<'a>>> {
+    pub fn elements(self) -> Option<impl Iterator<Item = ValueRef<'a>>> {
         match self.0 {
-            ValueView::Array(a) => Some(a.iter().map(StoredValue)),
+            ValueView::Array(a) => Some(a.iter().map(ValueRef)),
             _ => None,
         }
     }

@@ -16,7 +16,7 @@ use std::marker::PhantomData;
 use futures_core::Stream;
 use futures_util::StreamExt as _;
 
-use crate::db::query::{Cursor, Page, Query, paged};
+use crate::db::query::{Query, paged};
 use crate::error::Error;
 use crate::format::companion::{sortable, width};
 use crate::format::cursor::{self, SHARDED, write_filter};
@@ -27,6 +27,7 @@ use crate::model::schema::{Direction, ShardedIndexSchema};
 use crate::model::stored::{Reader, Writer};
 use crate::model::value::Value;
 use crate::query::descriptor::Filter;
+use crate::query::results::{Cursor, Page};
 use crate::query::spec::{
     FilterNode, Operator, PropertyFilter, PropertyOrder, QueryBatch, QueryResult,
 };
