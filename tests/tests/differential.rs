@@ -282,6 +282,27 @@ fn equality_and_not_equal_on_one_property(node: &FilterNode) -> bool {
     }
 }
 
+/// Whether `aggregation` sums (or averages) `a` with a limit, over an `OR` whose branches fix
+/// `a` by equality (or `IN`) in some branches and not in others: the Firestore emulator then
+/// limits the index rows (one per array element in the branches that do not fix it), the
+/// engine the entities. Listed in `runtime/docs/rules.md` (divergences).
+fn partly_fixed_sum_with_a_limit(query: &QueryPick, aggregation: &Aggregation) -> bool {
+    fn has_or(node: &FilterNode) -> bool {
+        match node {
+            FilterNode::Property(_) => false,
+            FilterNode::Or(_) => true,
+            FilterNode::And(nodes) => nodes.iter().any(has_or),
+        }
+    }
+    let summed = matches!(aggregation, Aggregation::Sum(_) | Aggregation::Avg(_));
+    let fixing = query.filter.as_ref().is_some_and(|f| {
+        has_or(f)
+            && f.leaves()
+                .any(|l| l.property == "a" && matches!(l.op, Operator::Equal | Operator::In))
+    });
+    summed && query.limit.is_some() && fixing
+}
+
 fn query_pick() -> impl Strategy<Value = QueryPick> {
     (
         0..KINDS.len(),
@@ -357,6 +378,9 @@ fn op() -> impl Strategy<Value = Op> {
                 Just(Aggregation::Avg("a".to_owned())),
             ]
         )
+            .prop_filter("an emulator behaviour not modelled", |(q, a)| {
+                !partly_fixed_sum_with_a_limit(q, a)
+            })
             .prop_map(|(q, a)| Op::Aggregate(q, a)),
         1 => (
             prop::collection::vec(key_pick(), 0..3),
@@ -837,6 +861,42 @@ fn the_divergences_long_runs_found_stay_fixed() {
                 on_a(Operator::LessThan, Value::Boolean(false)),
                 on_a(Operator::In, Value::Array(vec![Value::Null])),
             ])),
+        ],
+        // Seed 0x5eed: one entity's rows (its array's elements) come in the last order's
+        // direction, an order after the key included (`__key__` then `b` descending: the
+        // highest element first, so an average of one row of `[false, b"", 0]` is null).
+        vec![
+            Op::Put(vec![(
+                key,
+                vec![
+                    (
+                        0,
+                        Value::Array(vec![
+                            Value::Boolean(false),
+                            Value::Blob(Vec::new().into()),
+                            Value::Integer(0),
+                        ]),
+                        false,
+                    ),
+                    (1, Value::Null, false),
+                ],
+            )]),
+            Op::Aggregate(
+                QueryPick {
+                    kind: 0,
+                    namespace: 0,
+                    filter: None,
+                    orders: vec![
+                        ("__key__", Direction::Ascending),
+                        ("b", Direction::Descending),
+                    ],
+                    shape: ResultShape::Full,
+                    limit: Some(1),
+                    paged: false,
+                    ancestor: None,
+                },
+                Aggregation::Avg("a".to_owned()),
+            ),
         ],
     ];
     for ops in sequences {

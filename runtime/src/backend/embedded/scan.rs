@@ -93,6 +93,10 @@ pub(crate) struct Prepared<'q> {
     /// Ties after the last order go by key, in that order's direction (Firestore in
     /// Datastore mode; the legacy emulator always breaks them ascending).
     pub(crate) key_direction: Direction,
+    /// One entity's rows (its projected array elements) go in the last order's direction,
+    /// an order after the key included (Firestore in Datastore mode: ordered by `__key__`
+    /// then `b` descending, the elements come in descending order).
+    projected_direction: Direction,
     /// The properties whose index the query scans: the ordered ones, then the projected ones.
     /// An entity gives one row per combination of their distinct matching values, as an index
     /// scan does (Firestore in Datastore mode; the legacy emulator returned an entity once).
@@ -195,7 +199,9 @@ impl<'q> Prepared<'q> {
         if let Some(direction) = key_order {
             // The inequality properties no order names are ordered after the key: they
             // change no order, but an entity needs them, as in the index the service reads
-            // (even in an `OR`'s other branches).
+            // (even in an `OR`'s other branches), in the last order's direction (as one
+            // entity's rows come in the Firestore emulator).
+            let direction = after_key.last().map_or(direction, |o| o.direction);
             for property in &inequalities {
                 let named = |o: &PropertyOrder| o.property == *property;
                 if !orders.iter().any(named) && !after_key.iter().any(named) {
@@ -292,6 +298,12 @@ impl<'q> Prepared<'q> {
             branches: branches.into(),
             selected,
             key_direction: key_order
+                .or(orders.last().map(|o| o.direction))
+                .unwrap_or(Direction::Ascending),
+            projected_direction: after_key
+                .last()
+                .map(|o| o.direction)
+                .or(key_order)
                 .or(orders.last().map(|o| o.direction))
                 .unwrap_or(Direction::Ascending),
             orders,
@@ -484,7 +496,7 @@ impl<'q> Prepared<'q> {
                         .map(|(x, y)| compare_values(x, y))
                         .find(|o| o.is_ne())
                         .unwrap_or(Ordering::Equal);
-                    directed(projected, self.key_direction)
+                    directed(projected, self.projected_direction)
                 })
         })
     }
@@ -508,19 +520,20 @@ impl<'q> Prepared<'q> {
                 return o;
             }
         }
-        // The key, then the projected values (rows of one entity), in the last order's direction.
-        let tie = key.cmp(other_key).then_with(|| {
-            projected
+        // The key, then the projected values (rows of one entity), each in its direction.
+        let directed = |o: Ordering, direction: Direction| match direction {
+            Direction::Ascending => o,
+            Direction::Descending => o.reverse(),
+        };
+        directed(key.cmp(other_key), self.key_direction).then_with(|| {
+            let projected = projected
                 .iter()
                 .zip(other_projected)
                 .map(|(a, b)| compare_values(a, b))
                 .find(|o| o.is_ne())
-                .unwrap_or(Ordering::Equal)
-        });
-        match self.key_direction {
-            Direction::Ascending => tie,
-            Direction::Descending => tie.reverse(),
-        }
+                .unwrap_or(Ordering::Equal);
+            directed(projected, self.projected_direction)
+        })
     }
 
     /// A cursor of this query: `tag` says which plan made `position`.
