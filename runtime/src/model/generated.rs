@@ -610,9 +610,13 @@ fn take_flattened(properties: &mut PropertyMap, name: &str) -> PropertyMap {
     inner
 }
 
-/// The sub-properties of one embedded entity value.
+/// The sub-properties of one embedded entity value (an embedded entity type's value is
+/// always an entity: the derive writes its `to_value`).
 fn sub_properties<T: PropertyType>(value: &T) -> PropertyMap {
-    value.to_value().into_entity().unwrap_or_default()
+    value
+        .to_value()
+        .into_entity()
+        .unwrap_or_else(|| unreachable!("an embedded entity type's value is an entity"))
 }
 
 impl<T: EmbeddedEntity> Flatten for T {

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use crate::model::sink::ValueWriter;
 #[cfg(feature = "cloud")]
 use crate::model::sink::{decode_wire, property_from_wire, put_wire};
-use crate::model::stored::{ValueRef, Writer, view};
+use crate::model::stored::{ValueRef, Writer, written_value};
 use crate::model::value::{
     DecodeError, Entries, Entry, Property, PropertyMap, Repr, Slot, Stored, Value,
 };
@@ -130,7 +130,7 @@ impl PropertyMap {
         }
         let mut w = Writer::default();
         write(&mut ValueWriter::stored(&mut w));
-        let value = view(&w.bytes, 0).map_or(Value::Null, |(v, _)| v.to_value());
+        let value = written_value(&w.bytes);
         self.insert(name, Property { value, excluded });
     }
 

@@ -57,7 +57,7 @@ pub trait PropertyType: Sized {
     /// [`from_value`](PropertyType::from_value). Not a public API.
     #[doc(hidden)]
     fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
-        Self::from_value(value.to_value())
+        Self::from_value(value.to_value()?)
     }
 
     /// The value of a property the entity does not have (an error, except for `Option` and `Vec`).
@@ -239,7 +239,7 @@ impl PropertyType for String {
     fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         match value.as_str() {
             Some(s) => Ok(s.to_owned()),
-            None => Self::from_value(value.to_value()),
+            None => Self::from_value(value.to_value()?),
         }
     }
 }
@@ -262,7 +262,7 @@ impl PropertyType for Blob {
     fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         match value.as_blob() {
             Some(b) => Ok(Blob::from(b)),
-            None => Self::from_value(value.to_value()),
+            None => Self::from_value(value.to_value()?),
         }
     }
     fn from_index_value(mut value: Value) -> Result<Self, DecodeError> {
@@ -451,7 +451,7 @@ impl<T: PropertyType> PropertyType for Vec<T> {
     }
     fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         let (Some(elements), Some(len)) = (value.elements(), value.array_len()) else {
-            return Self::from_value(value.to_value());
+            return Self::from_value(value.to_value()?);
         };
         // Sized up front: collecting through `Result` would grow the vector step by step.
         let mut out = Vec::with_capacity(len.min(4096));

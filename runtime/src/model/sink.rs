@@ -361,10 +361,7 @@ fn wire_value_at(
             latitude: g.latitude(),
             longitude: g.longitude(),
         }),
-        ValueView::Key(k) => match k.to_key() {
-            Some(k) => V::KeyValue(partitions.key(&k)),
-            None => V::NullValue(0),
-        },
+        ValueView::Key(k) => V::KeyValue(partitions.key(&k.checked_key())),
         ValueView::Array(values) => {
             return array(
                 values
@@ -598,7 +595,7 @@ pub(crate) fn decode_wire(map: &Wire) -> Entries {
         .iter()
         .map(|(name, v)| {
             let property = Property {
-                value: ValueView::wire(v, &map.partitions).to_value(),
+                value: ValueView::wire(v, &map.partitions).checked_value(),
                 excluded: wire_excluded(v),
             };
             (name.as_str(), property)

@@ -16,7 +16,9 @@ use std::sync::OnceLock;
 use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
 use crate::model::name::KeyName;
 use crate::model::scalar::{Blob, GeoPoint, Timestamp};
-use crate::model::value::{Entries, MAX_NESTING, Property, PropertyMap, Repr, Slot, Stored, Value};
+use crate::model::value::{
+    DecodeError, Entries, MAX_NESTING, Property, PropertyMap, Repr, Slot, Stored, Value,
+};
 #[cfg(feature = "cloud")]
 use crate::model::wire::{Partitions, from_timestamp};
 #[cfg(feature = "cloud")]
@@ -33,6 +35,11 @@ pub(crate) const GEO: u8 = 7;
 pub(crate) const KEY: u8 = 8;
 pub(crate) const ARRAY: u8 = 9;
 pub(crate) const ENTITY: u8 = 10;
+
+/// What a view of checked bytes reads, by construction: the maps' checks (`slots` for stored
+/// bytes, `PropertyMap::from_wire` for received messages) ran when they were built.
+const CHECKED: &str = "a view of a map checked when it was built reads whole (a bug of \
+                       datastore-entity if not: please report it)";
 
 /// Nesting deeper than this (arrays in entities in arrays…) is refused when reading. What a
 /// [`Writer`] writes is far shallower: it stops one level past [`MAX_NESTING`] in each value
@@ -258,10 +265,7 @@ impl Writer {
                 self.u8(KEY);
                 self.bytes.extend_from_slice(bytes);
             }
-            ValueView::Key(k) => match k.to_key() {
-                Some(k) => self.value(&Value::Key(k)),
-                None => self.u8(NULL),
-            },
+            ValueView::Key(k) => self.value(&Value::Key(k.checked_key())),
             ValueView::Array(values) => {
                 self.u8(ARRAY);
                 self.len(values.len());
@@ -510,9 +514,10 @@ impl<'a> ValueView<'a> {
         }
     }
 
-    /// The value, decoded.
-    pub(crate) fn to_value(self) -> Value {
-        match self {
+    /// The value, decoded; [`Malformed`] when a key or an embedded entity in it cannot be
+    /// read (never a null or an empty map in its place).
+    pub(crate) fn to_value(self) -> Result<Value, Malformed> {
+        Ok(match self {
             ValueView::Null => Value::Null,
             ValueView::Boolean(b) => Value::Boolean(b),
             ValueView::Integer(i) => Value::Integer(i),
@@ -521,22 +526,33 @@ impl<'a> ValueView<'a> {
             ValueView::String(s) => Value::String(s.to_owned()),
             ValueView::Blob(b) => Value::Blob(Blob::from(b)),
             ValueView::GeoPoint(g) => Value::GeoPoint(g),
-            ValueView::Key(k) => k.to_key().map_or(Value::Null, Value::Key),
-            ValueView::Array(a) => Value::Array(a.iter().map(ValueView::to_value).collect()),
+            ValueView::Key(k) => Value::Key(k.to_key().ok_or(Malformed)?),
+            ValueView::Array(a) => Value::Array(
+                a.iter()
+                    .map(ValueView::to_value)
+                    .collect::<Result<_, _>>()?,
+            ),
             ValueView::Entity(MapView::Map(map)) => Value::Entity(map.clone()),
             ValueView::Entity(MapView::Encoded(bytes)) => {
-                Value::Entity(PropertyMap::from_stored(bytes.to_vec()).unwrap_or_default())
+                Value::Entity(PropertyMap::from_stored(bytes.to_vec()).map_err(|_| Malformed)?)
             }
             #[cfg(feature = "cloud")]
             ValueView::Entity(map @ MapView::Wire(..)) => Value::Entity(
                 map.iter()
                     .map(|(name, excluded, v)| {
-                        let value = v.to_value();
-                        (name, Property { value, excluded })
+                        let value = v.to_value()?;
+                        Ok((name, Property { value, excluded }))
                     })
-                    .collect(),
+                    .collect::<Result<_, Malformed>>()?,
             ),
-        }
+        })
+    }
+
+    /// The value of a view of a map checked when it was built (stored bytes by [`slots`],
+    /// a received message on arrival, a map the crate wrote itself), where reading cannot
+    /// fail: a failure here is a bug of the crate, reported as one.
+    pub(crate) fn checked_value(self) -> Value {
+        self.to_value().expect(CHECKED)
     }
 
     /// The view of a value in the service's wire form (a value it would refuse, a
@@ -576,6 +592,11 @@ pub(crate) fn wire_excluded(value: &pb::Value) -> bool {
 
 impl<'a> KeyView<'a> {
     /// The key, decoded (`None` only for corrupt bytes, which the store's check refused).
+    /// The key of a map checked when it was built (see [`ValueView::checked_value`]).
+    pub(crate) fn checked_key(self) -> RawKey {
+        self.to_key().expect(CHECKED)
+    }
+
     pub(crate) fn to_key(self) -> Option<RawKey> {
         match self {
             KeyView::Decoded(k) => Some(k.clone()),
@@ -819,6 +840,12 @@ pub(crate) fn view(bytes: &[u8], depth: usize) -> Result<(ValueView<'_>, &[u8]),
     })
 }
 
+/// The value a [`Writer`] just wrote into `bytes`, decoded: checked bytes by construction
+/// (the writer never goes past [`MAX_DEPTH`] and writes only valid keys and UTF-8).
+pub(crate) fn written_value(bytes: &[u8]) -> Value {
+    view(bytes, 0).expect(CHECKED).0.checked_value()
+}
+
 /// Checks a stored property map at the start of `bytes`; returns what follows it.
 fn skip_properties(bytes: &[u8], depth: usize) -> Result<&[u8], Malformed> {
     let (n, mut rest) = len(bytes)?;
@@ -991,7 +1018,7 @@ impl Stored {
         };
         for slot in self.live() {
             let property = Property {
-                value: self.view(slot).to_value(),
+                value: self.view(slot).checked_value(),
                 excluded: slot.excluded,
             };
             entries.insert(self.name(slot), property);
@@ -1011,9 +1038,13 @@ impl Stored {
 pub struct ValueRef<'a>(pub(crate) ValueView<'a>);
 
 impl<'a> ValueRef<'a> {
-    /// The value, decoded.
-    pub fn to_value(self) -> Value {
-        self.0.to_value()
+    /// The value, decoded; an error when part of it cannot be read.
+    pub fn to_value(self) -> Result<Value, DecodeError> {
+        self.0.to_value().map_err(|Malformed| DecodeError {
+            path: String::new(),
+            expected: "a value".to_owned(),
+            found: "a key or an embedded entity that cannot be read".to_owned(),
+        })
     }
 
     /// The string, if it is one.
@@ -1057,6 +1088,19 @@ impl<'a> ValueRef<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What cannot be read is an error, never a null or an empty map in its place: a key and
+    /// an embedded entity over bytes no check passed (views are only ever built over checked
+    /// bytes; this builds them by hand).
+    #[test]
+    fn what_cannot_be_read_is_an_error_not_a_null_or_an_empty_map() {
+        let key = ValueView::Key(KeyView::Encoded(&[0xff, 0x01]));
+        assert!(key.to_value().is_err());
+        let map = ValueView::Entity(MapView::Encoded(&[0x05, b'x']));
+        assert!(map.to_value().is_err());
+        let reference = ValueRef(map).to_value().unwrap_err();
+        assert!(reference.found.contains("cannot be read"), "{reference:?}");
+    }
 
     #[test]
     fn values_round_trip_and_garbage_is_an_error() {
