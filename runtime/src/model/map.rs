@@ -8,11 +8,12 @@ use std::sync::OnceLock;
 
 use crate::model::sink::ValueWriter;
 #[cfg(feature = "cloud")]
-use crate::model::sink::{decode_wire, property_from_wire, put_wire};
+use crate::model::sink::put_wire;
 use crate::model::stored::{ValueRef, Writer, written_value};
 use crate::model::value::{
     DecodeError, Entries, Entry, Property, PropertyMap, Repr, Slot, Stored, Value,
 };
+use crate::model::wire_map::{decode_wire, property_from_wire};
 
 /// Dropped without recursion (see [`Value`]).
 impl Drop for PropertyMap {

@@ -22,3 +22,5 @@ pub(crate) mod value;
 pub(crate) mod walk;
 #[cfg(feature = "cloud")]
 pub(crate) mod wire;
+#[cfg(feature = "cloud")]
+pub(crate) mod wire_map;

@@ -1,5 +1,5 @@
 //! Mutations, query results, queries and aggregations in the service's protocol buffers (the
-//! values and keys in them: `model/wire.rs`, `model/sink.rs`).
+//! values and keys in them: `model/wire.rs`, `model/wire_map.rs`).
 
 use std::sync::Arc;
 
@@ -8,10 +8,10 @@ use gcloud_sdk::google::datastore::v1 as pb;
 use crate::backend::{Mask, Mutation};
 use crate::error::Error;
 use crate::model::schema::Direction;
-use crate::model::sink::wire_value;
 use crate::model::stored::ValueView;
 use crate::model::value::{PropertyMap, Value};
 use crate::model::wire::Partitions;
+use crate::model::wire_map::wire_value;
 use crate::query::spec::{
     Aggregation, FilterNode, Operator, PropertyOrder, QueryResult, QuerySpec, ResultShape,
 };
@@ -272,8 +272,8 @@ mod tests {
     use super::*;
     use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
     use crate::model::scalar::{Blob, GeoPoint, Timestamp};
-    use crate::model::sink::property_from_wire;
     use crate::model::value::Property;
+    use crate::model::wire_map::property_from_wire;
 
     fn partitions() -> Partitions {
         Partitions::new("p", "")

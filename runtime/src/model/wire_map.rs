@@ -1,0 +1,261 @@
+//! The wire form of property maps (feature `cloud`): a value where it lies written as the
+//! service stores it, a property received from it read into an owned one, a received map
+//! checked once on arrival (what the crate cannot hold is refused there, never read as a
+//! null later), and a wire map's conversions to and from the stored form. The sink writes
+//! into the wire form (`sink.rs`); the views read it (`stored.rs`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use gcloud_sdk::google::datastore::v1 as pb;
+use gcloud_sdk::google::r#type::LatLng;
+
+use crate::error::Error;
+use crate::model::scalar::{Blob, GeoPoint};
+use crate::model::stored::{MapView, ValueView, wire_excluded};
+use crate::model::value::{Entries, Property, PropertyMap, Repr, Value, Wire};
+use crate::model::wire::{Partitions, checked_timestamp, from_timestamp, timestamp};
+use pb::value::ValueType as V;
+
+pub(crate) fn scalar(value_type: V, excluded: bool) -> pb::Value {
+    pb::Value {
+        value_type: Some(value_type),
+        exclude_from_indexes: excluded,
+        meaning: 0,
+    }
+}
+
+/// An array value: the service refuses the exclusion flag on the array itself (each element
+/// carries it).
+pub(crate) fn array(values: Vec<pb::Value>) -> pb::Value {
+    pb::Value {
+        value_type: Some(V::ArrayValue(pb::ArrayValue { values })),
+        ..pb::Value::default()
+    }
+}
+
+/// A value where it lies (stored bytes, a decoded value, the wire form) as the service
+/// stores it, in one pass: each string and byte string copied once. `excluded` applies to
+/// the value, each element of an array, and everything inside an embedded entity (the
+/// service would still index its sub-properties, `outer.inner`, otherwise: R-I1). Like the
+/// stored form's writer, it stops one level past [`MAX_NESTING`](crate::MAX_NESTING) with an
+/// empty array or entity, which the limits check refuses there.
+pub(crate) fn wire_value(
+    value: ValueView<'_>,
+    excluded: bool,
+    partitions: &Partitions,
+) -> pb::Value {
+    wire_value_at(value, excluded, partitions, 0)
+}
+
+fn wire_value_at(
+    value: ValueView<'_>,
+    excluded: bool,
+    partitions: &Partitions,
+    depth: usize,
+) -> pb::Value {
+    let too_deep = depth >= crate::model::value::MAX_NESTING;
+    let value_type = match value {
+        ValueView::Array(_) if too_deep => return array(Vec::new()),
+        ValueView::Entity(_) if too_deep => V::EntityValue(pb::Entity::default()),
+        ValueView::Null => V::NullValue(0),
+        ValueView::Boolean(b) => V::BooleanValue(b),
+        ValueView::Integer(i) => V::IntegerValue(i),
+        ValueView::Double(d) => V::DoubleValue(d),
+        ValueView::Timestamp(t) => V::TimestampValue(timestamp(t)),
+        ValueView::String(s) => V::StringValue(s.to_owned()),
+        ValueView::Blob(b) => V::BlobValue(b.to_vec()),
+        ValueView::GeoPoint(g) => V::GeoPointValue(LatLng {
+            latitude: g.latitude(),
+            longitude: g.longitude(),
+        }),
+        ValueView::Key(k) => V::KeyValue(partitions.key(&k.checked_key())),
+        ValueView::Array(values) => {
+            return array(
+                values
+                    .iter()
+                    .map(|v| wire_value_at(v, excluded, partitions, depth + 1))
+                    .collect(),
+            );
+        }
+        ValueView::Entity(properties) => V::EntityValue(pb::Entity {
+            key: None,
+            properties: wire_properties(properties.iter(), excluded, partitions, depth + 1),
+        }),
+    };
+    scalar(value_type, excluded)
+}
+
+/// Viewed properties as the service's map (all excluded when `excluded`).
+fn wire_properties<'a>(
+    properties: impl Iterator<Item = (&'a str, bool, ValueView<'a>)>,
+    excluded: bool,
+    partitions: &Partitions,
+    depth: usize,
+) -> HashMap<String, pb::Value> {
+    properties
+        .map(|(name, own, value)| {
+            (
+                name.to_owned(),
+                wire_value_at(value, own || excluded, partitions, depth),
+            )
+        })
+        .collect()
+}
+
+/// A value from the service, owned: strings and byte strings are moved, not copied.
+pub(crate) fn property_from_wire(
+    value: pb::Value,
+    partitions: &Partitions,
+) -> Result<Property, Error> {
+    let excluded = value.exclude_from_indexes;
+    let converted = match value.value_type {
+        None | Some(V::NullValue(_)) => Value::Null,
+        Some(V::BooleanValue(b)) => Value::Boolean(b),
+        Some(V::IntegerValue(i)) => Value::Integer(i),
+        Some(V::DoubleValue(d)) => Value::Double(d),
+        Some(V::TimestampValue(t)) => Value::Timestamp(from_timestamp(&t)),
+        Some(V::StringValue(s)) => Value::String(s),
+        Some(V::BlobValue(b)) => Value::Blob(Blob::from(b)),
+        Some(V::GeoPointValue(g)) => Value::GeoPoint(GeoPoint::new(g.latitude, g.longitude)?),
+        Some(V::KeyValue(k)) => Value::Key(partitions.raw_key(k)?),
+        Some(V::EntityValue(e)) => Value::Entity(from_wire_properties(e.properties, partitions)?),
+        Some(V::ArrayValue(a)) => {
+            let elements = a
+                .values
+                .into_iter()
+                .map(|v| property_from_wire(v, partitions))
+                .collect::<Result<Vec<_>, _>>()?;
+            // The flag lives on the elements of an array.
+            let excluded = elements.first().is_some_and(|p| p.excluded);
+            return Ok(Property {
+                value: Value::Array(elements.into_iter().map(|p| p.value).collect()),
+                excluded,
+            });
+        }
+    };
+    Ok(Property {
+        value: converted,
+        excluded,
+    })
+}
+
+/// Properties from the service, decoded.
+fn from_wire_properties(
+    properties: HashMap<String, pb::Value>,
+    partitions: &Partitions,
+) -> Result<PropertyMap, Error> {
+    // Sorted once, then appended in name order: no search, no shifting.
+    let mut converted = properties
+        .into_iter()
+        .map(|(name, value)| Ok((name, property_from_wire(value, partitions)?)))
+        .collect::<Result<Vec<_>, Error>>()?;
+    converted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let name_bytes = converted.iter().map(|(name, _)| name.len()).sum();
+    let mut map = PropertyMap::with_capacity(converted.len(), name_bytes);
+    map.extend(converted);
+    Ok(map)
+}
+
+/// Whether a value from the service converts: what [`property_from_wire`] could refuse (a geo point
+/// out of range, a key the crate cannot hold, a timestamp outside the service's range),
+/// found without converting anything else.
+fn check_wire(value: &pb::Value, partitions: &Partitions) -> Result<(), Error> {
+    match &value.value_type {
+        Some(V::GeoPointValue(g)) => GeoPoint::new(g.latitude, g.longitude).map(drop),
+        Some(V::TimestampValue(t)) => match checked_timestamp(t) {
+            Some(_) => Ok(()),
+            None => Err(Error::InvalidValue {
+                kind: String::new(),
+                property: String::new(),
+                reason: format!(
+                    "the server sent a timestamp outside the range the service stores \
+                     ({} s, {} ns)",
+                    t.seconds, t.nanos
+                ),
+            }),
+        },
+        Some(V::KeyValue(k)) => partitions.raw_key(k.clone()).map(drop),
+        Some(V::ArrayValue(a)) => a.values.iter().try_for_each(|v| check_wire(v, partitions)),
+        Some(V::EntityValue(e)) => e
+            .properties
+            .values()
+            .try_for_each(|v| check_wire(v, partitions)),
+        _ => Ok(()),
+    }
+}
+
+impl PropertyMap {
+    /// The properties of an entity the service returned, as they are: checked once (what
+    /// converting them could refuse), converted only as they are read.
+    pub(crate) fn from_wire(
+        properties: HashMap<String, pb::Value>,
+        partitions: &Arc<Partitions>,
+    ) -> Result<PropertyMap, Error> {
+        properties
+            .values()
+            .try_for_each(|v| check_wire(v, partitions))?;
+        Ok(PropertyMap {
+            repr: Repr::Wire(Wire {
+                properties,
+                partitions: Arc::clone(partitions),
+                excluded: false,
+                decoded: OnceLock::new(),
+                size: OnceLock::new(),
+            }),
+        })
+    }
+
+    /// The properties in the wire form: as they are when the map holds that form, otherwise
+    /// converted (all excluded when `excluded`).
+    pub(crate) fn into_wire(
+        mut self,
+        partitions: &Partitions,
+        excluded: bool,
+    ) -> HashMap<String, pb::Value> {
+        if let Repr::Wire(w) = &mut self.repr
+            && (w.excluded || !excluded)
+        {
+            return std::mem::take(&mut w.properties);
+        }
+        wire_properties(MapView::Map(&self).iter(), excluded, partitions, 0)
+    }
+
+    /// The size of the properties encoded: exact in the wire form (what the service counts,
+    /// as `pb::Entity` field 2; measured once), the stored form's size otherwise (within a
+    /// few bytes of it for large entities).
+    pub(crate) fn encoded_size(&self) -> usize {
+        match &self.repr {
+            Repr::Wire(w) => *w.size.get_or_init(|| {
+                gcloud_sdk::prost::encoding::hash_map::encoded_len(
+                    gcloud_sdk::prost::encoding::string::encoded_len,
+                    gcloud_sdk::prost::encoding::message::encoded_len,
+                    2,
+                    &w.properties,
+                )
+            }),
+            _ => self.stored_size(),
+        }
+    }
+}
+
+/// Every property of a wire map, decoded, in name order.
+pub(crate) fn decode_wire(map: &Wire) -> Entries {
+    let mut properties: Vec<(&str, Property)> = map
+        .properties
+        .iter()
+        .map(|(name, v)| {
+            let property = Property {
+                value: ValueView::wire(v, &map.partitions).checked_value(),
+                excluded: wire_excluded(v),
+            };
+            (name.as_str(), property)
+        })
+        .collect();
+    properties.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut entries = Entries::default();
+    for (name, property) in properties {
+        entries.insert(name, property);
+    }
+    entries
+}
