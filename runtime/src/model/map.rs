@@ -13,6 +13,7 @@ use crate::model::stored::{ValueRef, Writer, written_value};
 use crate::model::value::{
     DecodeError, Entries, Entry, Property, PropertyMap, Repr, Slot, Stored, Value,
 };
+#[cfg(feature = "cloud")]
 use crate::model::wire_map::{decode_wire, property_from_wire};
 
 /// Dropped without recursion (see [`Value`]).
