@@ -555,8 +555,10 @@ impl<'a> ValueView<'a> {
         self.to_value().expect(CHECKED)
     }
 
-    /// The view of a value in the service's wire form (a value it would refuse, a
-    /// geo point out of range, reads as null: the cloud backend checks what it receives).
+    /// The view of a value in the service's wire form. Every wire map the crate holds was
+    /// checked when it was built (`PropertyMap::from_wire` on arrival; the sink writes only
+    /// valid values), so a geo point here is in range: one that is not is a bug of the crate,
+    /// reported as one, never read as a null.
     #[cfg(feature = "cloud")]
     pub(crate) fn wire(value: &'a pb::Value, partitions: &'a Partitions) -> ValueView<'a> {
         use pb::value::ValueType as V;
@@ -569,7 +571,7 @@ impl<'a> ValueView<'a> {
             Some(V::StringValue(s)) => ValueView::String(s),
             Some(V::BlobValue(b)) => ValueView::Blob(b),
             Some(V::GeoPointValue(g)) => {
-                GeoPoint::new(g.latitude, g.longitude).map_or(ValueView::Null, ValueView::GeoPoint)
+                ValueView::GeoPoint(GeoPoint::new(g.latitude, g.longitude).expect(CHECKED))
             }
             Some(V::KeyValue(k)) => ValueView::Key(KeyView::Wire(k, partitions)),
             Some(V::ArrayValue(a)) => ValueView::Array(ArrayView::Wire(&a.values, partitions)),
