@@ -401,10 +401,11 @@ mod count_one_customer {
     four_ways!(engine, sql, sizes = [INSERTED]);
 }
 
-/// One entity with an indexed array of 20,000 distinct values (the R-I5 maximum), put and
-/// then put again with every value changed, against SQLite inserting (then replacing) the
-/// same 20,000 values as rows of an indexed table in one transaction.
-mod array_of_20k {
+/// One entity with an indexed array of 5,000 distinct values (the most one entity level may
+/// index, as the Firestore emulator counts R-I5), put and then put again with every value
+/// changed, against SQLite inserting (then replacing) the same 5,000 values as rows of an
+/// indexed table in one transaction.
+mod array_of_5k {
     use super::*;
 
     #[derive(Entity)]
@@ -414,7 +415,7 @@ mod array_of_20k {
         values: Vec<i64>,
     }
 
-    const VALUES: i64 = 20_000;
+    const VALUES: i64 = datastore_entity::MAX_INDEXED_VALUES as i64;
 
     fn bag(offset: i64) -> Bag {
         Bag {
