@@ -36,7 +36,7 @@ fn page_after_cursor(bencher: divan::Bencher, depth: usize) {
         .collect();
     let query = || db.query::<Item>().order(Item::RANK.asc());
     let cursor = runtime.block_on(async {
-        db.put_many(&items).await.expect("put");
+        db.put_chunked(&items).await.expect("put");
         if depth == 0 {
             return None;
         }
