@@ -9,6 +9,7 @@ use gcloud_sdk::google::datastore::v1 as pb;
 use crate::error::Error;
 use crate::model::entity::Entity;
 use crate::model::key::RawKey;
+use crate::model::value::PropertyMap;
 
 /// `entity` in the embedded engine's stored form: the bytes a put writes.
 pub fn stored_form<E: Entity>(entity: &E) -> Result<Vec<u8>, Error> {
@@ -18,6 +19,20 @@ pub fn stored_form<E: Entity>(entity: &E) -> Result<Vec<u8>, Error> {
 /// `E` from its stored form under `key`: what a get converts back.
 pub fn from_stored_form<E: Entity>(key: &RawKey, bytes: &[u8]) -> Result<E, Error> {
     crate::backend::embedded::from_stored_form(key, bytes)
+}
+
+/// The stored form of `properties`, as the engine writes a map.
+pub fn stored_map_form(properties: &PropertyMap) -> Vec<u8> {
+    properties.clone().into_stored_bytes()
+}
+
+/// `E` from its stored form under `key`, read through a map over the bytes (what entities
+/// whose fields one pass in name order cannot read go through), not in one pass.
+pub fn from_stored_map<E: Entity>(key: &RawKey, bytes: &[u8]) -> Result<E, Error> {
+    let properties = PropertyMap::from_stored(bytes.to_vec()).map_err(|_| Error::Storage {
+        reason: "a stored entity is malformed".to_owned(),
+    })?;
+    E::from_entity(key, properties)
 }
 
 /// The `CommitRequest` the cloud backend sends to upsert `entities` in project `project_id`,

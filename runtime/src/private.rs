@@ -6,6 +6,7 @@ pub use crate::error::Error;
 pub use crate::format::companion::companion_value;
 pub use crate::model::entity::{Entity, KeyField, ParentShape, Projection, check_key_text};
 pub use crate::model::generated::*;
+pub use crate::model::in_order::InOrder;
 pub use crate::model::key::{IdOrName, Key, KeyId, RawKey};
 pub use crate::model::name::KeyName;
 pub use crate::model::property_type::{

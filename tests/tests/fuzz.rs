@@ -14,7 +14,9 @@
 //! ```
 
 use datastore_entity::bench_hooks::entities_from_lookup;
-use datastore_entity::bench_hooks::{from_stored_form, stored_form};
+use datastore_entity::bench_hooks::{
+    from_stored_form, from_stored_map, stored_form, stored_map_form,
+};
 use datastore_entity::prelude::*;
 use datastore_entity::{Error, Property, PropertyMap, RawKey, Value};
 use datastore_entity_tests::minimal::{Account, Post};
@@ -144,8 +146,75 @@ struct Fuzzed {
     v: Value,
 }
 
+/// An entity the derive reads in one pass over the stored form (every field plain).
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Wide")]
+struct Wide {
+    #[key]
+    id: KeyId,
+    #[property(default)]
+    b: i64,
+    #[property(default)]
+    d: String,
+    f: Option<f64>,
+    h: Vec<String>,
+    #[property(default)]
+    k: Value,
+}
+
+/// Stored maps with some of `Wide`'s names, names it does not know around them, and values
+/// of any type under each.
+fn wide_properties() -> impl Strategy<Value = PropertyMap> {
+    let name = prop_oneof![
+        Just("b"),
+        Just("d"),
+        Just("f"),
+        Just("h"),
+        Just("k"),
+        Just("a"),
+        Just("c"),
+        Just("e"),
+        Just("ha"),
+        Just("z"),
+        Just("\u{e9}t\u{e9}"),
+    ];
+    let value = prop_oneof![
+        2 => value(2),
+        1 => any::<i64>().prop_map(Value::Integer),
+        1 => "[a-z]{0,8}".prop_map(Value::String),
+        1 => prop::collection::vec("[a-z]{0,4}".prop_map(Value::String), 0..4).prop_map(Value::Array),
+    ];
+    prop::collection::vec((name, value, any::<bool>()), 0..10).prop_map(|entries| {
+        let mut map = PropertyMap::new();
+        for (name, value, excluded) in entries {
+            map.insert(name, Property { value, excluded });
+        }
+        map
+    })
+}
+
 proptest! {
     #![proptest_config(config())]
+
+    /// The derive's one pass over the stored form (`from_stored`) reads exactly what the map
+    /// over the same bytes reads — the same entity, or an error for both — whatever the
+    /// bytes hold: unknown properties before, between and after the fields, values of the
+    /// wrong type, and damage.
+    #[test]
+    fn one_pass_reads_what_the_map_reads(properties in wide_properties(), hurt in damage()) {
+        let key = Wide::key(KeyId::new(3).unwrap()).into_raw();
+        let bytes = stored_map_form(&properties);
+        for candidate in [bytes.clone(), damaged(bytes, &hurt)] {
+            let one_pass = from_stored_form::<Wide>(&key, &candidate);
+            let map = from_stored_map::<Wide>(&key, &candidate);
+            match (&one_pass, &map) {
+                // Compared as text: a NaN is not equal to itself.
+                (Ok(a), Ok(b)) => prop_assert_eq!(format!("{a:?}"), format!("{b:?}")),
+                (Err(_), Err(_)) => {}
+                _ => prop_assert!(false, "one pass {:?}, map {:?}", one_pass, map),
+            }
+        }
+    }
 
     /// URL-safe keys: anything is a key or an error; keys round trip, damaged ones are
     /// refused or read as some valid key.

@@ -66,16 +66,25 @@ pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
             .collect();
         reads.sort_by(|a, b| a.0.cmp(&b.0));
         let reads = reads.into_iter().map(|(_, _, stmt)| stmt);
-        quote! {
-            #(#reads)*
+        let build = quote! {
             #p::Result::Ok(Self {
                 #key_ident: (&#p::Probe::<#key_ty>::new()).key_field(__key)
                     .map_err(|__e| __e.into_entity_error(__key, "__key__"))?,
                 #parent_init
                 #(#fields)*
             })
-        }
+        };
+        let from_stored = reads_in_order(entity).map(|in_order| {
+            quote! {
+                let mut __reader = #p::InOrder::new(__bytes);
+                #in_order
+                __reader.finish()?;
+                #build
+            }
+        });
+        (quote!(#(#reads)* #build), from_stored)
     });
+    let (from_entity, from_stored) = from_entity.unzip();
     // A stub, or an entity whose key is missing (a reported mistake), never converts.
     let mode = if entity.key().is_some() {
         mode
@@ -89,6 +98,18 @@ pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
         quote!(<Self as #p::Entity>::properties_in(self, #p::Form::STORED)),
     );
     let from_entity = mode.body(&p, from_entity.unwrap_or_default());
+    let from_stored = from_stored.flatten().map(|body| {
+        let body = mode.body(&p, body);
+        quote! {
+            #[allow(unused_variables)]
+            fn from_stored(
+                __key: &#p::RawKey,
+                __bytes: &[u8],
+            ) -> #p::Result<Self, #p::Error> {
+                #body
+            }
+        }
+    });
     // What keys read from text must have above them: the `#[parent]` field's entity type
     // (its own parents checked in turn), any parent, or none.
     let parent_shape = match (mode, entity.parent()) {
@@ -129,6 +150,8 @@ pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
             ) -> #p::Result<Self, #p::Error> {
                 #from_entity
             }
+
+            #from_stored
         }
     }
 }
@@ -323,6 +346,7 @@ fn count(value: u64) -> u32 {
 /// keeps), with no `Value` built.
 fn to_properties(entity: &Entity) -> TokenStream {
     let p = private(entity);
+    let in_order = entity.stored().all(|field| field.flatten.is_none());
     let mut puts: Vec<(String, TokenStream)> = entity
         .stored()
         .flat_map(|field| -> Vec<(String, TokenStream)> {
@@ -355,6 +379,11 @@ fn to_properties(entity: &Entity) -> TokenStream {
             let put = match (field.flags.blob, field.flatten) {
                 (_, Some(_)) => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put_flat),
                 (Some(_), None) => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put_blob),
+                // Names settled here, in order, with no flattened `name.sub` among them: the
+                // map need not compare each with the last.
+                (None, None) if in_order => {
+                    quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put_next)
+                }
                 (None, None) => quote_spanned!(ty.span()=> (&#p::Probe::<#ty>::new()).put),
             };
             names
@@ -410,6 +439,44 @@ fn missing(entity: &Entity, field: &Field) -> TokenStream {
         }
         None => quote!(#p::Option::None),
     }
+}
+
+/// The fields' reads from `__reader` (an `InOrder` over the stored form), in name order,
+/// each into its `__field{i}` local as `from_entity` reads it; `None` when a field reads in a
+/// way one pass in name order cannot (flattened, JSON, `#[blob]`, former names, counters),
+/// and the entity then reads through its map.
+fn reads_in_order(entity: &Entity) -> Option<TokenStream> {
+    let p = private(entity);
+    let plain = |field: &Field| {
+        field.flatten.is_none()
+            && field.json.is_none()
+            && field.aliases.is_empty()
+            && field.flags.blob.is_none()
+            && field.flags.sharded.is_none()
+    };
+    if !entity.properties().all(plain) {
+        return None;
+    }
+    let mut reads: Vec<(String, TokenStream)> = entity
+        .properties()
+        .enumerate()
+        .map(|(i, field)| {
+            let local = quote::format_ident!("__field{}", i);
+            let ty = &field.ty;
+            let name = field.name.text();
+            let missing = missing(entity, field);
+            let read = quote_spanned!(ty.span()=>
+                (&#p::Probe::<#ty>::new()).read(&mut __reader, #name, #missing)
+            );
+            let stmt = quote! {
+                let #local = #read.map_err(|__e| __e.into_entity_error(__key, #name));
+            };
+            (name, stmt)
+        })
+        .collect();
+    reads.sort_by(|a, b| a.0.cmp(&b.0));
+    let reads = reads.into_iter().map(|(_, stmt)| stmt);
+    Some(quote!(#(#reads)*))
 }
 
 /// The expression reading one property out of `__properties`: under its name, else under a

@@ -43,6 +43,17 @@ pub trait Entity: Sized + Send + Sync + 'static {
     /// Rebuilds the entity from its key and properties; key and parent fields come from the key.
     fn from_entity(key: &RawKey, properties: PropertyMap) -> Result<Self, Error>;
 
+    /// Rebuilds the entity from its key and its properties in the embedded engine's stored
+    /// form, checked as [`PropertyMap`]s over stored bytes are. The derive reads the bytes in
+    /// one pass, straight into the fields; the default builds the map. Not a public API.
+    #[doc(hidden)]
+    fn from_stored(key: &RawKey, bytes: &[u8]) -> Result<Self, Error> {
+        let properties = PropertyMap::from_stored(bytes.to_vec()).map_err(|_| Error::Storage {
+            reason: "a stored entity is malformed".to_owned(),
+        })?;
+        Self::from_entity(key, properties)
+    }
+
     /// What the type's keys have above them, for keys read from text (`parse`, serde,
     /// URL-safe keys): the derive says it from the `#[parent]` field. Not a public API.
     #[doc(hidden)]

@@ -16,11 +16,13 @@ use std::marker::PhantomData;
 
 use crate::error::Error;
 use crate::model::entity::{Entity, KeyField};
+use crate::model::in_order::InOrder;
 use crate::model::key::{Key, KeyId, RawKey};
 use crate::model::name::KeyName;
 use crate::model::property_type::{Indexable, Projectable, Projects, PropertyType, ShardIndexable};
 use crate::model::scalar::{Blob, Timestamp};
 use crate::model::schema::Schema;
+use crate::model::stored::ValueRef;
 use crate::model::value::{DecodeError, PropertyMap, Value};
 use datastore_entity_names::{NameRole, check};
 
@@ -46,6 +48,19 @@ pub fn take<T: PropertyType>(properties: &mut PropertyMap, name: &str) -> Result
     properties
         .take_as(name, T::read_value, T::from_value)
         .unwrap_or_else(T::from_missing)
+}
+
+/// Reads property `name` from `reader` (the stored form, read in name order) as a `T`;
+/// an entity without it gives `missing()` when there is a default, else `T::from_missing`.
+pub fn read<T: PropertyType>(
+    reader: &mut InOrder<'_>,
+    name: &str,
+    missing: Option<fn() -> T>,
+) -> Result<T, DecodeError> {
+    match reader.find(name) {
+        Some(value) => T::read_value(ValueRef(value)),
+        None => missing.map_or_else(T::from_missing, |missing| Ok(missing())),
+    }
 }
 
 /// Reads property `name`, or (when the entity lacks it) the first of its former names
@@ -98,6 +113,9 @@ pub fn nested(build: impl FnOnce() -> PropertyMap) -> PropertyMap {
 pub trait PropertyProbe<T> {
     /// Stores `value` under `name`.
     fn put(&self, properties: &mut PropertyMap, name: &'static str, value: &T, excluded: bool);
+    /// Stores `value` under `name`, greater than every name put so far (see
+    /// [`PropertyMap::put_next`]).
+    fn put_next(&self, properties: &mut PropertyMap, name: &'static str, value: &T, excluded: bool);
     /// Reads property `name`.
     fn take(&self, properties: &mut PropertyMap, name: &str) -> Result<T, DecodeError>;
     /// Reads property `name`, a former name, or the default (see [`take_with`]).
@@ -108,6 +126,14 @@ pub trait PropertyProbe<T> {
         aliases: &[&str],
         missing: Option<fn() -> T>,
     ) -> Result<T, DecodeError>;
+    /// Reads property `name` from a stored form read in name order, or the default (see
+    /// [`read`]).
+    fn read(
+        &self,
+        reader: &mut InOrder<'_>,
+        name: &str,
+        missing: Option<fn() -> T>,
+    ) -> Result<T, DecodeError>;
     /// The schema of an embedded entity type.
     fn embedded(&self) -> Option<&'static Schema>;
 }
@@ -115,6 +141,16 @@ pub trait PropertyProbe<T> {
 impl<T: PropertyType> PropertyProbe<T> for Probe<T> {
     fn put(&self, properties: &mut PropertyMap, name: &'static str, value: &T, excluded: bool) {
         properties.put_with(name, excluded, |w| value.write_value(w));
+    }
+    #[inline]
+    fn put_next(
+        &self,
+        properties: &mut PropertyMap,
+        name: &'static str,
+        value: &T,
+        excluded: bool,
+    ) {
+        properties.put_next(name, excluded, |w| value.write_value(w));
     }
     fn take(&self, properties: &mut PropertyMap, name: &str) -> Result<T, DecodeError> {
         take(properties, name)
@@ -128,6 +164,14 @@ impl<T: PropertyType> PropertyProbe<T> for Probe<T> {
     ) -> Result<T, DecodeError> {
         take_with(properties, name, aliases, missing)
     }
+    fn read(
+        &self,
+        reader: &mut InOrder<'_>,
+        name: &str,
+        missing: Option<fn() -> T>,
+    ) -> Result<T, DecodeError> {
+        read(reader, name, missing)
+    }
     fn embedded(&self) -> Option<&'static Schema> {
         T::EMBEDDED
     }
@@ -137,6 +181,10 @@ impl<T: PropertyType> PropertyProbe<T> for Probe<T> {
 pub trait PropertyFallback<T> {
     /// See [`PropertyProbe::put`].
     fn put(&self, _: &mut PropertyMap, _: &'static str, _: &T, _: bool) {
+        unreachable!("the derive's assertion rejects this field type")
+    }
+    /// See [`PropertyProbe::put_next`].
+    fn put_next(&self, _: &mut PropertyMap, _: &'static str, _: &T, _: bool) {
         unreachable!("the derive's assertion rejects this field type")
     }
     /// See [`PropertyProbe::take`].
@@ -151,6 +199,10 @@ pub trait PropertyFallback<T> {
         _: &[&str],
         _: Option<fn() -> T>,
     ) -> Result<T, DecodeError> {
+        unreachable!("the derive's assertion rejects this field type")
+    }
+    /// See [`PropertyProbe::read`].
+    fn read(&self, _: &mut InOrder<'_>, _: &str, _: Option<fn() -> T>) -> Result<T, DecodeError> {
         unreachable!("the derive's assertion rejects this field type")
     }
     /// See [`PropertyProbe::embedded`].

@@ -96,12 +96,38 @@ impl PropertyMap {
         excluded: bool,
         write: impl FnOnce(&mut ValueWriter<'_>),
     ) {
+        let in_order = match &self.repr {
+            Repr::Stored(s) => s
+                .slots
+                .last()
+                .is_none_or(|last| s.range(last.name) < name.as_bytes()),
+            _ => true,
+        };
+        match in_order {
+            true => self.put_next(name, excluded, write),
+            false => self.put_decoded(name, excluded, write),
+        }
+    }
+
+    /// [`PropertyMap::put_with`] of a name the caller knows is greater than every name put
+    /// so far: the derive's plain fields, whose order it settled when it compiled. Not a
+    /// public API.
+    #[doc(hidden)]
+    #[inline]
+    pub fn put_next(
+        &mut self,
+        name: &str,
+        excluded: bool,
+        write: impl FnOnce(&mut ValueWriter<'_>),
+    ) {
         if let Repr::Stored(s) = &mut self.repr
             && s.exact
-            && s.slots
-                .last()
-                .is_none_or(|last| s.range(last.name) < name.as_bytes())
         {
+            debug_assert!(
+                s.slots
+                    .last()
+                    .is_none_or(|last| s.range(last.name) < name.as_bytes())
+            );
             s.decoded = OnceLock::new();
             let mut w = Writer {
                 bytes: std::mem::take(&mut s.bytes),
@@ -130,6 +156,16 @@ impl PropertyMap {
         if let Repr::Wire(map) = &mut self.repr {
             return put_wire(map, name, excluded, write);
         }
+        self.put_decoded(name, excluded, write);
+    }
+
+    /// Property `name` written by `write`, taken decoded.
+    fn put_decoded(
+        &mut self,
+        name: &str,
+        excluded: bool,
+        write: impl FnOnce(&mut ValueWriter<'_>),
+    ) {
         let mut w = Writer::default();
         write(&mut ValueWriter::stored(&mut w));
         let value = written_value(&w.bytes);

@@ -9,6 +9,7 @@
 pub(crate) mod ecosystem;
 pub(crate) mod entity;
 pub(crate) mod generated;
+pub(crate) mod in_order;
 pub(crate) mod key;
 pub(crate) mod key_text;
 pub(crate) mod map;

@@ -6,7 +6,7 @@ use crate::model::name::KeyName;
 use crate::model::scalar::{Blob, GeoPoint, Timestamp};
 use crate::model::schema::Schema;
 use crate::model::sink::ValueWriter;
-use crate::model::stored::ValueRef;
+use crate::model::stored::{ValueRef, ValueView};
 use crate::model::value::{DecodeError, Value};
 
 /// A Rust type that can be stored as a property value.
@@ -183,6 +183,14 @@ macro_rules! integer_property {
             fn write_value(&self, w: &mut ValueWriter<'_>) {
                 w.integer(i64::from(*self));
             }
+            fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
+                if let ValueView::Integer(i) = value.0
+                    && let Ok(n) = <$t>::try_from(i)
+                {
+                    return Ok(n);
+                }
+                Self::from_value(value.to_value()?)
+            }
             fn from_value(value: Value) -> Result<Self, DecodeError> {
                 match value {
                     Value::Integer(i) => <$t>::try_from(i).map_err(|_| DecodeError {
@@ -215,8 +223,30 @@ macro_rules! simple_property {
         }
     )*};
 }
+impl PropertyType for bool {
+    type Operand = bool;
+    type Growth = Steady;
+    fn to_value(&self) -> Value {
+        Value::Boolean(*self)
+    }
+    fn write_value(&self, w: &mut ValueWriter<'_>) {
+        w.boolean(*self);
+    }
+    fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
+        match value.0 {
+            ValueView::Boolean(b) => Ok(b),
+            _ => Self::from_value(value.to_value()?),
+        }
+    }
+    fn from_value(value: Value) -> Result<Self, DecodeError> {
+        match value {
+            Value::Boolean(b) => Ok(b),
+            other => Err(DecodeError::mismatch("boolean", &other)),
+        }
+    }
+}
+
 simple_property! {
-    bool => Boolean, "boolean";
     GeoPoint => GeoPoint, "geo point";
     RawKey => Key, "key";
 }
@@ -283,6 +313,12 @@ impl PropertyType for f64 {
     fn write_value(&self, w: &mut ValueWriter<'_>) {
         w.double(*self);
     }
+    fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
+        match value.0 {
+            ValueView::Double(d) => Ok(d),
+            _ => Self::from_value(value.to_value()?),
+        }
+    }
     fn from_value(value: Value) -> Result<Self, DecodeError> {
         match value {
             Value::Double(d) => Ok(d),
@@ -322,6 +358,12 @@ impl PropertyType for Timestamp {
     }
     fn write_value(&self, w: &mut ValueWriter<'_>) {
         w.timestamp(*self);
+    }
+    fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
+        match value.0 {
+            ValueView::Timestamp(t) => Ok(t),
+            _ => Self::from_value(value.to_value()?),
+        }
     }
     fn from_index_value(value: Value) -> Result<Self, DecodeError> {
         match value {

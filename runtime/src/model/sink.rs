@@ -17,7 +17,7 @@ use crate::model::key::RawKey;
 use crate::model::scalar::Timestamp;
 #[cfg(feature = "cloud")]
 use crate::model::stored::ValueView;
-use crate::model::stored::{ENTITY, Writer};
+use crate::model::stored::{self, ENTITY, Writer};
 use crate::model::value::{PropertyMap, Value};
 #[cfg(feature = "cloud")]
 use crate::model::value::{Repr, Wire};
@@ -141,63 +141,79 @@ impl<'a> ValueWriter<'a> {
     }
 
     /// A null.
+    #[inline]
     pub fn null(&mut self) {
         match &mut self.target {
-            Target::Stored(w) => w.value(&Value::Null),
+            Target::Stored(w) => w.u8(stored::NULL),
             #[cfg(feature = "cloud")]
             Target::Wire(w) => w.push(V::NullValue(0)),
         }
     }
 
     /// A boolean.
+    #[inline]
     pub fn boolean(&mut self, b: bool) {
         match &mut self.target {
-            Target::Stored(w) => w.value(&Value::Boolean(b)),
+            Target::Stored(w) => {
+                w.u8(stored::BOOLEAN);
+                w.u8(u8::from(b));
+            }
             #[cfg(feature = "cloud")]
             Target::Wire(w) => w.push(V::BooleanValue(b)),
         }
     }
 
     /// An integer.
+    #[inline]
     pub fn integer(&mut self, i: i64) {
         match &mut self.target {
-            Target::Stored(w) => w.value(&Value::Integer(i)),
+            Target::Stored(w) => w.tagged(stored::INTEGER, i.cast_unsigned()),
             #[cfg(feature = "cloud")]
             Target::Wire(w) => w.push(V::IntegerValue(i)),
         }
     }
 
     /// A double.
+    #[inline]
     pub fn double(&mut self, d: f64) {
         match &mut self.target {
-            Target::Stored(w) => w.value(&Value::Double(d)),
+            Target::Stored(w) => w.tagged(stored::DOUBLE, d.to_bits()),
             #[cfg(feature = "cloud")]
             Target::Wire(w) => w.push(V::DoubleValue(d)),
         }
     }
 
     /// A timestamp.
+    #[inline]
     pub fn timestamp(&mut self, t: Timestamp) {
         match &mut self.target {
-            Target::Stored(w) => w.value(&Value::Timestamp(t)),
+            Target::Stored(w) => w.tagged(stored::TIMESTAMP, t.as_micros().cast_unsigned()),
             #[cfg(feature = "cloud")]
             Target::Wire(w) => w.push(V::TimestampValue(timestamp(t))),
         }
     }
 
     /// A string.
+    #[inline]
     pub fn string(&mut self, s: &str) {
         match &mut self.target {
-            Target::Stored(w) => w.view(crate::model::stored::ValueView::String(s)),
+            Target::Stored(w) => {
+                w.u8(stored::STRING);
+                w.bytes(s.as_bytes());
+            }
             #[cfg(feature = "cloud")]
             Target::Wire(w) => w.push(V::StringValue(s.to_owned())),
         }
     }
 
     /// Bytes.
+    #[inline]
     pub fn blob(&mut self, b: &[u8]) {
         match &mut self.target {
-            Target::Stored(w) => w.view(crate::model::stored::ValueView::Blob(b)),
+            Target::Stored(w) => {
+                w.u8(stored::BLOB);
+                w.bytes(b);
+            }
             #[cfg(feature = "cloud")]
             Target::Wire(w) => w.push(V::BlobValue(b.to_vec())),
         }
@@ -219,6 +235,7 @@ impl<'a> ValueWriter<'a> {
     }
 
     /// An array of `len` values, which the next `len` writes are.
+    #[inline]
     pub fn array(&mut self, len: usize) {
         match &mut self.target {
             Target::Stored(w) => {

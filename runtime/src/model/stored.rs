@@ -58,20 +58,31 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
+    #[inline]
     pub(crate) fn u8(&mut self, b: u8) {
         self.bytes.push(b);
     }
 
+    #[inline]
     pub(crate) fn u64(&mut self, n: u64) {
         self.bytes.extend_from_slice(&n.to_le_bytes());
     }
 
+    /// A tag and an eight-byte payload: an integer, a double or a timestamp.
+    #[inline]
+    pub(crate) fn tagged(&mut self, tag: u8, n: u64) {
+        self.u8(tag);
+        self.u64(n);
+    }
+
+    #[inline]
     pub(crate) fn len(&mut self, n: usize) {
         // Lengths beyond u32 cannot occur: entities are far smaller.
         self.bytes
             .extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
     }
 
+    #[inline]
     pub(crate) fn bytes(&mut self, b: &[u8]) {
         self.len(b.len());
         self.bytes.extend_from_slice(b);
@@ -247,10 +258,6 @@ impl Writer {
     }
 
     /// A viewed value, stopping one level past the limit as [`Writer::value`] does.
-    pub(crate) fn view(&mut self, value: ValueView<'_>) {
-        self.view_at(value, 0);
-    }
-
     fn view_at(&mut self, value: ValueView<'_>, depth: usize) {
         match value {
             ValueView::Array(_) if depth >= MAX_NESTING => {
@@ -725,7 +732,7 @@ pub(crate) fn lacks_partition(value: ValueView<'_>) -> bool {
 }
 
 /// Reads a little-endian u32 length at the start of `bytes`.
-fn len(bytes: &[u8]) -> Result<(usize, &[u8]), Malformed> {
+pub(crate) fn len(bytes: &[u8]) -> Result<(usize, &[u8]), Malformed> {
     let (head, rest) = bytes.split_first_chunk::<4>().ok_or(Malformed)?;
     Ok((u32::from_le_bytes(*head) as usize, rest))
 }
@@ -736,7 +743,7 @@ fn u64(bytes: &[u8]) -> Result<(u64, &[u8]), Malformed> {
 }
 
 /// Length-prefixed bytes.
-fn chunk(bytes: &[u8]) -> Result<(&[u8], &[u8]), Malformed> {
+pub(crate) fn chunk(bytes: &[u8]) -> Result<(&[u8], &[u8]), Malformed> {
     let (n, rest) = len(bytes)?;
     if rest.len() < n {
         return Err(Malformed);
@@ -744,7 +751,7 @@ fn chunk(bytes: &[u8]) -> Result<(&[u8], &[u8]), Malformed> {
     Ok(rest.split_at(n))
 }
 
-fn text(bytes: &[u8]) -> Result<(&str, &[u8]), Malformed> {
+pub(crate) fn text(bytes: &[u8]) -> Result<(&str, &[u8]), Malformed> {
     let (b, rest) = chunk(bytes)?;
     Ok((std::str::from_utf8(b).map_err(|_| Malformed)?, rest))
 }
@@ -776,6 +783,18 @@ fn skip_key(bytes: &[u8]) -> Result<&[u8], Malformed> {
 /// The stored value at the start of `bytes`, and what follows it. Strings are checked to be
 /// UTF-8; nested arrays and entities are checked through (`depth` deep so far).
 pub(crate) fn view(bytes: &[u8], depth: usize) -> Result<(ValueView<'_>, &[u8]), Malformed> {
+    view_in(bytes, depth, false)
+}
+
+/// The stored value at the start of `bytes` and what follows it, checked through as [`view`]
+/// checks, and every key inside it decoded too (what a map over bytes nothing checked yet
+/// needs: [`slots`], and the derive's reads in name order).
+pub(crate) fn checked_view(bytes: &[u8]) -> Result<(ValueView<'_>, &[u8]), Malformed> {
+    view_in(bytes, 0, true)
+}
+
+/// [`view`], and with `keys`, [`checked_view`].
+fn view_in(bytes: &[u8], depth: usize, keys: bool) -> Result<(ValueView<'_>, &[u8]), Malformed> {
     if depth > MAX_DEPTH {
         return Err(Malformed);
     }
@@ -818,6 +837,9 @@ pub(crate) fn view(bytes: &[u8], depth: usize) -> Result<(ValueView<'_>, &[u8]),
         }
         KEY => {
             let after = skip_key(rest)?;
+            if keys {
+                Reader::new(rest).key()?;
+            }
             let key = &rest[..rest.len() - after.len()];
             (ValueView::Key(KeyView::Encoded(key)), after)
         }
@@ -825,7 +847,7 @@ pub(crate) fn view(bytes: &[u8], depth: usize) -> Result<(ValueView<'_>, &[u8]),
             let (n, elements) = len(rest)?;
             let mut after = elements;
             for _ in 0..n {
-                after = view(after, depth + 1)?.1;
+                after = view_in(after, depth + 1, keys)?.1;
             }
             let bytes = &elements[..elements.len() - after.len()];
             (
@@ -834,7 +856,7 @@ pub(crate) fn view(bytes: &[u8], depth: usize) -> Result<(ValueView<'_>, &[u8]),
             )
         }
         ENTITY => {
-            let after = skip_properties(rest, depth + 1)?;
+            let after = skip_properties(rest, depth + 1, keys)?;
             let bytes = &rest[..rest.len() - after.len()];
             (ValueView::Entity(MapView::Encoded(bytes)), after)
         }
@@ -849,28 +871,18 @@ pub(crate) fn written_value(bytes: &[u8]) -> Value {
 }
 
 /// Checks a stored property map at the start of `bytes`; returns what follows it.
-fn skip_properties(bytes: &[u8], depth: usize) -> Result<&[u8], Malformed> {
+fn skip_properties(bytes: &[u8], depth: usize, keys: bool) -> Result<&[u8], Malformed> {
     let (n, mut rest) = len(bytes)?;
     for _ in 0..n {
         rest = text(rest)?.1;
         let (_, after) = rest.split_first().ok_or(Malformed)?;
-        rest = view(after, depth)?.1;
+        rest = view_in(after, depth, keys)?.1;
     }
     Ok(rest)
 }
 
-/// Whether every key inside `value` (a view of checked bytes) decodes into a valid key.
-fn keys_decode(value: ValueView<'_>) -> bool {
-    match value {
-        ValueView::Key(KeyView::Encoded(bytes)) => Reader::new(bytes).key().is_ok(),
-        ValueView::Array(values) => values.iter().all(keys_decode),
-        ValueView::Entity(map) => map.iter().all(|(_, _, v)| keys_decode(v)),
-        _ => true,
-    }
-}
-
-/// The properties of a stored map, checked through (structure, depth, the UTF-8 of every
-/// string, geo points, keys): where each lies. Every view of checked bytes succeeds, which is
+/// The properties of a stored map, checked through (names in order, structure, depth, the
+/// UTF-8 of every string, geo points, keys): where each lies. Every view of checked bytes succeeds, which is
 /// what lets the views of a [`Stored`] map never fail.
 pub(crate) fn slots(bytes: &[u8]) -> Result<Vec<Slot>, Malformed> {
     let (n, mut rest) = len(bytes)?;
@@ -879,16 +891,19 @@ pub(crate) fn slots(bytes: &[u8]) -> Result<Vec<Slot>, Malformed> {
     }
     let at = |rest: &[u8]| u32::try_from(bytes.len() - rest.len()).map_err(|_| Malformed);
     let mut slots = Vec::with_capacity(n);
+    let mut last: Option<&str> = None;
     for _ in 0..n {
         let (name, after) = text(rest)?;
+        // Names are stored strictly increasing (lookups by name rely on it).
+        if last.is_some_and(|last| last >= name) {
+            return Err(Malformed);
+        }
+        last = Some(name);
         let name_end = at(after)?;
         let name_start = name_end - u32::try_from(name.len()).map_err(|_| Malformed)?;
         let (&excluded, after) = after.split_first().ok_or(Malformed)?;
         let value_start = at(after)?;
-        let (value, after) = view(after, 0)?;
-        if !keys_decode(value) {
-            return Err(Malformed);
-        }
+        let (_, after) = checked_view(after)?;
         rest = after;
         slots.push(Slot {
             name: (name_start, name_end),
@@ -1041,7 +1056,17 @@ pub struct ValueRef<'a>(pub(crate) ValueView<'a>);
 
 impl<'a> ValueRef<'a> {
     /// The value, decoded; an error when part of it cannot be read.
+    #[inline]
     pub fn to_value(self) -> Result<Value, DecodeError> {
+        // Scalars first, inline: what most fields read, without the general decoder's call.
+        match self.0 {
+            ValueView::Null => return Ok(Value::Null),
+            ValueView::Boolean(b) => return Ok(Value::Boolean(b)),
+            ValueView::Integer(i) => return Ok(Value::Integer(i)),
+            ValueView::Double(d) => return Ok(Value::Double(d)),
+            ValueView::Timestamp(t) => return Ok(Value::Timestamp(t)),
+            _ => {}
+        }
         self.0.to_value().map_err(|Malformed| DecodeError {
             path: String::new(),
             expected: "a value".to_owned(),

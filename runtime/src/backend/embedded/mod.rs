@@ -57,7 +57,7 @@ use std::time::Duration;
 use self::answer::Answers;
 use self::history::{AsOf, History};
 use self::ids::Ids;
-use self::index::{Composite, decode_entity, encode_entity};
+use self::index::{Composite, encode_entity};
 use self::locks::{Locking, Locks};
 use self::store::{Batch, Memory, Redb, Store};
 use self::transactions::{Transaction, Transactions};
@@ -408,10 +408,7 @@ pub(crate) fn stored_form<E: Entity>(entity: &E) -> Result<Vec<u8>, Error> {
 
 /// `E` from its stored form under `key`: what a get converts back.
 pub(crate) fn from_stored_form<E: Entity>(key: &RawKey, bytes: &[u8]) -> Result<E, Error> {
-    let properties = decode_entity(bytes).ok_or_else(|| Error::Storage {
-        reason: "a stored entity is malformed".to_owned(),
-    })?;
-    E::from_entity(key, properties)
+    E::from_stored(key, bytes)
 }
 
 impl State {

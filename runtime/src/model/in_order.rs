@@ -1,0 +1,108 @@
+//! An entity's stored form read in one pass, in name order, the order the derive reads its
+//! fields in: each property is checked where it lies (its name, structure, strings, keys,
+//! depth — what [`PropertyMap::from_stored`](crate::model::value::PropertyMap) checks) and
+//! read once, straight into the field; properties the type does not know are checked and
+//! passed over. No map, no slot table, no copy of the bytes. Not a public API: the derive's
+//! `from_stored` calls it (through `model/generated.rs`).
+
+use crate::error::Error;
+use std::cmp::Ordering;
+
+use crate::model::stored::{ValueView, checked_view, chunk, len};
+
+/// A stored property map being read front to back (see the module docs).
+pub struct InOrder<'a> {
+    /// The properties not read yet.
+    rest: &'a [u8],
+    /// How many they are.
+    left: usize,
+    /// The name of the last property read: names are stored strictly increasing.
+    last: Option<&'a [u8]>,
+    /// Whether the bytes were found malformed; [`InOrder::finish`] reports it.
+    malformed: bool,
+}
+
+impl<'a> InOrder<'a> {
+    /// A reader of the stored property map `bytes`.
+    pub fn new(bytes: &'a [u8]) -> InOrder<'a> {
+        match len(bytes) {
+            Ok((left, rest)) if left <= rest.len() => InOrder {
+                rest,
+                left,
+                last: None,
+                malformed: false,
+            },
+            _ => InOrder {
+                rest: &[],
+                left: 0,
+                last: None,
+                malformed: true,
+            },
+        }
+    }
+
+    /// The value of property `name`, if the map has it. Names must be asked for in
+    /// increasing order; the properties before `name` are checked and passed over.
+    pub(crate) fn find(&mut self, name: &str) -> Option<ValueView<'a>> {
+        while self.left > 0 && !self.malformed {
+            let Ok((stored, after)) = chunk(self.rest) else {
+                self.malformed = true;
+                break;
+            };
+            // Compared as bytes: a stored name equal to `name` is UTF-8 without a check, and
+            // one after it is checked when it is read or passed over.
+            let found = match stored.cmp(name.as_bytes()) {
+                Ordering::Greater => return None,
+                Ordering::Equal => Some(name),
+                Ordering::Less => None,
+            };
+            let Some(value) = self.next(stored, found, after) else {
+                self.malformed = true;
+                break;
+            };
+            if found.is_some() {
+                return Some(value);
+            }
+        }
+        None
+    }
+
+    /// Checks the property named `stored` (already known to be the UTF-8 `checked` when
+    /// given) whose flag and value start `after`, and moves past it.
+    fn next(
+        &mut self,
+        stored: &'a [u8],
+        checked: Option<&str>,
+        after: &'a [u8],
+    ) -> Option<ValueView<'a>> {
+        if checked.is_none() {
+            std::str::from_utf8(stored).ok()?;
+        }
+        if self.last.is_some_and(|last| last >= stored) {
+            return None;
+        }
+        let (_excluded, after) = after.split_first()?;
+        let (value, after) = checked_view(after).ok()?;
+        self.rest = after;
+        self.left -= 1;
+        self.last = Some(stored);
+        Some(value)
+    }
+
+    /// Checks the properties left unread; an error if anything in the map was malformed (the
+    /// fields read from it are then not to be trusted either).
+    pub fn finish(mut self) -> Result<(), Error> {
+        while self.left > 0 && !self.malformed {
+            match chunk(self.rest) {
+                Ok((name, after)) => self.malformed = self.next(name, None, after).is_none(),
+                Err(_) => self.malformed = true,
+            }
+        }
+        match self.malformed || !self.rest.is_empty() {
+            true => Err(Error::Storage {
+                reason: "a stored entity is malformed".to_owned(),
+            }),
+            false => Ok(()),
+        }
+    }
+}
