@@ -82,7 +82,16 @@ pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
                 #build
             }
         });
-        (quote!(#(#reads)* #build), from_stored)
+        // A map that is the stored form, unread (the embedded engine's answers), is read in
+        // one pass too.
+        let one_pass = from_stored.is_some().then(|| {
+            quote! {
+                if let #p::Option::Some(__bytes) = __properties.unread_stored() {
+                    return <Self as #p::Entity>::from_stored(__key, __bytes);
+                }
+            }
+        });
+        (quote!(#one_pass #(#reads)* #build), from_stored)
     });
     let (from_entity, from_stored) = from_entity.unzip();
     // A stub, or an entity whose key is missing (a reported mistake), never converts.

@@ -32,6 +32,21 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// What a lookup finds: one slot per key, in the order of the keys.
 pub type Found = Vec<Option<PropertyMap>>;
 
+/// An entity a lookup found, as [`Backend::lookup_each`] hands it over: its properties in the
+/// embedded engine's stored form (read straight into a typed entity, see
+/// `Entity::from_stored`), or as a map. Not a public API.
+#[doc(hidden)]
+pub enum FoundEntity<'a> {
+    /// The stored form's bytes.
+    Stored(&'a [u8]),
+    /// The properties.
+    Map(PropertyMap),
+}
+
+/// What [`Backend::lookup_each`] hands each entity found to, with its key's position.
+#[doc(hidden)]
+pub type ReadFound<'r> = dyn FnMut(usize, FoundEntity<'_>) -> Result<(), Error> + Send + 'r;
+
 /// A transaction handle issued by [`Backend::begin_transaction`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TransactionId(pub Vec<u8>);
@@ -62,6 +77,27 @@ pub trait Backend: Send + Sync + 'static {
         keys: &'a [RawKey],
         transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<Vec<Option<PropertyMap>>, Error>>;
+
+    /// Looks `keys` up outside any transaction and hands each entity found to `read`, with
+    /// its key's position, as it lies: the embedded engine gives its stored bytes, which the
+    /// derive reads in one pass without building a map. The default looks up and gives the
+    /// maps. Not a public API.
+    #[doc(hidden)]
+    fn lookup_each<'a>(
+        &'a self,
+        keys: &'a [RawKey],
+        read: &'a mut ReadFound<'_>,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            let found = self.lookup(keys, None).await?;
+            for (i, properties) in found.into_iter().enumerate() {
+                if let Some(properties) = properties {
+                    read(i, FoundEntity::Map(properties))?;
+                }
+            }
+            Ok(())
+        })
+    }
 
     /// Applies all mutations atomically, or none. Returns each mutation's complete key
     /// (allocated ids filled in). With a transaction, also ends it.

@@ -2,6 +2,7 @@
 //! companions — a random replica of each replicated entity, every shard of every counter
 //! (R-S1, R-S2) — and turns what comes back into typed entities.
 
+use crate::backend::FoundEntity;
 use crate::error::Error;
 use crate::format::companion::{check_owner, companion_key, from_replica, shard_count};
 use crate::model::entity::Entity;
@@ -69,6 +70,9 @@ pub(crate) async fn load<E: Entity>(
         .iter()
         .map(|k| scope.outgoing(k.raw()))
         .collect::<Result<_, _>>()?;
+    if replicas.is_none() && schema.counters.is_empty() && transaction.is_none() {
+        return read_each(scope, &owners).await;
+    }
     let shards_each: usize = schema.counters.iter().map(|c| c.shards as usize).sum();
     let mut wanted = Vec::with_capacity(owners.len() * (1 + shards_each));
     for owner in &owners {
@@ -119,6 +123,22 @@ pub(crate) async fn load<E: Entity>(
             .transpose()
         })
         .collect()
+}
+
+/// Reads entities without companions outside a transaction: each as the backend hands it
+/// over, the embedded engine's stored form read straight into the entity.
+async fn read_each<E: Entity>(scope: &Scope, keys: &[RawKey]) -> Result<Vec<Option<E>>, Error> {
+    let mut entities: Vec<Option<E>> = std::iter::repeat_with(|| None).take(keys.len()).collect();
+    let mut read = |i: usize, found: FoundEntity<'_>| {
+        let key = &keys[i];
+        entities[i] = Some(match found {
+            FoundEntity::Stored(bytes) => E::from_stored(key, bytes)?,
+            FoundEntity::Map(properties) => E::from_entity(key, properties)?,
+        });
+        Ok(())
+    };
+    scope.backend.lookup_each(keys, &mut read).await?;
+    Ok(entities)
 }
 
 /// Puts each counter's total where the entity's field reads it from.

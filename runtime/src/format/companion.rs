@@ -50,7 +50,7 @@ fn companion_name(owner: &RawKey, slot: u32) -> KeyName {
 }
 
 /// The key of companion `slot` of `owner`, of kind `kind`, in the owner's partition.
-pub(crate) fn companion_key(owner: &RawKey, kind: &str, slot: u32) -> RawKey {
+pub(crate) fn companion_key(owner: &RawKey, kind: &'static str, slot: u32) -> RawKey {
     RawKey::child(
         None,
         kind,

@@ -1,5 +1,6 @@
 //! Keys: validated ids, untyped [`RawKey`]s, and typed [`Key<E>`]s.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -144,7 +145,8 @@ impl PartialOrd for IdOrName {
 /// One element of a key's path: a kind and, unless the key is incomplete, an id or name.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PathElement {
-    kind: String,
+    /// Borrowed for the kinds the derive checked (a typed key's kind costs no allocation).
+    kind: Cow<'static, str>,
     id_or_name: Option<IdOrName>,
 }
 
@@ -153,20 +155,26 @@ impl PathElement {
     pub fn new(kind: impl Into<String>, id_or_name: Option<IdOrName>) -> Result<Self, Error> {
         let kind = kind.into();
         validate(NameRole::Kind, &kind)?;
-        Ok(PathElement { kind, id_or_name })
+        Ok(PathElement {
+            kind: Cow::Owned(kind),
+            id_or_name,
+        })
     }
 
     /// An element as another client stored it, its kind unchecked (reads are lenient).
     #[cfg(feature = "cloud")]
     pub(crate) fn stored(kind: String, id_or_name: Option<IdOrName>) -> Self {
-        PathElement { kind, id_or_name }
+        PathElement {
+            kind: Cow::Owned(kind),
+            id_or_name,
+        }
     }
 
     /// For kinds checked at compile time by the derive.
-    pub(crate) fn trusted(kind: &str, id_or_name: Option<IdOrName>) -> Self {
+    pub(crate) fn trusted(kind: &'static str, id_or_name: Option<IdOrName>) -> Self {
         debug_assert!(validate(NameRole::Kind, kind).is_ok());
         PathElement {
-            kind: kind.to_owned(),
+            kind: Cow::Borrowed(kind),
             id_or_name,
         }
     }
@@ -284,7 +292,7 @@ impl RawKey {
     /// A root key (no parent) or a child of `parent`, of a kind already validated.
     pub(crate) fn child(
         parent: Option<&RawKey>,
-        kind: &str,
+        kind: &'static str,
         id_or_name: Option<IdOrName>,
     ) -> RawKey {
         let element = PathElement::trusted(kind, id_or_name);

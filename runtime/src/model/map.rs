@@ -79,7 +79,7 @@ impl PropertyMap {
         PropertyMap {
             repr: Repr::Stored(Stored {
                 bytes: stored,
-                slots: Vec::with_capacity(properties),
+                slots: OnceLock::from(Vec::with_capacity(properties)),
                 front: 0,
                 exact: true,
                 decoded: OnceLock::new(),
@@ -98,7 +98,7 @@ impl PropertyMap {
     ) {
         let in_order = match &self.repr {
             Repr::Stored(s) => s
-                .slots
+                .slots()
                 .last()
                 .is_none_or(|last| s.range(last.name) < name.as_bytes()),
             _ => true,
@@ -124,7 +124,7 @@ impl PropertyMap {
             && s.exact
         {
             debug_assert!(
-                s.slots
+                s.slots()
                     .last()
                     .is_none_or(|last| s.range(last.name) < name.as_bytes())
             );
@@ -141,14 +141,13 @@ impl PropertyMap {
             let value_end = w.bytes.len();
             s.bytes = w.bytes;
             let at = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-            s.slots.push(Slot {
+            let slots = s.slots_mut();
+            slots.push(Slot {
                 name: (at(name_start), at(name_end)),
                 value: (at(value_start), at(value_end)),
                 excluded,
             });
-            let count = u32::try_from(s.slots.len())
-                .unwrap_or(u32::MAX)
-                .to_le_bytes();
+            let count = u32::try_from(slots.len()).unwrap_or(u32::MAX).to_le_bytes();
             s.bytes[..4].copy_from_slice(&count);
             return;
         }
@@ -187,12 +186,12 @@ impl PropertyMap {
                     Some(first) if s.range(first.name) == name.as_bytes() => s.front,
                     _ => s.find(name).ok()?,
                 };
-                let slot = s.slots[i];
+                let slot = s.slots()[i];
                 let value = read(ValueRef(s.view(&slot)));
                 if i == s.front {
                     s.front += 1;
                 } else {
-                    s.slots.remove(i);
+                    s.slots_mut().remove(i);
                 }
                 s.exact = false;
                 Some(value)

@@ -953,7 +953,18 @@ impl PropertyMap {
     /// A map over stored bytes, checked (names, lengths, UTF-8 of every string), not decoded.
     pub(crate) fn from_stored(bytes: Vec<u8>) -> Result<PropertyMap, Malformed> {
         let slots = slots(&bytes)?;
-        Ok(PropertyMap {
+        Ok(PropertyMap::over_stored(bytes, OnceLock::from(slots)))
+    }
+
+    /// A map over stored bytes this process's [`Writer`] wrote (the embedded engine's memory
+    /// store keeps nothing else): not checked again, and not even split into properties until
+    /// something asks — the derive reads such a map in one pass (`in_order.rs`).
+    pub(crate) fn from_written(bytes: Vec<u8>) -> PropertyMap {
+        PropertyMap::over_stored(bytes, OnceLock::new())
+    }
+
+    fn over_stored(bytes: Vec<u8>, slots: OnceLock<Vec<Slot>>) -> PropertyMap {
+        PropertyMap {
             repr: Repr::Stored(Stored {
                 bytes,
                 slots,
@@ -961,7 +972,17 @@ impl PropertyMap {
                 exact: true,
                 decoded: OnceLock::new(),
             }),
-        })
+        }
+    }
+
+    /// The stored form, when the map is exactly that and nothing read it yet: what the
+    /// derive reads in one pass. Not a public API.
+    #[doc(hidden)]
+    pub fn unread_stored(&self) -> Option<&[u8]> {
+        match &self.repr {
+            Repr::Stored(s) if s.exact && s.decoded.get().is_none() => Some(&s.bytes),
+            _ => None,
+        }
     }
 
     /// The stored form, when the map is exactly that already.
@@ -992,7 +1013,7 @@ impl PropertyMap {
                 (property.excluded, ValueView::of(&property.value))
             }),
             Repr::Stored(s) => s.find(name).ok().map(|i| {
-                let slot = &s.slots[i];
+                let slot = &s.slots()[i];
                 (slot.excluded, s.view(slot))
             }),
             #[cfg(feature = "cloud")]
@@ -1014,7 +1035,23 @@ impl PropertyMap {
     }
 }
 
+/// Why the slots of a map's bytes are found: the bytes were checked, or written by this
+/// process's writer (which writes nothing it could not read back).
+const CHECKED_BYTES: &str = "a stored map's bytes are checked or written by this process";
+
 impl Stored {
+    /// Every slot, taken out or not.
+    pub(crate) fn slots(&self) -> &[Slot] {
+        self.slots
+            .get_or_init(|| slots(&self.bytes).expect(CHECKED_BYTES))
+    }
+
+    /// Every slot, to change.
+    pub(crate) fn slots_mut(&mut self) -> &mut Vec<Slot> {
+        self.slots();
+        self.slots.get_mut().expect("just found")
+    }
+
     /// The value of `slot`. The bytes were checked through when the map was made (by
     /// [`slots`], or written by a [`Writer`], which writes nothing it could not read back)
     /// and never change, so viewing them cannot fail: the `Null` below is never reached.

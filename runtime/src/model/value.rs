@@ -157,8 +157,10 @@ pub(crate) struct Entry {
 #[derive(Clone)]
 pub(crate) struct Stored {
     pub(crate) bytes: Vec<u8>,
-    /// Where each property is, in name order; the first `front` were taken out.
-    pub(crate) slots: Vec<Slot>,
+    /// Where each property is, in name order; the first `front` were taken out. Found when
+    /// first needed for bytes the embedded engine wrote in this process (checked by
+    /// construction), and by the check itself for others (see `PropertyMap::from_stored`).
+    pub(crate) slots: OnceLock<Vec<Slot>>,
     pub(crate) front: usize,
     /// Whether `bytes` holds exactly the slots (none was taken out).
     pub(crate) exact: bool,
@@ -240,7 +242,7 @@ impl Stored {
 
     /// The slots not taken out.
     pub(crate) fn live(&self) -> &[Slot] {
-        self.slots.get(self.front..).unwrap_or_default()
+        self.slots().get(self.front..).unwrap_or_default()
     }
 
     /// `name`'s place among all the slots (live ones only).

@@ -141,6 +141,10 @@ impl<'s> Counting<'s> {
 }
 
 impl Store for Counting<'_> {
+    fn written_here(&self) -> bool {
+        self.inner.written_here()
+    }
+
     fn get(&self, table: &str, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> Result<bool, Error> {
         let found = self.inner.get(table, key, visit)?;
         if found {

@@ -49,7 +49,9 @@ pub(super) fn write(
         let mut before = None;
         store.get(ENTITIES, &at, &mut |v| before = Some(v.to_vec()))?;
         let stored = match &before {
-            Some(bytes) => Some(decode_entity(bytes).ok_or_else(exec::corrupt)?),
+            Some(bytes) => {
+                Some(decode_entity(bytes.clone(), store.written_here()).ok_or_else(exec::corrupt)?)
+            }
             None => None,
         };
         let composites = index::of_kind(composites, key.kind());

@@ -312,8 +312,9 @@ pub(super) fn results(
 /// The entity stored under `at` (an entities-table key).
 pub(crate) fn load(store: &dyn Store, at: &[u8]) -> Result<Option<PropertyMap>, Error> {
     let mut decoded = None;
+    let written_here = store.written_here();
     store.get(ENTITIES, at, &mut |bytes| {
-        decoded = Some(index::decode_entity(bytes));
+        decoded = Some(index::decode_entity(bytes.to_vec(), written_here));
     })?;
     decoded.map(|d| d.ok_or_else(corrupt)).transpose()
 }

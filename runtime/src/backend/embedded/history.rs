@@ -255,7 +255,8 @@ impl AsOf<'_> {
                 .map_or(&[][..], Vec::as_slice);
             // The entries of a stored form: present at this version (`then`) or hidden.
             let mut entries = |bytes: &[u8], then: bool| -> Result<(), Error> {
-                let properties = decode_entity(bytes).ok_or_else(corrupt)?;
+                let properties =
+                    decode_entity(bytes.to_vec(), self.store.written_here()).ok_or_else(corrupt)?;
                 for (t, entry) in index::entries(&key, &properties, composites) {
                     if t == table && RangeBounds::<[u8]>::contains(&range, entry.as_slice()) {
                         out.insert(entry, then.then(Vec::new));
@@ -278,6 +279,11 @@ impl AsOf<'_> {
 }
 
 impl Store for AsOf<'_> {
+    fn written_here(&self) -> bool {
+        // The past versions came from the store.
+        self.store.written_here()
+    }
+
     fn get(&self, table: &str, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> Result<bool, Error> {
         if table == ENTITIES
             && !self.current()

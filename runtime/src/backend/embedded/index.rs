@@ -286,8 +286,11 @@ pub(crate) fn encode_entity(properties: PropertyMap) -> Vec<u8> {
 
 /// What [`encode_entity`] wrote, checked but not decoded: the derive reads its fields
 /// straight out of it. `None` if it is malformed.
-pub(crate) fn decode_entity(bytes: &[u8]) -> Option<PropertyMap> {
-    PropertyMap::from_stored(bytes.to_vec()).ok()
+pub(crate) fn decode_entity(bytes: Vec<u8>, written_here: bool) -> Option<PropertyMap> {
+    match written_here {
+        true => Some(PropertyMap::from_written(bytes)),
+        false => PropertyMap::from_stored(bytes).ok(),
+    }
 }
 
 /// R-I5 counts a composite index's entries from its columns.

@@ -61,8 +61,9 @@ use self::index::{Composite, encode_entity};
 use self::locks::{Locking, Locks};
 use self::store::{Batch, Memory, Redb, Store};
 use self::transactions::{Transaction, Transactions};
-use super::{Backend, BoxFuture, Mutation, TransactionId, TransactionMode};
+use super::{Backend, BoxFuture, FoundEntity, Mutation, ReadFound, TransactionId, TransactionMode};
 use crate::error::{Error, ServiceCode};
+use crate::format::file::ENTITIES;
 use crate::format::keycode;
 use crate::model::entity::Entity;
 use crate::model::key::{PartitionId, RawKey};
@@ -277,6 +278,21 @@ impl Backend for Embedded {
             }
             self.state().lookup(keys, transaction)
         })
+    }
+
+    fn lookup_each<'a>(
+        &'a self,
+        keys: &'a [RawKey],
+        read: &'a mut ReadFound<'_>,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        // The stored forms are copied out under the lock into one buffer, and read after it
+        // (no caller's code runs under the lock).
+        let found = self.state().lookup_stored(keys);
+        Box::pin(ready(found.and_then(|(bytes, found)| {
+            found
+                .into_iter()
+                .try_for_each(|(i, range)| read(i, FoundEntity::Stored(&bytes[range])))
+        })))
     }
 
     fn commit<'a>(
@@ -566,6 +582,33 @@ impl State {
             .collect::<Result<_, _>>()?;
         self.record_reads(transaction, at)?;
         Ok(found)
+    }
+
+    /// The stored forms of the entities under `keys` (outside any transaction), back to back
+    /// in one buffer: each found key's position and where its bytes lie.
+    #[allow(clippy::type_complexity)]
+    fn lookup_stored(
+        &mut self,
+        keys: &[RawKey],
+    ) -> Result<(Vec<u8>, Vec<(usize, std::ops::Range<usize>)>), Error> {
+        if let Some(k) = keys.iter().find(|k| !k.is_complete()) {
+            return Err(invalid_key(k, "a lookup needs complete keys"));
+        }
+        keys.iter().try_for_each(check_ancestors)?;
+        let view = self.view(None);
+        let mut bytes = Vec::new();
+        let mut found = Vec::with_capacity(keys.len());
+        let mut at = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            at.clear();
+            keycode::key(&mut at, key);
+            view.get(ENTITIES, &at, &mut |stored| {
+                let start = bytes.len();
+                bytes.extend_from_slice(stored);
+                found.push((i, start..bytes.len()));
+            })?;
+        }
+        Ok((bytes, found))
     }
 
     fn allocate_ids(&mut self, keys: Vec<RawKey>) -> Result<Vec<RawKey>, Error> {

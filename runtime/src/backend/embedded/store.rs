@@ -70,6 +70,13 @@ pub(crate) trait Store {
 
     /// Applies `batch` atomically.
     fn apply(&mut self, batch: Batch) -> Result<(), Error>;
+
+    /// Whether every entity this store holds was written by this process's stored-form
+    /// writer, which writes nothing it could not read back: reading one back needs no check
+    /// (the memory store). A file's entities are checked on every read.
+    fn written_here(&self) -> bool {
+        false
+    }
 }
 
 /// The tables in memory. Keys up to 56 bytes (most: an entity key, an index entry of a short
@@ -118,6 +125,11 @@ fn is_empty(range: &Range<'_>) -> bool {
 }
 
 impl Store for Memory {
+    fn written_here(&self) -> bool {
+        // Filled only by commits, whose maps are checked or written by the writer.
+        true
+    }
+
     fn get(&self, table: &str, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> Result<bool, Error> {
         let value = match table {
             ENTITIES => self.entities.get(key),
