@@ -28,6 +28,15 @@ pub(crate) enum Op {
     Delete(Cow<'static, str>, Vec<u8>),
 }
 
+impl Op {
+    /// The table and key written.
+    fn at(&self) -> (&str, &[u8]) {
+        match self {
+            Op::Put(table, key, _) | Op::Delete(table, key) => (table, key),
+        }
+    }
+}
+
 /// Writes applied together, in order: all or none.
 #[derive(Default)]
 pub(crate) struct Batch {
@@ -229,6 +238,7 @@ type Opener = Box<dyn Fn() -> Result<redb::Database, redb::DatabaseError> + Send
 
 type Definition<'a> = redb::TableDefinition<'a, &'static [u8], &'static [u8]>;
 type ReadTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
+type WriteTable<'t> = redb::Table<'t, &'static [u8], &'static [u8]>;
 
 impl Redb {
     /// Opens (or creates) the file at `path`. Another process holding it open is a clear
@@ -578,35 +588,33 @@ impl Store for Redb {
 }
 
 impl Redb {
-    /// Applies `batch` in one durable redb transaction, every value sealed.
-    fn write(&self, batch: Batch) -> Result<(), Error> {
+    /// Applies `batch` in one durable redb transaction, every value sealed: one table after
+    /// another, each in key order (a copy-on-write B-tree then changes each page it touches
+    /// in one run instead of going back to it), the writes to one key in their order.
+    fn write(&self, mut batch: Batch) -> Result<(), Error> {
         let write = self
             .database()?
             .begin_write()
             .map_err(|e| self.error("cannot write", e))?;
+        batch.ops.sort_by(|a, b| a.at().cmp(&b.at()));
         {
-            let mut open: HashMap<
-                Cow<'static, str>,
-                redb::Table<'_, &'static [u8], &'static [u8]>,
-            > = HashMap::new();
-            for op in batch.ops {
-                let (table, key, value) = match op {
-                    Op::Put(table, key, value) => (table, key, Some(value)),
-                    Op::Delete(table, key) => (table, key, None),
-                };
-                let value = value.map(|v| seal(&table, &key, &v));
-                let t = match open.entry(table) {
-                    std::collections::hash_map::Entry::Occupied(t) => t.into_mut(),
-                    std::collections::hash_map::Entry::Vacant(slot) => {
+            let mut open: Option<(&str, WriteTable<'_>)> = None;
+            for op in &batch.ops {
+                let (table, key) = op.at();
+                let t = match &mut open {
+                    Some((name, t)) if *name == table => t,
+                    _ => {
                         let t = write
-                            .open_table(Definition::new(slot.key()))
+                            .open_table(Definition::new(table))
                             .map_err(|e| self.error("cannot write", e))?;
-                        slot.insert(t)
+                        &mut open.insert((table, t)).1
                     }
                 };
-                match value {
-                    Some(value) => t.insert(key.as_slice(), value.as_slice()).map(drop),
-                    None => t.remove(key.as_slice()).map(drop),
+                match op {
+                    Op::Put(table, key, value) => t
+                        .insert(key.as_slice(), seal(table, key, value).as_slice())
+                        .map(drop),
+                    Op::Delete(..) => t.remove(key).map(drop),
                 }
                 .map_err(|e| self.error("cannot write", e))?;
             }
