@@ -18,7 +18,8 @@ pub fn orders(n: i64) -> Vec<Order> {
     (1..=n).map(order).collect()
 }
 
-fn key(id: i64) -> pb::Key {
+/// The key of order `id`, built by hand.
+pub fn key(id: i64) -> pb::Key {
     pb::Key {
         partition_id: Some(pb::PartitionId {
             project_id: PROJECT.to_owned(),
@@ -190,6 +191,15 @@ pub fn order_by_hand(entity: pb::Entity) -> Order {
         note: text(&mut p, "note"),
         tags,
         shipping,
+    }
+}
+
+/// The lookup of orders 1 to `n`, outside a transaction.
+pub fn lookup_by_hand(n: i64) -> pb::LookupRequest {
+    pb::LookupRequest {
+        project_id: PROJECT.to_owned(),
+        keys: (1..=n).map(key).collect(),
+        ..pb::LookupRequest::default()
     }
 }
 
