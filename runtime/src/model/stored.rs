@@ -258,6 +258,7 @@ impl Writer {
     }
 
     /// A viewed value, stopping one level past the limit as [`Writer::value`] does.
+    #[cfg(feature = "cloud")]
     fn view_at(&mut self, value: ValueView<'_>, depth: usize) {
         match value {
             ValueView::Array(_) if depth >= MAX_NESTING => {
@@ -602,6 +603,7 @@ pub(crate) fn wire_excluded(value: &pb::Value) -> bool {
 impl<'a> KeyView<'a> {
     /// The key, decoded (`None` only for corrupt bytes, which the store's check refused).
     /// The key of a map checked when it was built (see [`ValueView::checked_value`]).
+    #[cfg(feature = "cloud")]
     pub(crate) fn checked_key(self) -> RawKey {
         self.to_key().expect(CHECKED)
     }
