@@ -9,12 +9,14 @@ use std::sync::OnceLock;
 use crate::model::sink::ValueWriter;
 #[cfg(feature = "cloud")]
 use crate::model::sink::put_wire;
+#[cfg(feature = "cloud")]
+use crate::model::stored::ValueView;
 use crate::model::stored::{ValueRef, Writer, written_value};
 use crate::model::value::{
     DecodeError, Entries, Entry, Property, PropertyMap, Repr, Slot, Stored, Value,
 };
 #[cfg(feature = "cloud")]
-use crate::model::wire_map::{decode_wire, property_from_wire};
+use crate::model::wire_map::{decode_wire, property_from_wire, wire_scalar};
 
 /// Dropped without recursion (see [`Value`]).
 impl Drop for PropertyMap {
@@ -201,6 +203,11 @@ impl PropertyMap {
             Repr::Wire(w) if w.decoded.get().is_none() => {
                 let value = w.properties.remove(name)?;
                 w.size = std::sync::OnceLock::new();
+                // A scalar is read where it lies; a string, bytes, a key, an array or an
+                // entity is moved out through a `Value`, its strings moved, not copied.
+                if wire_scalar(&value) {
+                    return Some(read(ValueRef(ValueView::wire(&value, &w.partitions))));
+                }
                 Some(match property_from_wire(value, &w.partitions) {
                     Ok(p) => from_value(p.value),
                     // `from_wire` checked every value: not expected.

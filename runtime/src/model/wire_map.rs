@@ -103,6 +103,21 @@ fn wire_properties<'a>(
         .collect()
 }
 
+/// Whether `value` is a null, a boolean, a number or a timestamp: read from its view, it
+/// owns nothing to move.
+pub(crate) fn wire_scalar(value: &pb::Value) -> bool {
+    matches!(
+        value.value_type,
+        None | Some(
+            V::NullValue(_)
+                | V::BooleanValue(_)
+                | V::IntegerValue(_)
+                | V::DoubleValue(_)
+                | V::TimestampValue(_)
+        )
+    )
+}
+
 /// A value from the service, owned: strings and byte strings are moved, not copied.
 pub(crate) fn property_from_wire(
     value: pb::Value,
@@ -121,15 +136,15 @@ pub(crate) fn property_from_wire(
         Some(V::KeyValue(k)) => Value::Key(partitions.raw_key(k)?),
         Some(V::EntityValue(e)) => Value::Entity(from_wire_properties(e.properties, partitions)?),
         Some(V::ArrayValue(a)) => {
+            // The flag lives on the elements of an array.
+            let excluded = a.values.first().is_some_and(|v| v.exclude_from_indexes);
             let elements = a
                 .values
                 .into_iter()
-                .map(|v| property_from_wire(v, partitions))
+                .map(|v| property_from_wire(v, partitions).map(|p| p.value))
                 .collect::<Result<Vec<_>, _>>()?;
-            // The flag lives on the elements of an array.
-            let excluded = elements.first().is_some_and(|p| p.excluded);
             return Ok(Property {
-                value: Value::Array(elements.into_iter().map(|p| p.value).collect()),
+                value: Value::Array(elements),
                 excluded,
             });
         }
