@@ -482,3 +482,60 @@ fn values_nested_a_hundred_thousand_levels_are_walked_without_recursion() {
         .join()
         .expect("walked within 256 KiB of stack");
 }
+
+/// A value whose hand-written `write_value` announces an array of three and writes one.
+#[derive(Debug, Clone, PartialEq)]
+struct Miscounted;
+
+impl PropertyType for Miscounted {
+    type Operand = Miscounted;
+    type Growth = datastore_entity::Steady;
+    fn to_value(&self) -> Value {
+        Value::Array(vec![Value::Integer(1)])
+    }
+    fn from_value(_: Value) -> Result<Self, datastore_entity::DecodeError> {
+        Ok(Miscounted)
+    }
+    fn write_value(&self, w: &mut datastore_entity::__private::ValueWriter<'_>) {
+        w.array(3);
+        w.integer(1);
+    }
+}
+
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Miscounting")]
+struct Miscounting {
+    #[key]
+    id: KeyId,
+    #[exclude_from_index]
+    v: Miscounted,
+    after: i64,
+}
+
+/// What the embedded engine keeps reads back: an entity whose stored form does not (a
+/// `write_value` that miscounts its array) is refused with the property named, nothing
+/// written, on the memory store (which reads its entities back unchecked) and on a file.
+#[tokio::test]
+async fn a_stored_form_that_does_not_read_back_is_refused_and_nothing_is_written() {
+    let path = std::env::temp_dir().join(format!("miscounted-{}.redb", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    for db in [Db::in_memory(), Db::open(&path).unwrap()] {
+        let entity = Miscounting {
+            id: KeyId::new(1).unwrap(),
+            v: Miscounted,
+            after: 2,
+        };
+        match db.put(&entity).await {
+            Err(Error::InvalidValue {
+                property, reason, ..
+            }) => {
+                assert_eq!(property, "v");
+                assert!(reason.contains("does not read back"), "{reason}");
+            }
+            other => panic!("expected InvalidValue, got {other:?}"),
+        }
+        assert_eq!(db.get(&Miscounting::key(entity.id)).await.unwrap(), None);
+        assert_eq!(db.query::<Miscounting>().count().await.unwrap(), 0);
+    }
+    let _ = std::fs::remove_file(&path);
+}

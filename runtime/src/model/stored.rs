@@ -977,6 +977,27 @@ impl PropertyMap {
         }
     }
 
+    /// When the map is stored bytes that do not read back (a `write_value` that wrote fewer
+    /// or more values than an array it announced), the property they fail at (empty when no
+    /// single one can be named); `None` for every map that reads back, as every other form
+    /// does by construction.
+    pub(crate) fn unreadable(&self) -> Option<String> {
+        let Repr::Stored(s) = &self.repr else {
+            return None;
+        };
+        if slots(&s.bytes).is_ok() {
+            return None;
+        }
+        let named = s.slots.get().and_then(|slots| {
+            slots.iter().find(|slot| {
+                checked_view(s.range(slot.value))
+                    .ok()
+                    .is_none_or(|(_, rest)| !rest.is_empty())
+            })
+        });
+        Some(named.map_or_else(String::new, |slot| s.name(slot).to_owned()))
+    }
+
     /// The stored form, when the map is exactly that and nothing read it yet: what the
     /// derive reads in one pass. Not a public API.
     #[doc(hidden)]

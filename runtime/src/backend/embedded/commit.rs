@@ -67,6 +67,18 @@ pub(super) fn write(
         };
         if let Some(entity) = &properties {
             check_entity(&key, entity, composites)?;
+            // The memory store reads its entities back unchecked (`Store::written_here`):
+            // what it keeps must read back.
+            if let Some(property) = entity.unreadable() {
+                return Err(Error::InvalidValue {
+                    kind: key.kind().to_owned(),
+                    property,
+                    reason: "its stored form does not read back: a `PropertyType::write_value` \
+                             wrote fewer or more values than the array it announced (a bug in \
+                             that implementation); nothing was written"
+                        .to_owned(),
+                });
+            }
         }
         staged.push((key, at, before, old, properties, insert, update));
     }
