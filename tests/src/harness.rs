@@ -68,12 +68,17 @@ pub struct Emulator {
     /// The loopback port it serves gRPC and REST on.
     pub port: u16,
     child: Child,
+    /// Its log and scratch directory, removed when it stops.
+    leftovers: [std::path::PathBuf; 2],
 }
 
 impl Drop for Emulator {
     fn drop(&mut self) {
         kill_group(self.child.id());
         let _ = self.child.wait();
+        let [log, scratch] = &self.leftovers;
+        let _ = std::fs::remove_file(log);
+        let _ = std::fs::remove_dir_all(scratch);
     }
 }
 
@@ -174,11 +179,13 @@ impl Emulator {
             ),
         };
         // The launcher forks a `java` child that would outlive it. Both run in this shell's
-        // process group, which the shell kills as soon as the test process is gone.
+        // process group, which the shell kills as soon as the test process is gone, removing
+        // the emulator's scratch directory and log.
         let script = format!(
             "{command} >\"$LOG\" 2>&1 &\n\
              while kill -0 \"$TEST_PID\" 2>/dev/null; do sleep 0.5; done\n\
              [ -n \"$SCRATCH\" ] && rm -rf \"$SCRATCH\"\n\
+             rm -f \"$LOG\"\n\
              kill -9 -$$"
         );
         let log = std::env::temp_dir().join(format!(
@@ -195,10 +202,14 @@ impl Emulator {
             .process_group(0)
             .spawn()
             .map_err(|e| format!("cannot start {file}: {e}"))?;
-        let emulator = Emulator { port, child };
+        let emulator = Emulator {
+            port,
+            child,
+            leftovers: [log, scratch.into()],
+        };
         let started = Instant::now();
         while !healthy(port) {
-            let output = std::fs::read_to_string(&log).unwrap_or_default();
+            let output = std::fs::read_to_string(&emulator.leftovers[0]).unwrap_or_default();
             if output.contains(PORT_TAKEN) {
                 return Err(format!("{file} could not bind port {port}:\n{output}"));
             }
