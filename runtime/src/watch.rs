@@ -47,6 +47,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasher as _, RandomState};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -59,13 +60,34 @@ use crate::query::write::Mutation;
 use crate::rules::commit::MAX_MUTATIONS;
 
 /// A hash of `key`'s root (its entity group): partition and first path element.
-fn root_hash(key: &RawKey) -> u64 {
-    use std::hash::{Hash as _, Hasher as _};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    key.partition().hash(&mut hasher);
-    key.path().first().hash(&mut hasher);
-    hasher.finish()
+fn root_hash(hashing: &RandomState, key: &RawKey) -> u64 {
+    hashing.hash_one((key.partition(), key.path().first()))
 }
+
+/// The hasher of a map whose keys are hashes already (keyed with the map's own random state,
+/// so no one can choose colliding keys): they are used as they are.
+#[derive(Default)]
+struct AlreadyHashed(u64);
+
+impl std::hash::Hasher for AlreadyHashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `u64`s are hashed (`write_u64`); anything else is folded in, never lost.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
+}
+
+/// Entity groups by [`root_hash`].
+type Groups = HashMap<u64, Window, std::hash::BuildHasherDefault<AlreadyHashed>>;
 
 /// When a pattern becomes a [`Finding`]. The defaults follow Google's pages.
 #[derive(Debug, Clone, PartialEq)]
@@ -268,7 +290,9 @@ pub(crate) struct Watch {
 #[derive(Default)]
 struct State {
     kinds: HashMap<String, KindState>,
-    groups: HashMap<u64, Window>,
+    /// The key of [`root_hash`].
+    hashing: RandomState,
+    groups: Groups,
     findings: Vec<Finding>,
 }
 
@@ -445,7 +469,7 @@ impl KindState {
         t: &Thresholds,
         found: &mut Vec<Finding>,
     ) {
-        for (at, (name, excluded, value)) in properties.view().enumerate() {
+        for (at, (name, excluded, value)) in properties.view_indexed().enumerate() {
             let seen = match value {
                 _ if excluded => continue,
                 ValueView::Integer(i) => Seen::Integer(i),
@@ -480,7 +504,8 @@ impl KindState {
 /// current window. The group of an incomplete key is its root (an allocated id under a
 /// parent writes the parent's group); a root that is itself incomplete is a new group.
 fn hot_group(
-    groups: &mut HashMap<u64, Window>,
+    hashing: &RandomState,
+    groups: &mut Groups,
     seen_in_commit: &mut SmallVec<[u64; 8]>,
     key: &RawKey,
     now: Duration,
@@ -489,7 +514,7 @@ fn hot_group(
     if key.path().len() == 1 && !key.is_complete() {
         return None;
     }
-    let group = root_hash(key);
+    let group = root_hash(hashing, key);
     if seen_in_commit.contains(&group) {
         return None;
     }
@@ -584,7 +609,14 @@ impl Watch {
             if let Some(properties) = properties {
                 entry.sequential_values(kind, properties, now, t, &mut found);
             }
-            found.extend(hot_group(&mut state.groups, &mut groups_seen, key, now, t));
+            found.extend(hot_group(
+                &state.hashing,
+                &mut state.groups,
+                &mut groups_seen,
+                key,
+                now,
+                t,
+            ));
         }
         if state.groups.len() > t.max_groups {
             let horizon = now.saturating_sub(t.group_window);

@@ -483,9 +483,13 @@ fn values_nested_a_hundred_thousand_levels_are_walked_without_recursion() {
         .expect("walked within 256 KiB of stack");
 }
 
-/// A value whose hand-written `write_value` announces an array of three and writes one.
+/// A value whose hand-written `write_value` announces an array of `announced` values and
+/// writes `written`.
 #[derive(Debug, Clone, PartialEq)]
-struct Miscounted;
+struct Miscounted {
+    announced: usize,
+    written: usize,
+}
 
 impl PropertyType for Miscounted {
     type Operand = Miscounted;
@@ -494,11 +498,16 @@ impl PropertyType for Miscounted {
         Value::Array(vec![Value::Integer(1)])
     }
     fn from_value(_: Value) -> Result<Self, datastore_entity::DecodeError> {
-        Ok(Miscounted)
+        Ok(Miscounted {
+            announced: 1,
+            written: 1,
+        })
     }
     fn write_value(&self, w: &mut datastore_entity::__private::ValueWriter<'_>) {
-        w.array(3);
-        w.integer(1);
+        w.array(self.announced);
+        for i in 0..self.written {
+            w.integer(i as i64);
+        }
     }
 }
 
@@ -519,10 +528,13 @@ struct Miscounting {
 async fn a_stored_form_that_does_not_read_back_is_refused_and_nothing_is_written() {
     let path = std::env::temp_dir().join(format!("miscounted-{}.redb", std::process::id()));
     let _ = std::fs::remove_file(&path);
-    for db in [Db::in_memory(), Db::open(&path).unwrap()] {
+    // Fewer values than announced, more, and one after an empty array.
+    let cases = [(3, 1), (1, 2), (0, 1)];
+    let dbs = [Db::in_memory(), Db::open(&path).unwrap()];
+    for (db, (announced, written)) in dbs.iter().flat_map(|db| cases.map(|case| (db, case))) {
         let entity = Miscounting {
             id: KeyId::new(1).unwrap(),
-            v: Miscounted,
+            v: Miscounted { announced, written },
             after: 2,
         };
         match db.put(&entity).await {

@@ -13,7 +13,7 @@ use crate::model::sink::put_wire;
 use crate::model::stored::ValueView;
 use crate::model::stored::{ValueRef, Writer, written_value};
 use crate::model::value::{
-    DecodeError, Entries, Entry, Property, PropertyMap, Repr, Slot, Stored, Value,
+    DecodeError, Entries, Entry, Facts, Property, PropertyMap, Repr, Slot, Stored, Value,
 };
 #[cfg(feature = "cloud")]
 use crate::model::wire_map::{decode_wire, property_from_wire, wire_scalar};
@@ -85,6 +85,7 @@ impl PropertyMap {
                 front: 0,
                 exact: true,
                 decoded: OnceLock::new(),
+                facts: Facts::EMPTY,
             }),
         }
     }
@@ -106,21 +107,34 @@ impl PropertyMap {
             _ => true,
         };
         match in_order {
-            true => self.put_next(name, excluded, write),
+            true => self.append(name, excluded, write, false),
             false => self.put_decoded(name, excluded, write),
         }
     }
 
     /// [`PropertyMap::put_with`] of a name the caller knows is greater than every name put
-    /// so far: the derive's plain fields, whose order it settled when it compiled. Not a
-    /// public API.
+    /// so far and valid: the derive's plain fields, whose names it validated and whose order
+    /// it settled when it compiled. Not a public API.
     #[doc(hidden)]
     #[inline]
     pub fn put_next(
         &mut self,
+        name: &'static str,
+        excluded: bool,
+        write: impl FnOnce(&mut ValueWriter<'_>),
+    ) {
+        self.append(name, excluded, write, true);
+    }
+
+    /// Appends property `name`, greater than every name so far (`name_checked`: a name the
+    /// derive validated when it compiled).
+    #[inline]
+    fn append(
+        &mut self,
         name: &str,
         excluded: bool,
         write: impl FnOnce(&mut ValueWriter<'_>),
+        name_checked: bool,
     ) {
         if let Repr::Stored(s) = &mut self.repr
             && s.exact
@@ -139,7 +153,12 @@ impl PropertyMap {
             let name_end = w.bytes.len();
             w.u8(u8::from(excluded));
             let value_start = w.bytes.len();
-            write(&mut ValueWriter::stored(&mut w));
+            let mut sink = ValueWriter::stored(&mut w);
+            write(&mut sink);
+            let tally = sink.tally();
+            s.facts.readable &= tally.balanced();
+            s.facts.keys |= tally.keys;
+            s.facts.names &= name_checked && tally.names;
             let value_end = w.bytes.len();
             s.bytes = w.bytes;
             let at = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);

@@ -93,9 +93,47 @@ pub struct ValueWriter<'a> {
 }
 
 enum Target<'a> {
-    Stored(&'a mut Writer),
+    /// The bytes, and what was written into them so far.
+    Stored(&'a mut Writer, Tally),
     #[cfg(feature = "cloud")]
     Wire(WireWriter<'a>),
+}
+
+/// What a stored sink was given so far: whether the writes make exactly the one value it
+/// expects (each array followed by as many values as it announced), and whether a key value
+/// may be among them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Tally {
+    /// Values still expected.
+    owed: usize,
+    /// Whether a value came when none was expected, or an embedded entity does not read back.
+    broken: bool,
+    pub(crate) keys: bool,
+    /// Whether the names in embedded entities were validated by the derive.
+    pub(crate) names: bool,
+}
+
+impl Tally {
+    const ONE_VALUE: Tally = Tally {
+        owed: 1,
+        broken: false,
+        keys: false,
+        names: true,
+    };
+
+    /// One value (or an array's or entity's head) was written.
+    #[inline]
+    fn token(&mut self) {
+        match self.owed.checked_sub(1) {
+            Some(owed) => self.owed = owed,
+            None => self.broken = true,
+        }
+    }
+
+    /// Whether what was written reads back as one value.
+    pub(crate) fn balanced(self) -> bool {
+        self.owed == 0 && !self.broken
+    }
 }
 
 /// A `pb::Value` built from the derive's calls: arrays are announced by their length and
@@ -114,7 +152,22 @@ impl<'a> ValueWriter<'a> {
     /// A sink writing into stored bytes.
     pub(crate) fn stored(w: &'a mut Writer) -> ValueWriter<'a> {
         ValueWriter {
-            target: Target::Stored(w),
+            target: Target::Stored(w, Tally::ONE_VALUE),
+        }
+    }
+
+    /// What a stored sink was given (nothing is known of a wire sink's: a tally that vouches
+    /// for nothing).
+    pub(crate) fn tally(&self) -> Tally {
+        match &self.target {
+            Target::Stored(_, tally) => *tally,
+            #[cfg(feature = "cloud")]
+            Target::Wire(_) => Tally {
+                owed: 0,
+                broken: true,
+                keys: true,
+                names: false,
+            },
         }
     }
 
@@ -136,7 +189,7 @@ impl<'a> ValueWriter<'a> {
     pub(crate) fn into_wire(self) -> pb::Value {
         match self.target {
             Target::Wire(w) => w.done.unwrap_or_else(|| scalar(V::NullValue(0), false)),
-            Target::Stored(_) => scalar(V::NullValue(0), false),
+            Target::Stored(..) => scalar(V::NullValue(0), false),
         }
     }
 
@@ -144,7 +197,10 @@ impl<'a> ValueWriter<'a> {
     #[inline]
     pub fn null(&mut self) {
         match &mut self.target {
-            Target::Stored(w) => w.u8(stored::NULL),
+            Target::Stored(w, tally) => {
+                tally.token();
+                w.u8(stored::NULL);
+            }
             #[cfg(feature = "cloud")]
             Target::Wire(w) => w.push(V::NullValue(0)),
         }
@@ -154,7 +210,8 @@ impl<'a> ValueWriter<'a> {
     #[inline]
     pub fn boolean(&mut self, b: bool) {
         match &mut self.target {
-            Target::Stored(w) => {
+            Target::Stored(w, tally) => {
+                tally.token();
                 w.u8(stored::BOOLEAN);
                 w.u8(u8::from(b));
             }
@@ -167,7 +224,10 @@ impl<'a> ValueWriter<'a> {
     #[inline]
     pub fn integer(&mut self, i: i64) {
         match &mut self.target {
-            Target::Stored(w) => w.tagged(stored::INTEGER, i.cast_unsigned()),
+            Target::Stored(w, tally) => {
+                tally.token();
+                w.tagged(stored::INTEGER, i.cast_unsigned());
+            }
             #[cfg(feature = "cloud")]
             Target::Wire(w) => w.push(V::IntegerValue(i)),
         }
@@ -177,7 +237,10 @@ impl<'a> ValueWriter<'a> {
     #[inline]
     pub fn double(&mut self, d: f64) {
         match &mut self.target {
-            Target::Stored(w) => w.tagged(stored::DOUBLE, d.to_bits()),
+            Target::Stored(w, tally) => {
+                tally.token();
+                w.tagged(stored::DOUBLE, d.to_bits());
+            }
             #[cfg(feature = "cloud")]
             Target::Wire(w) => w.push(V::DoubleValue(d)),
         }
@@ -187,7 +250,10 @@ impl<'a> ValueWriter<'a> {
     #[inline]
     pub fn timestamp(&mut self, t: Timestamp) {
         match &mut self.target {
-            Target::Stored(w) => w.tagged(stored::TIMESTAMP, t.as_micros().cast_unsigned()),
+            Target::Stored(w, tally) => {
+                tally.token();
+                w.tagged(stored::TIMESTAMP, t.as_micros().cast_unsigned());
+            }
             #[cfg(feature = "cloud")]
             Target::Wire(w) => w.push(V::TimestampValue(timestamp(t))),
         }
@@ -197,7 +263,8 @@ impl<'a> ValueWriter<'a> {
     #[inline]
     pub fn string(&mut self, s: &str) {
         match &mut self.target {
-            Target::Stored(w) => {
+            Target::Stored(w, tally) => {
+                tally.token();
                 w.u8(stored::STRING);
                 w.bytes(s.as_bytes());
             }
@@ -210,7 +277,8 @@ impl<'a> ValueWriter<'a> {
     #[inline]
     pub fn blob(&mut self, b: &[u8]) {
         match &mut self.target {
-            Target::Stored(w) => {
+            Target::Stored(w, tally) => {
+                tally.token();
                 w.u8(stored::BLOB);
                 w.bytes(b);
             }
@@ -222,7 +290,9 @@ impl<'a> ValueWriter<'a> {
     /// A key.
     pub fn key(&mut self, key: &RawKey) {
         match &mut self.target {
-            Target::Stored(w) => {
+            Target::Stored(w, tally) => {
+                tally.token();
+                tally.keys = true;
                 w.u8(crate::model::stored::KEY);
                 w.key(key);
             }
@@ -238,7 +308,9 @@ impl<'a> ValueWriter<'a> {
     #[inline]
     pub fn array(&mut self, len: usize) {
         match &mut self.target {
-            Target::Stored(w) => {
+            Target::Stored(w, tally) => {
+                tally.token();
+                tally.owed += len;
                 w.u8(crate::model::stored::ARRAY);
                 w.len(len);
             }
@@ -250,8 +322,13 @@ impl<'a> ValueWriter<'a> {
     /// An embedded entity, its properties built by `build` in the sink's form.
     pub fn entity(&mut self, build: impl FnOnce(Form<'_>) -> PropertyMap) {
         match &mut self.target {
-            Target::Stored(w) => {
+            Target::Stored(w, tally) => {
+                tally.token();
                 let properties = build(Form::STORED);
+                let facts = properties.facts();
+                tally.broken |= !facts.readable;
+                tally.keys |= facts.keys;
+                tally.names &= facts.names;
                 w.u8(ENTITY);
                 w.properties(&properties);
             }
@@ -273,7 +350,15 @@ impl<'a> ValueWriter<'a> {
     /// Any value.
     pub fn value(&mut self, value: &Value) {
         match &mut self.target {
-            Target::Stored(w) => w.value(value),
+            Target::Stored(w, tally) => {
+                tally.token();
+                // A `Value` is written whole: it reads back. Only a scalar is surely no key,
+                // and holds no names.
+                let scalar = !matches!(value, Value::Key(_) | Value::Array(_) | Value::Entity(_));
+                tally.keys |= !scalar;
+                tally.names &= scalar;
+                w.value(value);
+            }
             #[cfg(feature = "cloud")]
             Target::Wire(w) => {
                 let value = wire_value(ValueView::of(value), w.excluded, w.partitions);
@@ -508,5 +593,92 @@ mod tests {
             ),
         );
         assert!(PropertyMap::from_wire(properties, &partitions).is_err());
+    }
+
+    /// What a stored map built by the sink vouches for — it reads back, holds no key, has
+    /// only names the derive validated — is only what the sink saw: each is withdrawn by the
+    /// first write that could break it, at any depth.
+    #[test]
+    fn the_sink_vouches_only_for_what_it_saw() {
+        let facts = |put: &dyn Fn(&mut PropertyMap)| {
+            let mut m = PropertyMap::in_form(Form::STORED, 4, 64);
+            m.put_next("a", false, |w| w.integer(1));
+            put(&mut m);
+            let f = m.facts();
+            (f.readable, f.keys, f.names)
+        };
+        let key = RawKey::new(
+            None,
+            vec![PathElement::new("K", Some(IdOrName::Id(KeyId::new(1).unwrap()))).unwrap()],
+        )
+        .unwrap();
+        let derived = |form: Form<'_>| {
+            let mut inner = PropertyMap::in_form(form, 1, 16);
+            inner.put_next("x", false, |w| w.string("s"));
+            inner
+        };
+        // (readable, keys, names)
+        assert_eq!(facts(&|_| {}), (true, false, true));
+        assert_eq!(
+            facts(&|m| m.put_next("b", true, |w| {
+                w.array(2);
+                w.double(0.5);
+                w.entity(derived);
+            })),
+            (true, false, true)
+        );
+        assert_eq!(
+            facts(&|m| m.put_next("b", false, |w| w.key(&key))),
+            (true, true, true)
+        );
+        assert_eq!(
+            facts(&|m| m.put_next("b", false, |w| w.entity(|form| {
+                let mut inner = derived(form);
+                inner.put_next("y", false, |w| w.key(&key));
+                inner
+            }))),
+            (true, true, true)
+        );
+        // Names the sink did not see validated: `put_with`'s, a `Value`'s, a hand-built map's.
+        assert_eq!(
+            facts(&|m| m.put_with("b", false, |w| w.null())),
+            (true, false, false)
+        );
+        assert_eq!(
+            facts(&|m| m.put_next("b", false, |w| w.value(&Value::Array(vec![])))),
+            (true, true, false)
+        );
+        assert_eq!(
+            facts(&|m| m.put_next("b", false, |w| w.entity(|_| {
+                let mut inner = PropertyMap::new();
+                inner.insert("y", Property::indexed(Value::Integer(1)));
+                inner
+            }))),
+            (true, true, false)
+        );
+        assert_eq!(
+            facts(&|m| m.put_next("b", false, |w| w.value(&Value::Integer(3)))),
+            (true, false, true)
+        );
+        // Values that do not make the one value announced: fewer, more, or a broken entity.
+        for (announced, written) in [(2, 1), (1, 2), (0, 1)] {
+            let (readable, _, _) = facts(&|m| {
+                m.put_next("b", true, |w| {
+                    w.array(announced);
+                    (0..written).for_each(|_| w.boolean(true));
+                })
+            });
+            assert!(!readable, "{announced} announced, {written} written");
+        }
+        let (readable, _, _) = facts(&|m| {
+            m.put_next("b", true, |w| {
+                w.entity(|form| {
+                    let mut inner = PropertyMap::in_form(form, 1, 16);
+                    inner.put_next("x", false, |w| w.array(1));
+                    inner
+                })
+            })
+        });
+        assert!(!readable);
     }
 }

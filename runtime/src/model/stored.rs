@@ -17,7 +17,7 @@ use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
 use crate::model::name::KeyName;
 use crate::model::scalar::{Blob, GeoPoint, Timestamp};
 use crate::model::value::{
-    DecodeError, Entries, MAX_NESTING, Property, PropertyMap, Repr, Slot, Stored, Value,
+    DecodeError, Entries, Facts, MAX_NESTING, Property, PropertyMap, Repr, Slot, Stored, Value,
 };
 #[cfg(feature = "cloud")]
 use crate::model::wire::{Partitions, from_timestamp};
@@ -687,6 +687,8 @@ pub(crate) enum Views<'a> {
         std::collections::vec_deque::Iter<'a, crate::model::value::Entry>,
     ),
     Stored(&'a Stored, std::slice::Iter<'a, Slot>),
+    /// A stored map's properties that are not excluded from indexes (the others not viewed).
+    Indexed(&'a Stored, std::slice::Iter<'a, Slot>),
     Encoded(Properties<'a>),
     #[cfg(feature = "cloud")]
     Wire(
@@ -710,6 +712,9 @@ impl<'a> Iterator for Views<'a> {
             Views::Stored(s, slots) => slots
                 .next()
                 .map(|slot| (s.name(slot), slot.excluded, s.view(slot))),
+            Views::Indexed(s, slots) => slots
+                .find(|slot| !slot.excluded)
+                .map(|slot| (s.name(slot), false, s.view(slot))),
             Views::Encoded(properties) => properties.next(),
             #[cfg(feature = "cloud")]
             Views::Wire(partitions, properties) => properties.next().map(|(name, v)| {
@@ -955,17 +960,21 @@ impl PropertyMap {
     /// A map over stored bytes, checked (names, lengths, UTF-8 of every string), not decoded.
     pub(crate) fn from_stored(bytes: Vec<u8>) -> Result<PropertyMap, Malformed> {
         let slots = slots(&bytes)?;
-        Ok(PropertyMap::over_stored(bytes, OnceLock::from(slots)))
+        Ok(PropertyMap::over_stored(
+            bytes,
+            OnceLock::from(slots),
+            Facts::CHECKED,
+        ))
     }
 
     /// A map over stored bytes this process's [`Writer`] wrote (the embedded engine's memory
     /// store keeps nothing else): not checked again, and not even split into properties until
     /// something asks — the derive reads such a map in one pass (`in_order.rs`).
     pub(crate) fn from_written(bytes: Vec<u8>) -> PropertyMap {
-        PropertyMap::over_stored(bytes, OnceLock::new())
+        PropertyMap::over_stored(bytes, OnceLock::new(), Facts::CHECKED)
     }
 
-    fn over_stored(bytes: Vec<u8>, slots: OnceLock<Vec<Slot>>) -> PropertyMap {
+    fn over_stored(bytes: Vec<u8>, slots: OnceLock<Vec<Slot>>, facts: Facts) -> PropertyMap {
         PropertyMap {
             repr: Repr::Stored(Stored {
                 bytes,
@@ -973,6 +982,7 @@ impl PropertyMap {
                 front: 0,
                 exact: true,
                 decoded: OnceLock::new(),
+                facts,
             }),
         }
     }
@@ -985,7 +995,7 @@ impl PropertyMap {
         let Repr::Stored(s) = &self.repr else {
             return None;
         };
-        if slots(&s.bytes).is_ok() {
+        if s.facts.readable || slots(&s.bytes).is_ok() {
             return None;
         }
         let named = s.slots.get().and_then(|slots| {
@@ -996,6 +1006,15 @@ impl PropertyMap {
             })
         });
         Some(named.map_or_else(String::new, |slot| s.name(slot).to_owned()))
+    }
+
+    /// What is known of the map without reading it: a stored map's facts; a decoded or wire
+    /// map reads back (it is written whole) and may hold keys.
+    pub(crate) fn facts(&self) -> Facts {
+        match &self.repr {
+            Repr::Stored(s) => s.facts,
+            _ => Facts::CHECKED,
+        }
     }
 
     /// The stored form, when the map is exactly that and nothing read it yet: what the
@@ -1054,6 +1073,15 @@ impl PropertyMap {
             Repr::Stored(s) => Views::Stored(s, s.live().iter()),
             #[cfg(feature = "cloud")]
             Repr::Wire(w) => Views::Wire(&w.partitions, w.properties.iter()),
+        }
+    }
+
+    /// [`PropertyMap::view`] for callers that pass over excluded properties: those of a
+    /// stored map are not even viewed (others are, and the caller skips them).
+    pub(crate) fn view_indexed(&self) -> Views<'_> {
+        match &self.repr {
+            Repr::Stored(s) => Views::Indexed(s, s.live().iter()),
+            _ => self.view(),
         }
     }
 }

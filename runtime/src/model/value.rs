@@ -165,6 +165,38 @@ pub(crate) struct Stored {
     /// Whether `bytes` holds exactly the slots (none was taken out).
     pub(crate) exact: bool,
     pub(crate) decoded: OnceLock<Entries>,
+    /// What is known of the bytes without reading them.
+    pub(crate) facts: Facts,
+}
+
+/// What is known of a stored map's bytes without reading them: vouched for by the sink that
+/// wrote them (`sink.rs`), or by the checks they passed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Facts {
+    /// Whether the bytes read back (every array holds as many values as it announced).
+    pub(crate) readable: bool,
+    /// Whether a key value may be among the values (at any depth).
+    pub(crate) keys: bool,
+    /// Whether every property name, at every depth, is one the derive validated when it
+    /// compiled (`rules::names` need not run again).
+    pub(crate) names: bool,
+}
+
+impl Facts {
+    /// Bytes that were checked (a file's, on read), or that passed the embedded engine's
+    /// commit (the memory store's): they read back; what they hold is not known.
+    pub(crate) const CHECKED: Facts = Facts {
+        readable: true,
+        keys: true,
+        names: false,
+    };
+
+    /// An empty map the derive fills: it reads back, holds no key, has no name.
+    pub(crate) const EMPTY: Facts = Facts {
+        readable: true,
+        keys: false,
+        names: true,
+    };
 }
 
 /// Properties in the service's protocol buffers, as a `LookupResponse` holds them or as the

@@ -109,9 +109,13 @@ impl Mask {
 
     /// `written` laid over `stored` as this mask says: the entity the write leaves.
     pub(crate) fn merge(&self, stored: Option<PropertyMap>, written: PropertyMap) -> PropertyMap {
-        match (self.paths(), stored) {
-            (None, _) | (_, None) => written,
-            (Some(paths), Some(mut stored)) => {
+        // Nothing stored (most writes): the written entity, without naming the mask's paths.
+        let Some(mut stored) = stored else {
+            return written;
+        };
+        match self.paths() {
+            None => written,
+            Some(paths) => {
                 for path in paths.iter() {
                     overlay(&mut stored, &written, path);
                 }

@@ -30,6 +30,7 @@ pub(crate) fn check_entity<C: CompositeIndex>(
     composites: &[C],
 ) -> Result<(), Error> {
     let mut walk = Walk::new(key);
+    walk.names_checked = entity.facts().names;
     walk.level(entity.view(), false, false, 0)?;
     check_entries(key, entity, composites, walk.builtin, &|name| {
         // For the error only: the built-in entries of one top-level property.
@@ -57,6 +58,8 @@ struct Walk<'a> {
     key: &'a RawKey,
     path: Vec<&'a str>,
     builtin: usize,
+    /// Whether every name was validated when the derive compiled: not validated again.
+    names_checked: bool,
 }
 
 impl<'a> Walk<'a> {
@@ -65,6 +68,7 @@ impl<'a> Walk<'a> {
             key,
             path: Vec::new(),
             builtin: 0,
+            names_checked: false,
         }
     }
 
@@ -90,14 +94,17 @@ impl<'a> Walk<'a> {
     ) -> Result<(), Error> {
         let mut level = Level::default();
         for (name, property_excluded, value) in properties {
-            if self.path.is_empty() {
+            match (self.names_checked, self.path.is_empty()) {
+                // Validated when the derive compiled.
+                (true, _) => {}
                 // A top-level `field.sub` is a flattened embedded entity (`#[property(flatten)]`,
                 // NDB's legacy layout): each of its names follows the rules.
-                for segment in name.split('.') {
-                    validate(NameRole::Property, segment)?;
+                (false, true) => {
+                    for segment in name.split('.') {
+                        validate(NameRole::Property, segment)?;
+                    }
                 }
-            } else {
-                validate(NameRole::Property, name)?;
+                (false, false) => validate(NameRole::Property, name)?,
             }
             self.path.push(name);
             let values =

@@ -191,7 +191,7 @@ pub(crate) fn indexed_values(properties: &PropertyMap) -> Vec<Column<'_>> {
         }
     }
     let mut out = Vec::with_capacity(properties.len());
-    walk(None, properties.view(), &mut out);
+    walk(None, properties.view_indexed(), &mut out);
     out
 }
 
