@@ -174,7 +174,7 @@ impl PropertyMap {
         }
         #[cfg(feature = "cloud")]
         if let Repr::Wire(map) = &mut self.repr {
-            return put_wire(map, name, excluded, write);
+            return put_wire(map, name, excluded, write, name_checked);
         }
         self.put_decoded(name, excluded, write);
     }
@@ -221,7 +221,7 @@ impl PropertyMap {
             #[cfg(feature = "cloud")]
             Repr::Wire(w) if w.decoded.get().is_none() => {
                 let value = w.properties.remove(name)?;
-                w.size = std::sync::OnceLock::new();
+                w.size.set(None);
                 // A scalar is read where it lies; a string, bytes, a key, an array or an
                 // entity is moved out through a `Value`, its strings moved, not copied.
                 if wire_scalar(&value) {

@@ -18,9 +18,9 @@ use crate::model::scalar::Timestamp;
 #[cfg(feature = "cloud")]
 use crate::model::stored::ValueView;
 use crate::model::stored::{self, ENTITY, Writer};
-use crate::model::value::{PropertyMap, Value};
 #[cfg(feature = "cloud")]
-use crate::model::value::{Repr, Wire};
+use crate::model::value::{Measured, Repr, Wire};
+use crate::model::value::{PropertyMap, Value};
 #[cfg(feature = "cloud")]
 use crate::model::wire::{Partitions, timestamp};
 #[cfg(feature = "cloud")]
@@ -77,7 +77,10 @@ impl PropertyMap {
                     partitions: Arc::clone(partitions),
                     excluded,
                     decoded: OnceLock::new(),
-                    size: OnceLock::new(),
+                    // Empty; each property the derive writes adds its size, and `put_next`
+                    // keeps the names vouched for.
+                    size: Measured::known(0),
+                    names: true,
                 }),
             },
             _ => PropertyMap::stored_with_capacity(properties, bytes),
@@ -146,6 +149,8 @@ pub(crate) struct WireWriter<'a> {
     /// The arrays being filled, innermost last, with how many elements each still lacks.
     open: Vec<(Vec<pb::Value>, usize)>,
     done: Option<pb::Value>,
+    /// Whether the names of the embedded entities written are all ones the derive validated.
+    names: bool,
 }
 
 impl<'a> ValueWriter<'a> {
@@ -162,11 +167,11 @@ impl<'a> ValueWriter<'a> {
         match &self.target {
             Target::Stored(_, tally) => *tally,
             #[cfg(feature = "cloud")]
-            Target::Wire(_) => Tally {
+            Target::Wire(w) => Tally {
                 owed: 0,
                 broken: true,
                 keys: true,
-                names: false,
+                names: w.names,
             },
         }
     }
@@ -180,6 +185,7 @@ impl<'a> ValueWriter<'a> {
                 excluded,
                 open: Vec::new(),
                 done: None,
+                names: true,
             }),
         }
     }
@@ -338,7 +344,9 @@ impl<'a> ValueWriter<'a> {
                     partitions: w.partitions,
                     excluded: w.excluded,
                 });
-                let properties = build(form).into_wire(w.partitions, w.excluded);
+                let properties = build(form);
+                w.names &= properties.facts().names;
+                let properties = properties.into_wire(w.partitions, w.excluded);
                 w.push(V::EntityValue(pb::Entity {
                     key: None,
                     properties,
@@ -361,6 +369,7 @@ impl<'a> ValueWriter<'a> {
             }
             #[cfg(feature = "cloud")]
             Target::Wire(w) => {
+                w.names &= !matches!(value, Value::Array(_) | Value::Entity(_));
                 let value = wire_value(ValueView::of(value), w.excluded, w.partitions);
                 w.push_value(value);
             }
@@ -445,13 +454,35 @@ pub(crate) fn put_wire(
     name: &str,
     excluded: bool,
     write: impl FnOnce(&mut ValueWriter<'_>),
+    name_checked: bool,
 ) {
     map.decoded = OnceLock::new();
-    map.size = OnceLock::new();
     let mut sink = ValueWriter::wire(&map.partitions, excluded || map.excluded);
     write(&mut sink);
+    map.names &= name_checked && sink.tally().names;
     let value = sink.into_wire();
-    map.properties.insert(name.to_owned(), value);
+    let name = name.to_owned();
+    let entry = entry_len(&name, &value);
+    // The size so far plus this property's, unless it replaced one (then measured again when
+    // asked).
+    let size = map.size.get().map(|size| size + entry);
+    let replaced = map.properties.insert(name, value).is_some();
+    map.size.set(size.filter(|_| !replaced));
+}
+
+/// What one property adds to the encoded length of a `pb::Entity`'s `properties` (field 2, a
+/// map): exactly what prost counts for that entry.
+#[cfg(feature = "cloud")]
+fn entry_len(name: &String, value: &pb::Value) -> usize {
+    use gcloud_sdk::prost::encoding::{encoded_len_varint, key_len, message, string};
+    let len = match name.is_empty() {
+        true => 0,
+        false => string::encoded_len(1, name),
+    } + match *value == pb::Value::default() {
+        true => 0,
+        false => message::encoded_len(2, value),
+    };
+    key_len(2) + encoded_len_varint(len as u64) + len
 }
 
 #[cfg(all(test, feature = "cloud"))]
@@ -680,5 +711,50 @@ mod tests {
             })
         });
         assert!(!readable);
+    }
+
+    /// A wire map the derive writes adds up its encoded size as it goes, to exactly what prost
+    /// measures for the finished map, and knows whether its names were all validated by the
+    /// derive; a property written twice makes it measure again.
+    #[test]
+    fn a_wire_map_sums_its_size_as_it_is_written() {
+        let partitions = Arc::new(Partitions::new("p", ""));
+        let measured = |m: &PropertyMap| match &m.repr {
+            Repr::Wire(w) => (
+                w.size.get(),
+                gcloud_sdk::prost::encoding::hash_map::encoded_len(
+                    gcloud_sdk::prost::encoding::string::encoded_len,
+                    gcloud_sdk::prost::encoding::message::encoded_len,
+                    2,
+                    &w.properties,
+                ),
+            ),
+            _ => panic!("a wire map"),
+        };
+        let m = written(Form::wire(&partitions));
+        let (summed, size) = measured(&m);
+        assert_eq!(summed, Some(size));
+        assert!(!m.facts().names, "put_with's names are not vouched for");
+
+        let mut m = PropertyMap::in_form(Form::wire(&partitions), 4, 0);
+        m.put_next("a", false, |w| w.string(&"x".repeat(300)));
+        m.put_next("b", true, |w| {
+            w.array(2);
+            w.null();
+            w.entity(|form| {
+                let mut inner = PropertyMap::in_form(form, 1, 0);
+                inner.put_next("c", false, |w| w.integer(0));
+                inner
+            });
+        });
+        let (summed, size) = measured(&m);
+        assert_eq!(summed, Some(size));
+        assert!(m.facts().names);
+        m.put_next("b", false, |w| {
+            w.value(&Value::Array(vec![Value::Integer(1)]))
+        });
+        assert_eq!(measured(&m).0, None, "replaced: measured again when asked");
+        assert_eq!(m.encoded_size(), measured(&m).1);
+        assert!(!m.facts().names, "a `Value` may hold any names");
     }
 }

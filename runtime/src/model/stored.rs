@@ -1013,7 +1013,12 @@ impl PropertyMap {
     pub(crate) fn facts(&self) -> Facts {
         match &self.repr {
             Repr::Stored(s) => s.facts,
-            _ => Facts::CHECKED,
+            #[cfg(feature = "cloud")]
+            Repr::Wire(w) => Facts {
+                names: w.names,
+                ..Facts::CHECKED
+            },
+            Repr::Entries(_) => Facts::CHECKED,
         }
     }
 

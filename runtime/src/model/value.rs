@@ -213,8 +213,61 @@ pub(crate) struct Wire {
     /// of an excluded embedded entity).
     pub(crate) excluded: bool,
     pub(crate) decoded: OnceLock<Entries>,
-    /// The properties' encoded size, once measured (the limits check, then the commit).
-    pub(crate) size: OnceLock<usize>,
+    /// The properties' encoded size, once measured (the limits check, then the commit), or
+    /// summed as the derive writes them.
+    pub(crate) size: Measured,
+    /// Whether every name, at every depth, is one the derive validated (see [`Facts`]).
+    pub(crate) names: bool,
+}
+
+/// A size known from `&self` once measured (or kept up to date by the writes that change
+/// it). An atomic rather than a `OnceLock`: setting a `OnceLock` goes through its `Once`,
+/// which costs as much as a small property's whole conversion.
+#[cfg(feature = "cloud")]
+#[derive(Debug)]
+pub(crate) struct Measured(std::sync::atomic::AtomicUsize);
+
+#[cfg(feature = "cloud")]
+impl Measured {
+    /// Not measured.
+    const UNKNOWN: usize = usize::MAX;
+
+    pub(crate) fn unknown() -> Measured {
+        Measured(std::sync::atomic::AtomicUsize::new(Measured::UNKNOWN))
+    }
+
+    pub(crate) fn known(size: usize) -> Measured {
+        Measured(std::sync::atomic::AtomicUsize::new(size))
+    }
+
+    /// The size, if known.
+    pub(crate) fn get(&self) -> Option<usize> {
+        let size = self.0.load(std::sync::atomic::Ordering::Relaxed);
+        (size != Measured::UNKNOWN).then_some(size)
+    }
+
+    /// The size, measured by `measure` if it is not known yet.
+    pub(crate) fn get_or_measure(&self, measure: impl FnOnce() -> usize) -> usize {
+        self.get().unwrap_or_else(|| {
+            let size = measure();
+            self.0.store(size, std::sync::atomic::Ordering::Relaxed);
+            size
+        })
+    }
+
+    /// Sets the size (or forgets it).
+    pub(crate) fn set(&mut self, size: Option<usize>) {
+        *self.0.get_mut() = size.unwrap_or(Measured::UNKNOWN);
+    }
+}
+
+#[cfg(feature = "cloud")]
+impl Clone for Measured {
+    fn clone(&self) -> Measured {
+        Measured(std::sync::atomic::AtomicUsize::new(
+            self.0.load(std::sync::atomic::Ordering::Relaxed),
+        ))
+    }
 }
 
 /// Where one property lies in stored bytes: its name, its value, whether it is excluded.

@@ -13,7 +13,7 @@ use gcloud_sdk::google::r#type::LatLng;
 use crate::error::Error;
 use crate::model::scalar::{Blob, GeoPoint};
 use crate::model::stored::{MapView, ValueView, wire_excluded};
-use crate::model::value::{Entries, Property, PropertyMap, Repr, Value, Wire};
+use crate::model::value::{Entries, Measured, Property, PropertyMap, Repr, Value, Wire};
 use crate::model::wire::{Partitions, checked_timestamp, from_timestamp, timestamp};
 use pb::value::ValueType as V;
 
@@ -216,7 +216,8 @@ impl PropertyMap {
                 partitions: Arc::clone(partitions),
                 excluded: false,
                 decoded: OnceLock::new(),
-                size: OnceLock::new(),
+                size: Measured::unknown(),
+                names: false,
             }),
         })
     }
@@ -241,7 +242,7 @@ impl PropertyMap {
     /// few bytes of it for large entities).
     pub(crate) fn encoded_size(&self) -> usize {
         match &self.repr {
-            Repr::Wire(w) => *w.size.get_or_init(|| {
+            Repr::Wire(w) => w.size.get_or_measure(|| {
                 gcloud_sdk::prost::encoding::hash_map::encoded_len(
                     gcloud_sdk::prost::encoding::string::encoded_len,
                     gcloud_sdk::prost::encoding::message::encoded_len,

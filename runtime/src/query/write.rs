@@ -29,6 +29,15 @@ impl Mutation {
             Mutation::Delete(k) => k,
         }
     }
+
+    /// Which properties an insert, update or upsert sets; `None` for a delete.
+    #[cfg(feature = "cloud")]
+    pub(crate) fn mask(&self) -> Option<&Mask> {
+        match self {
+            Mutation::Insert(.., m) | Mutation::Update(.., m) | Mutation::Upsert(.., m) => Some(m),
+            Mutation::Delete(_) => None,
+        }
+    }
 }
 
 /// Which stored properties an insert, update or upsert sets (the service's

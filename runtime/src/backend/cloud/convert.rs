@@ -7,7 +7,7 @@ use gcloud_sdk::google::datastore::v1 as pb;
 
 use crate::backend::{Mask, Mutation};
 use crate::error::Error;
-use crate::model::schema::Direction;
+use crate::model::schema::{Direction, Schema};
 use crate::model::stored::ValueView;
 use crate::model::value::{PropertyMap, Value};
 use crate::model::wire::Partitions;
@@ -37,29 +37,57 @@ pub(super) fn results(
 }
 
 impl Partitions {
-    /// One mutation, as the service receives it (checked already: `rules::commit`).
-    /// Properties the derive wrote in the wire form are sent as they are.
-    pub(super) fn mutation(&self, mutation: Mutation) -> pb::Mutation {
+    /// A commit's mutations, as the service receives them (checked already:
+    /// `rules::commit`). The property mask of an entity type is named once per batch, not
+    /// once per entity.
+    pub(super) fn mutations(&self, mutations: Vec<Mutation>) -> Vec<pb::Mutation> {
+        let mut declared: Option<(&'static Schema, Option<pb::PropertyMask>)> = None;
+        mutations
+            .into_iter()
+            .map(|m| {
+                let mask = match m.mask() {
+                    Some(Mask::Declared(schema)) => match &declared {
+                        Some((named, mask)) if std::ptr::eq(*named, *schema) => mask.clone(),
+                        _ => {
+                            let mask = property_mask(&Mask::Declared(schema));
+                            declared = Some((schema, mask.clone()));
+                            mask
+                        }
+                    },
+                    Some(mask) => property_mask(mask),
+                    None => None,
+                };
+                self.mutation(m, mask)
+            })
+            .collect()
+    }
+
+    /// One mutation, with its property mask. Properties the derive wrote in the wire form
+    /// are sent as they are.
+    fn mutation(
+        &self,
+        mutation: Mutation,
+        property_mask: Option<pb::PropertyMask>,
+    ) -> pb::Mutation {
         use pb::mutation::Operation;
-        let (operation, key, properties, mask): (fn(pb::Entity) -> Operation, _, _, _) =
-            match mutation {
-                Mutation::Insert(k, p, mask) => (Operation::Insert, k, p, mask),
-                Mutation::Update(k, p, mask) => (Operation::Update, k, p, mask),
-                Mutation::Upsert(k, p, mask) => (Operation::Upsert, k, p, mask),
-                Mutation::Delete(k) => {
-                    return pb::Mutation {
-                        operation: Some(Operation::Delete(self.key(&k))),
-                        ..pb::Mutation::default()
-                    };
-                }
-            };
+        let (operation, key, properties): (fn(pb::Entity) -> Operation, _, _) = match mutation {
+            Mutation::Insert(k, p, _) => (Operation::Insert, k, p),
+            Mutation::Update(k, p, _) => (Operation::Update, k, p),
+            Mutation::Upsert(k, p, _) => (Operation::Upsert, k, p),
+            Mutation::Delete(k) => {
+                return pb::Mutation {
+                    operation: Some(Operation::Delete(self.key(&k))),
+                    ..pb::Mutation::default()
+                };
+            }
+        };
         let entity = pb::Entity {
             key: Some(self.key(&key)),
             properties: properties.into_wire(self, false),
         };
         pb::Mutation {
             operation: Some(operation(entity)),
-            property_mask: property_mask(&mask),
+            property_mask,
             ..pb::Mutation::default()
         }
     }

@@ -340,10 +340,7 @@ impl Cloud {
             .filter(|m| matches!(m, Mutation::Update(..)))
             .map(|m| m.key().clone())
             .collect();
-        let requested = mutations
-            .into_iter()
-            .map(|m| self.partitions.mutation(m))
-            .collect();
+        let requested = self.partitions.mutations(mutations);
         let mut keys = keys;
         use pb::commit_request::{Mode, TransactionSelector};
         // A commit of several mutations outside a transaction is made in a transaction of
@@ -907,10 +904,7 @@ pub(crate) fn commit_request<E: Entity>(
         })
         .collect::<Result<Vec<_>, Error>>()?;
     check_commit(&mutations, |_| E::SCHEMA.indexes.iter().collect())?;
-    let mutations = mutations
-        .into_iter()
-        .map(|m| partitions.mutation(m))
-        .collect();
+    let mutations = partitions.mutations(mutations);
     Ok(pb::CommitRequest {
         project_id: project_id.to_owned(),
         mode: pb::commit_request::Mode::NonTransactional as i32,
