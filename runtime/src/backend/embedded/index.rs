@@ -12,6 +12,7 @@
 //! - `meta`: the id allocator's state, reserved ids, declared indexes.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use crate::format::file::{KINDS, PROPERTIES, composite_table};
 use crate::format::keycode;
@@ -144,20 +145,33 @@ pub(crate) fn path_prefix(key: &RawKey) -> Vec<u8> {
     out
 }
 
-/// One indexed property path (`outer.inner` inside embedded entities, not inside arrays)
-/// and its distinct values, encoded.
-pub(crate) struct Column<'a> {
-    pub(crate) path: Cow<'a, str>,
-    pub(crate) values: Vec<Vec<u8>>,
+/// The indexed property paths of an entity (`outer.inner` inside embedded entities, not
+/// inside arrays) and their distinct values, encoded into one buffer: read where the
+/// properties lie (the stored form is not decoded), with two allocations per entity
+/// instead of one per value.
+struct Columns<'a> {
+    /// Each path, and which of `values` are its values (sorted, distinct).
+    columns: Vec<(Cow<'a, str>, Range<usize>)>,
+    /// Where each value's encoding lies in `bytes`.
+    values: Vec<Range<usize>>,
+    bytes: Vec<u8>,
 }
 
-/// The indexed property paths of an entity and their distinct encoded values, read where
-/// the properties lie (the stored form is not decoded).
-pub(crate) fn indexed_values(properties: &PropertyMap) -> Vec<Column<'_>> {
-    fn walk<'a>(
+impl<'a> Columns<'a> {
+    fn of(properties: &'a PropertyMap) -> Columns<'a> {
+        let mut columns = Columns {
+            columns: Vec::with_capacity(properties.len()),
+            values: Vec::with_capacity(properties.len()),
+            bytes: Vec::with_capacity(16 * properties.len()),
+        };
+        columns.walk(None, properties.view_indexed());
+        columns
+    }
+
+    fn walk(
+        &mut self,
         prefix: Option<&str>,
         properties: impl Iterator<Item = (&'a str, bool, ValueView<'a>)>,
-        out: &mut Vec<Column<'a>>,
     ) {
         for (name, excluded, value) in properties {
             if excluded {
@@ -167,32 +181,44 @@ pub(crate) fn indexed_values(properties: &PropertyMap) -> Vec<Column<'_>> {
                 None => Cow::Borrowed(name),
                 Some(prefix) => Cow::Owned(format!("{prefix}.{name}")),
             };
-            let mut values: Vec<Vec<u8>> = Vec::new();
-            let mut push = |value: ValueView<'_>| {
-                let mut encoded = Vec::with_capacity(24);
-                if keycode::value_view(&mut encoded, value).is_some() {
-                    values.push(encoded);
-                }
-            };
+            let first = self.values.len();
             match value {
                 ValueView::Entity(inner) => {
-                    walk(Some(&path), inner.iter(), out);
+                    self.walk(Some(&path), inner.iter());
                     continue;
                 }
-                ValueView::Array(elements) => elements.iter().for_each(&mut push),
-                value => push(value),
+                ValueView::Array(elements) => elements.iter().for_each(|v| self.push(v)),
+                value => self.push(value),
             }
-            // Distinct values: sorted, so an array of n values costs n log n, not n².
-            values.sort_unstable();
-            values.dedup();
-            if !values.is_empty() {
-                out.push(Column { path, values });
+            if self.values.len() - first > 1 {
+                // Distinct values: sorted, so an array of n values costs n log n, not n².
+                let bytes = &self.bytes;
+                let mut values = self.values.split_off(first);
+                values.sort_unstable_by(|a, b| bytes[a.clone()].cmp(&bytes[b.clone()]));
+                values.dedup_by(|a, b| bytes[a.clone()] == bytes[b.clone()]);
+                self.values.append(&mut values);
+            }
+            if self.values.len() > first {
+                self.columns.push((path, first..self.values.len()));
             }
         }
     }
-    let mut out = Vec::with_capacity(properties.len());
-    walk(None, properties.view_indexed(), &mut out);
-    out
+
+    /// Encodes `value` if it is indexed (an array or entity inside an array is not).
+    fn push(&mut self, value: ValueView<'_>) {
+        let start = self.bytes.len();
+        match keycode::value_view(&mut self.bytes, value) {
+            Some(_) => self.values.push(start..self.bytes.len()),
+            None => self.bytes.truncate(start),
+        }
+    }
+
+    /// The encoded values of the column at `values`.
+    fn values(&self, values: &Range<usize>) -> impl Iterator<Item = &[u8]> {
+        self.values[values.clone()]
+            .iter()
+            .map(|at| &self.bytes[at.clone()])
+    }
 }
 
 /// A table's name, borrowed for the built-in tables.
@@ -208,15 +234,15 @@ pub(crate) fn entries(
     let prefix = kind_prefix(key.partition().unwrap_or(&default), key.kind());
     let mut path = Vec::with_capacity(32);
     keycode::path(&mut path, key.path());
-    let values = indexed_values(properties);
-    let mut out = Vec::with_capacity(1 + values.len());
+    let columns = Columns::of(properties);
+    let mut out = Vec::with_capacity(1 + columns.values.len() + composites.len());
     out.push((KINDS.into(), [prefix.as_slice(), &path].concat()));
     let mut property = Vec::with_capacity(prefix.len() + 32);
-    for column in &values {
+    for (name, values) in &columns.columns {
         property.clear();
         property.extend_from_slice(&prefix);
-        keycode::bytes(&mut property, column.path.as_bytes());
-        for value in &column.values {
+        keycode::bytes(&mut property, name.as_bytes());
+        for value in columns.values(values) {
             let mut entry = Vec::with_capacity(property.len() + value.len() + path.len());
             entry.extend_from_slice(&property);
             entry.extend_from_slice(value);
@@ -233,18 +259,14 @@ pub(crate) fn entries(
         };
         let mut rows: Vec<Vec<u8>> = vec![Vec::new()];
         for (name, direction) in &index.columns {
-            let Some(column) = values
-                .iter()
-                .find(|c| c.path == name.as_str())
-                .map(|c| &c.values)
-            else {
+            let Some((_, values)) = columns.columns.iter().find(|(path, _)| path == name) else {
                 rows.clear();
                 break;
             };
             rows = rows
                 .into_iter()
                 .flat_map(|row| {
-                    column.iter().map(move |value| {
+                    columns.values(values).map(move |value| {
                         let mut row = row.clone();
                         match direction {
                             Direction::Ascending => row.extend_from_slice(value),
