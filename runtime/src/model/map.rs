@@ -155,10 +155,7 @@ impl PropertyMap {
             let value_start = w.bytes.len();
             let mut sink = ValueWriter::stored(&mut w);
             write(&mut sink);
-            let tally = sink.tally();
-            s.facts.readable &= tally.balanced();
-            s.facts.keys |= tally.keys;
-            s.facts.names &= name_checked && tally.names;
+            s.facts.absorb(sink.tally(), excluded, name_checked);
             let value_end = w.bytes.len();
             s.bytes = w.bytes;
             let at = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
@@ -245,7 +242,7 @@ impl PropertyMap {
             Repr::Entries(e) => e,
             Repr::Stored(s) => s.entries(),
             #[cfg(feature = "cloud")]
-            Repr::Wire(w) => w.decoded.get_or_init(|| decode_wire(w)),
+            Repr::Wire(w) => w.decoded.get_or_init(|| Box::new(decode_wire(w))),
         }
     }
 
@@ -253,12 +250,12 @@ impl PropertyMap {
         match &mut self.repr {
             Repr::Entries(_) => {}
             Repr::Stored(s) => {
-                let entries = s.decoded.take().unwrap_or_else(|| s.decode());
+                let entries = s.decoded.take().map_or_else(|| s.decode(), |e| *e);
                 self.repr = Repr::Entries(entries);
             }
             #[cfg(feature = "cloud")]
             Repr::Wire(w) => {
-                let entries = w.decoded.take().unwrap_or_else(|| decode_wire(w));
+                let entries = w.decoded.take().map_or_else(|| decode_wire(w), |e| *e);
                 self.repr = Repr::Entries(entries);
             }
         }

@@ -18,9 +18,9 @@ use crate::model::scalar::Timestamp;
 #[cfg(feature = "cloud")]
 use crate::model::stored::ValueView;
 use crate::model::stored::{self, ENTITY, Writer};
+use crate::model::value::{Facts, PropertyMap, Value};
 #[cfg(feature = "cloud")]
 use crate::model::value::{Measured, Repr, Wire};
-use crate::model::value::{PropertyMap, Value};
 #[cfg(feature = "cloud")]
 use crate::model::wire::{Partitions, timestamp};
 #[cfg(feature = "cloud")]
@@ -80,7 +80,7 @@ impl PropertyMap {
                     // Empty; each property the derive writes adds its size, and `put_next`
                     // keeps the names vouched for.
                     size: Measured::known(0),
-                    names: true,
+                    facts: Facts::EMPTY,
                 }),
             },
             _ => PropertyMap::stored_with_capacity(properties, bytes),
@@ -93,18 +93,21 @@ impl PropertyMap {
 /// not a public API.
 pub struct ValueWriter<'a> {
     target: Target<'a>,
+    /// What was written so far.
+    tally: Tally,
 }
 
 enum Target<'a> {
-    /// The bytes, and what was written into them so far.
-    Stored(&'a mut Writer, Tally),
+    Stored(&'a mut Writer),
     #[cfg(feature = "cloud")]
     Wire(WireWriter<'a>),
 }
 
-/// What a stored sink was given so far: whether the writes make exactly the one value it
-/// expects (each array followed by as many values as it announced), and whether a key value
-/// may be among them.
+/// What a sink was given for one property: whether the writes make exactly the one value it
+/// expects (each array followed by as many values as it announced), whether a key value may
+/// be among them, whether every name in them is one the derive validated, and whether the
+/// value is plain — scalars, or one array of scalars — with how many scalars and the
+/// longest string or bytes among them (all the limits check would look at).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Tally {
     /// Values still expected.
@@ -112,8 +115,12 @@ pub(crate) struct Tally {
     /// Whether a value came when none was expected, or an embedded entity does not read back.
     broken: bool,
     pub(crate) keys: bool,
-    /// Whether the names in embedded entities were validated by the derive.
     pub(crate) names: bool,
+    /// Values and array heads written.
+    tokens: usize,
+    pub(crate) plain: bool,
+    pub(crate) scalars: usize,
+    pub(crate) longest: usize,
 }
 
 impl Tally {
@@ -122,15 +129,28 @@ impl Tally {
         broken: false,
         keys: false,
         names: true,
+        tokens: 0,
+        plain: true,
+        scalars: 0,
+        longest: 0,
     };
 
     /// One value (or an array's or entity's head) was written.
     #[inline]
     fn token(&mut self) {
+        self.tokens += 1;
         match self.owed.checked_sub(1) {
             Some(owed) => self.owed = owed,
             None => self.broken = true,
         }
+    }
+
+    /// A scalar, `len` bytes long if it is a string or bytes.
+    #[inline]
+    fn scalar(&mut self, len: usize) {
+        self.token();
+        self.scalars += 1;
+        self.longest = self.longest.max(len);
     }
 
     /// Whether what was written reads back as one value.
@@ -149,31 +169,40 @@ pub(crate) struct WireWriter<'a> {
     /// The arrays being filled, innermost last, with how many elements each still lacks.
     open: Vec<(Vec<pb::Value>, usize)>,
     done: Option<pb::Value>,
-    /// Whether the names of the embedded entities written are all ones the derive validated.
-    names: bool,
+}
+
+impl Facts {
+    /// Takes in what the sink saw of one more property (`excluded` from indexes or not, its
+    /// name validated by the derive or not).
+    pub(crate) fn absorb(&mut self, tally: Tally, excluded: bool, name_checked: bool) {
+        self.readable &= tally.balanced();
+        self.keys |= tally.keys;
+        self.names &= name_checked && tally.names;
+        let plain = tally.plain && tally.balanced();
+        let indexed = if excluded { 0 } else { tally.scalars };
+        let saturated = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        self.indexed = self
+            .indexed
+            .filter(|_| plain)
+            .map(|n| n.saturating_add(saturated(indexed)));
+        if !excluded {
+            self.longest = self.longest.max(saturated(tally.longest));
+        }
+    }
 }
 
 impl<'a> ValueWriter<'a> {
     /// A sink writing into stored bytes.
     pub(crate) fn stored(w: &'a mut Writer) -> ValueWriter<'a> {
         ValueWriter {
-            target: Target::Stored(w, Tally::ONE_VALUE),
+            target: Target::Stored(w),
+            tally: Tally::ONE_VALUE,
         }
     }
 
-    /// What a stored sink was given (nothing is known of a wire sink's: a tally that vouches
-    /// for nothing).
+    /// What the sink was given.
     pub(crate) fn tally(&self) -> Tally {
-        match &self.target {
-            Target::Stored(_, tally) => *tally,
-            #[cfg(feature = "cloud")]
-            Target::Wire(w) => Tally {
-                owed: 0,
-                broken: true,
-                keys: true,
-                names: w.names,
-            },
-        }
+        self.tally
     }
 
     /// A sink building one wire value, excluded from indexes or not.
@@ -185,8 +214,8 @@ impl<'a> ValueWriter<'a> {
                 excluded,
                 open: Vec::new(),
                 done: None,
-                names: true,
             }),
+            tally: Tally::ONE_VALUE,
         }
     }
 
@@ -195,18 +224,16 @@ impl<'a> ValueWriter<'a> {
     pub(crate) fn into_wire(self) -> pb::Value {
         match self.target {
             Target::Wire(w) => w.done.unwrap_or_else(|| scalar(V::NullValue(0), false)),
-            Target::Stored(..) => scalar(V::NullValue(0), false),
+            Target::Stored(_) => scalar(V::NullValue(0), false),
         }
     }
 
     /// A null.
     #[inline]
     pub fn null(&mut self) {
+        self.tally.scalar(0);
         match &mut self.target {
-            Target::Stored(w, tally) => {
-                tally.token();
-                w.u8(stored::NULL);
-            }
+            Target::Stored(w) => w.u8(stored::NULL),
             #[cfg(feature = "cloud")]
             Target::Wire(w) => w.push(V::NullValue(0)),
         }
@@ -215,9 +242,9 @@ impl<'a> ValueWriter<'a> {
     /// A boolean.
     #[inline]
     pub fn boolean(&mut self, b: bool) {
+        self.tally.scalar(0);
         match &mut self.target {
-            Target::Stored(w, tally) => {
-                tally.token();
+            Target::Stored(w) => {
                 w.u8(stored::BOOLEAN);
                 w.u8(u8::from(b));
             }
@@ -229,11 +256,9 @@ impl<'a> ValueWriter<'a> {
     /// An integer.
     #[inline]
     pub fn integer(&mut self, i: i64) {
+        self.tally.scalar(0);
         match &mut self.target {
-            Target::Stored(w, tally) => {
-                tally.token();
-                w.tagged(stored::INTEGER, i.cast_unsigned());
-            }
+            Target::Stored(w) => w.tagged(stored::INTEGER, i.cast_unsigned()),
             #[cfg(feature = "cloud")]
             Target::Wire(w) => w.push(V::IntegerValue(i)),
         }
@@ -242,11 +267,9 @@ impl<'a> ValueWriter<'a> {
     /// A double.
     #[inline]
     pub fn double(&mut self, d: f64) {
+        self.tally.scalar(0);
         match &mut self.target {
-            Target::Stored(w, tally) => {
-                tally.token();
-                w.tagged(stored::DOUBLE, d.to_bits());
-            }
+            Target::Stored(w) => w.tagged(stored::DOUBLE, d.to_bits()),
             #[cfg(feature = "cloud")]
             Target::Wire(w) => w.push(V::DoubleValue(d)),
         }
@@ -255,11 +278,9 @@ impl<'a> ValueWriter<'a> {
     /// A timestamp.
     #[inline]
     pub fn timestamp(&mut self, t: Timestamp) {
+        self.tally.scalar(0);
         match &mut self.target {
-            Target::Stored(w, tally) => {
-                tally.token();
-                w.tagged(stored::TIMESTAMP, t.as_micros().cast_unsigned());
-            }
+            Target::Stored(w) => w.tagged(stored::TIMESTAMP, t.as_micros().cast_unsigned()),
             #[cfg(feature = "cloud")]
             Target::Wire(w) => w.push(V::TimestampValue(timestamp(t))),
         }
@@ -268,9 +289,9 @@ impl<'a> ValueWriter<'a> {
     /// A string.
     #[inline]
     pub fn string(&mut self, s: &str) {
+        self.tally.scalar(s.len());
         match &mut self.target {
-            Target::Stored(w, tally) => {
-                tally.token();
+            Target::Stored(w) => {
                 w.u8(stored::STRING);
                 w.bytes(s.as_bytes());
             }
@@ -282,9 +303,9 @@ impl<'a> ValueWriter<'a> {
     /// Bytes.
     #[inline]
     pub fn blob(&mut self, b: &[u8]) {
+        self.tally.scalar(b.len());
         match &mut self.target {
-            Target::Stored(w, tally) => {
-                tally.token();
+            Target::Stored(w) => {
                 w.u8(stored::BLOB);
                 w.bytes(b);
             }
@@ -295,10 +316,11 @@ impl<'a> ValueWriter<'a> {
 
     /// A key.
     pub fn key(&mut self, key: &RawKey) {
+        self.tally.token();
+        self.tally.keys = true;
+        self.tally.plain = false;
         match &mut self.target {
-            Target::Stored(w, tally) => {
-                tally.token();
-                tally.keys = true;
+            Target::Stored(w) => {
                 w.u8(crate::model::stored::KEY);
                 w.key(key);
             }
@@ -313,10 +335,12 @@ impl<'a> ValueWriter<'a> {
     /// An array of `len` values, which the next `len` writes are.
     #[inline]
     pub fn array(&mut self, len: usize) {
+        // Plain only as the property's value (not inside another array).
+        self.tally.plain &= self.tally.tokens == 0;
+        self.tally.token();
+        self.tally.owed += len;
         match &mut self.target {
-            Target::Stored(w, tally) => {
-                tally.token();
-                tally.owed += len;
+            Target::Stored(w) => {
                 w.u8(crate::model::stored::ARRAY);
                 w.len(len);
             }
@@ -327,25 +351,28 @@ impl<'a> ValueWriter<'a> {
 
     /// An embedded entity, its properties built by `build` in the sink's form.
     pub fn entity(&mut self, build: impl FnOnce(Form<'_>) -> PropertyMap) {
+        self.tally.token();
+        self.tally.plain = false;
+        let form = match &self.target {
+            Target::Stored(_) => Form::STORED,
+            #[cfg(feature = "cloud")]
+            Target::Wire(w) => Form(FormRepr::Wire {
+                partitions: w.partitions,
+                excluded: w.excluded,
+            }),
+        };
+        let properties = build(form);
+        let facts = properties.facts();
+        self.tally.broken |= !facts.readable;
+        self.tally.keys |= facts.keys;
+        self.tally.names &= facts.names;
         match &mut self.target {
-            Target::Stored(w, tally) => {
-                tally.token();
-                let properties = build(Form::STORED);
-                let facts = properties.facts();
-                tally.broken |= !facts.readable;
-                tally.keys |= facts.keys;
-                tally.names &= facts.names;
+            Target::Stored(w) => {
                 w.u8(ENTITY);
                 w.properties(&properties);
             }
             #[cfg(feature = "cloud")]
             Target::Wire(w) => {
-                let form = Form(FormRepr::Wire {
-                    partitions: w.partitions,
-                    excluded: w.excluded,
-                });
-                let properties = build(form);
-                w.names &= properties.facts().names;
                 let properties = properties.into_wire(w.partitions, w.excluded);
                 w.push(V::EntityValue(pb::Entity {
                     key: None,
@@ -355,21 +382,18 @@ impl<'a> ValueWriter<'a> {
         }
     }
 
-    /// Any value.
+    /// Any value: written whole, it reads back. Only a scalar is surely no key and holds no
+    /// names; it is not counted as plain.
     pub fn value(&mut self, value: &Value) {
+        self.tally.token();
+        self.tally.plain = false;
+        let scalar = !matches!(value, Value::Key(_) | Value::Array(_) | Value::Entity(_));
+        self.tally.keys |= !scalar;
+        self.tally.names &= scalar;
         match &mut self.target {
-            Target::Stored(w, tally) => {
-                tally.token();
-                // A `Value` is written whole: it reads back. Only a scalar is surely no key,
-                // and holds no names.
-                let scalar = !matches!(value, Value::Key(_) | Value::Array(_) | Value::Entity(_));
-                tally.keys |= !scalar;
-                tally.names &= scalar;
-                w.value(value);
-            }
+            Target::Stored(w) => w.value(value),
             #[cfg(feature = "cloud")]
             Target::Wire(w) => {
-                w.names &= !matches!(value, Value::Array(_) | Value::Entity(_));
                 let value = wire_value(ValueView::of(value), w.excluded, w.partitions);
                 w.push_value(value);
             }
@@ -459,7 +483,8 @@ pub(crate) fn put_wire(
     map.decoded = OnceLock::new();
     let mut sink = ValueWriter::wire(&map.partitions, excluded || map.excluded);
     write(&mut sink);
-    map.names &= name_checked && sink.tally().names;
+    map.facts
+        .absorb(sink.tally(), excluded || map.excluded, name_checked);
     let value = sink.into_wire();
     let name = name.to_owned();
     let entry = entry_len(&name, &value);
@@ -691,6 +716,48 @@ mod tests {
             facts(&|m| m.put_next("b", false, |w| w.value(&Value::Integer(3)))),
             (true, false, true)
         );
+        // Plain properties: how many values are indexed, and the longest indexed string.
+        let plain = |put: &dyn Fn(&mut PropertyMap)| {
+            let mut m = PropertyMap::in_form(Form::STORED, 4, 64);
+            m.put_next("a", false, |w| w.integer(1));
+            m.put_next("b", true, |w| w.string(&"x".repeat(2000)));
+            put(&mut m);
+            let f = m.facts();
+            (f.indexed, f.longest)
+        };
+        assert_eq!(plain(&|_| {}), (Some(1), 0));
+        assert_eq!(
+            plain(&|m| m.put_next("c", false, |w| {
+                w.array(3);
+                w.string("abc");
+                w.null();
+                w.blob(&[0; 7]);
+            })),
+            (Some(4), 7)
+        );
+        assert_eq!(
+            plain(&|m| m.put_next("c", true, |w| {
+                w.array(1);
+                w.string("abc");
+            })),
+            (Some(1), 0)
+        );
+        // Not plain: a key, an entity, a `Value`, an array inside an array.
+        for put in [
+            &(|m: &mut PropertyMap| m.put_next("c", false, |w| w.key(&key)))
+                as &dyn Fn(&mut PropertyMap),
+            &|m| m.put_next("c", false, |w| w.entity(derived)),
+            &|m| m.put_next("c", false, |w| w.value(&Value::Integer(1))),
+            &|m| {
+                m.put_next("c", false, |w| {
+                    w.array(1);
+                    w.array(0);
+                })
+            },
+        ] {
+            assert_eq!(plain(put).0, None);
+        }
+
         // Values that do not make the one value announced: fewer, more, or a broken entity.
         for (announced, written) in [(2, 1), (1, 2), (0, 1)] {
             let (readable, _, _) = facts(&|m| {

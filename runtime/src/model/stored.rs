@@ -1014,10 +1014,7 @@ impl PropertyMap {
         match &self.repr {
             Repr::Stored(s) => s.facts,
             #[cfg(feature = "cloud")]
-            Repr::Wire(w) => Facts {
-                names: w.names,
-                ..Facts::CHECKED
-            },
+            Repr::Wire(w) => w.facts,
             Repr::Entries(_) => Facts::CHECKED,
         }
     }
@@ -1137,7 +1134,7 @@ impl Stored {
     }
 
     pub(crate) fn entries(&self) -> &Entries {
-        self.decoded.get_or_init(|| self.decode())
+        self.decoded.get_or_init(|| Box::new(self.decode()))
     }
 }
 

@@ -13,7 +13,7 @@ use gcloud_sdk::google::r#type::LatLng;
 use crate::error::Error;
 use crate::model::scalar::{Blob, GeoPoint};
 use crate::model::stored::{MapView, ValueView, wire_excluded};
-use crate::model::value::{Entries, Measured, Property, PropertyMap, Repr, Value, Wire};
+use crate::model::value::{Entries, Facts, Measured, Property, PropertyMap, Repr, Value, Wire};
 use crate::model::wire::{Partitions, checked_timestamp, from_timestamp, timestamp};
 use pb::value::ValueType as V;
 
@@ -217,7 +217,7 @@ impl PropertyMap {
                 excluded: false,
                 decoded: OnceLock::new(),
                 size: Measured::unknown(),
-                names: false,
+                facts: Facts::CHECKED,
             }),
         })
     }

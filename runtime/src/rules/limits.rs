@@ -12,7 +12,7 @@ use crate::model::key::RawKey;
 use crate::model::name::{NameRole, validate};
 use crate::model::stored::ValueView;
 use crate::model::value::{MAX_NESTING, PropertyMap};
-use crate::rules::index_entries::{CompositeIndex, Level, check_entries};
+use crate::rules::index_entries::{CompositeIndex, Level, MAX_INDEXED_VALUES, check_entries};
 
 /// Longest indexed string or byte string, in bytes (R-I4).
 pub const MAX_INDEXED_BYTES: usize = 1500;
@@ -29,10 +29,27 @@ pub(crate) fn check_entity<C: CompositeIndex>(
     entity: &PropertyMap,
     composites: &[C],
 ) -> Result<(), Error> {
-    let mut walk = Walk::new(key);
-    walk.names_checked = entity.facts().names;
-    walk.level(entity.view(), false, false, 0)?;
-    check_entries(key, entity, composites, walk.builtin, &|name| {
+    let facts = entity.facts();
+    let builtin = match facts.indexed {
+        // Every property plain (scalars, or one array of scalars), with names the derive
+        // validated, as the sink that wrote them saw: all the walk below would find is how
+        // many values are indexed — unless one is too long or there are too many, which the
+        // walk then reports with their property.
+        Some(indexed)
+            if facts.names
+                && (facts.longest as usize) <= MAX_INDEXED_BYTES
+                && (indexed as usize) <= MAX_INDEXED_VALUES =>
+        {
+            indexed as usize
+        }
+        _ => {
+            let mut walk = Walk::new(key);
+            walk.names_checked = facts.names;
+            walk.level(entity.view(), false, false, 0)?;
+            walk.builtin
+        }
+    };
+    check_entries(key, entity, composites, builtin, &|name| {
         // For the error only: the built-in entries of one top-level property.
         let mut one = Walk::new(key);
         let property = entity.view().filter(|(n, _, _)| *n == name);
