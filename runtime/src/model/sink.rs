@@ -174,17 +174,18 @@ pub(crate) struct WireWriter<'a> {
 impl Facts {
     /// Takes in what the sink saw of one more property (`excluded` from indexes or not, its
     /// name validated by the derive or not).
+    #[inline]
     pub(crate) fn absorb(&mut self, tally: Tally, excluded: bool, name_checked: bool) {
-        self.readable &= tally.balanced();
+        let balanced = tally.balanced();
+        self.readable &= balanced;
         self.keys |= tally.keys;
-        self.names &= name_checked && tally.names;
-        let plain = tally.plain && tally.balanced();
-        let indexed = if excluded { 0 } else { tally.scalars };
-        let saturated = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-        self.indexed = self
-            .indexed
-            .filter(|_| plain)
-            .map(|n| n.saturating_add(saturated(indexed)));
+        self.names &= name_checked & tally.names;
+        let saturated = |n: usize| n.min(u32::MAX as usize) as u32;
+        self.indexed = match (self.indexed, tally.plain & balanced, excluded) {
+            (Some(n), true, true) => Some(n),
+            (Some(n), true, false) => Some(n.saturating_add(saturated(tally.scalars))),
+            _ => None,
+        };
         if !excluded {
             self.longest = self.longest.max(saturated(tally.longest));
         }
@@ -201,6 +202,7 @@ impl<'a> ValueWriter<'a> {
     }
 
     /// What the sink was given.
+    #[inline]
     pub(crate) fn tally(&self) -> Tally {
         self.tally
     }
