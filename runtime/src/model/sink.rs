@@ -116,8 +116,8 @@ pub(crate) struct Tally {
     broken: bool,
     pub(crate) keys: bool,
     pub(crate) names: bool,
-    /// Values and array heads written.
-    tokens: usize,
+    /// Whether an array head was written.
+    array: bool,
     pub(crate) plain: bool,
     pub(crate) scalars: usize,
     pub(crate) longest: usize,
@@ -129,7 +129,7 @@ impl Tally {
         broken: false,
         keys: false,
         names: true,
-        tokens: 0,
+        array: false,
         plain: true,
         scalars: 0,
         longest: 0,
@@ -138,7 +138,6 @@ impl Tally {
     /// One value (or an array's or entity's head) was written.
     #[inline]
     fn token(&mut self) {
-        self.tokens += 1;
         match self.owed.checked_sub(1) {
             Some(owed) => self.owed = owed,
             None => self.broken = true,
@@ -337,8 +336,10 @@ impl<'a> ValueWriter<'a> {
     /// An array of `len` values, which the next `len` writes are.
     #[inline]
     pub fn array(&mut self, len: usize) {
-        // Plain only as the property's value (not inside another array).
-        self.tally.plain &= self.tally.tokens == 0;
+        // Plain only as the property's value (not inside another array): the first value
+        // written (a key, an entity or a `Value` before it made the property not plain).
+        self.tally.plain &= !self.tally.array && self.tally.scalars == 0;
+        self.tally.array = true;
         self.tally.token();
         self.tally.owed += len;
         match &mut self.target {
