@@ -6,12 +6,15 @@ use std::fmt;
 use std::ops::Index;
 use std::sync::OnceLock;
 
-use crate::model::sink::ValueWriter;
 #[cfg(feature = "cloud")]
-use crate::model::sink::put_wire;
+use gcloud_sdk::google::datastore::v1 as pb;
+
+use crate::model::sink::ValueWriter;
 #[cfg(feature = "cloud")]
 use crate::model::stored::ValueView;
 use crate::model::stored::{ValueRef, Writer, written_value};
+#[cfg(feature = "cloud")]
+use crate::model::value::Wire;
 use crate::model::value::{
     DecodeError, Entries, Entry, Facts, Property, PropertyMap, Repr, Slot, Stored, Value,
 };
@@ -460,6 +463,46 @@ impl fmt::Debug for PropertyMap {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map().entries(self.iter()).finish()
     }
+}
+
+/// Writes `write`'s value into wire property `name` of `map` (excluded when `excluded` or
+/// when the map's values all are).
+#[cfg(feature = "cloud")]
+fn put_wire(
+    map: &mut Wire,
+    name: &str,
+    excluded: bool,
+    write: impl FnOnce(&mut ValueWriter<'_>),
+    name_checked: bool,
+) {
+    map.decoded = OnceLock::new();
+    let mut sink = ValueWriter::wire(&map.partitions, excluded || map.excluded);
+    write(&mut sink);
+    map.facts
+        .absorb(sink.tally(), excluded || map.excluded, name_checked);
+    let value = sink.into_wire();
+    let name = name.to_owned();
+    let entry = entry_len(&name, &value);
+    // The size so far plus this property's, unless it replaced one (then measured again when
+    // asked).
+    let size = map.size.get().map(|size| size + entry);
+    let replaced = map.properties.insert(name, value).is_some();
+    map.size.set(size.filter(|_| !replaced));
+}
+
+/// What one property adds to the encoded length of a `pb::Entity`'s `properties` (field 2, a
+/// map): exactly what prost counts for that entry.
+#[cfg(feature = "cloud")]
+fn entry_len(name: &String, value: &pb::Value) -> usize {
+    use gcloud_sdk::prost::encoding::{encoded_len_varint, key_len, message, string};
+    let len = match name.is_empty() {
+        true => 0,
+        false => string::encoded_len(1, name),
+    } + match *value == pb::Value::default() {
+        true => 0,
+        false => message::encoded_len(2, value),
+    };
+    key_len(2) + encoded_len_varint(len as u64) + len
 }
 
 #[cfg(test)]
