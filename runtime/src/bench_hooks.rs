@@ -11,14 +11,32 @@ use crate::model::entity::Entity;
 use crate::model::key::RawKey;
 use crate::model::value::PropertyMap;
 
-/// `entity` in the embedded engine's stored form: the bytes a put writes.
+/// `entity` in the embedded engine's stored form: the bytes a put writes for it (followed, in
+/// the engine's entities table, by its times).
+///
+/// ```
+/// # use datastore_entity::prelude::*;
+/// use datastore_entity::bench_hooks::{from_stored_form, stored_form};
+///
+/// #[derive(Entity, Debug, PartialEq)]
+/// struct Note {
+///     #[key]
+///     id: KeyId,
+///     text: String,
+/// }
+///
+/// let note = Note { id: KeyId::new(1)?, text: "kept".into() };
+/// let bytes = stored_form(&note)?;
+/// assert_eq!(from_stored_form::<Note>(Note::key(KeyId::new(1)?).raw(), &bytes)?, note);
+/// # Ok::<(), Error>(())
+/// ```
 pub fn stored_form<E: Entity>(entity: &E) -> Result<Vec<u8>, Error> {
-    crate::backend::embedded::stored_form(entity)
+    entity.to_properties().map(PropertyMap::into_stored_bytes)
 }
 
 /// `E` from its stored form under `key`: what a get converts back.
 pub fn from_stored_form<E: Entity>(key: &RawKey, bytes: &[u8]) -> Result<E, Error> {
-    crate::backend::embedded::from_stored_form(key, bytes)
+    E::from_stored(key, bytes)
 }
 
 /// The stored form of `properties`, as the engine writes a map.

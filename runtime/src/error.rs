@@ -271,6 +271,21 @@ pub enum Error {
         key: String,
     },
 
+    /// A conditional write (`put_if_version`, `delete_if_version`) found the entity at another
+    /// version than the one it was read at: someone wrote it since (or it was deleted, or
+    /// created). Nothing of the commit was written; read it again and decide.
+    #[error(
+        "the entity {key} is at version {stored}, not {expected}: it changed since it was read; nothing was written"
+    )]
+    Conflict {
+        /// The entity's key.
+        key: String,
+        /// The version the write expected (`0`: that it did not exist).
+        expected: u64,
+        /// The version it is at (`0`: it does not exist), where the backend says.
+        stored: u64,
+    },
+
     /// The transaction lost a race with another commit (contention). Retrying may succeed (R-A2).
     #[error("transaction aborted: {reason}; it was rolled back and can be retried")]
     Aborted {

@@ -90,6 +90,7 @@ pub use datastore_entity_derive::PropertyValue;
 pub use db::cloud::CloudBuilder;
 pub use db::query::{KeysOnlyQuery, ProjectionQuery, Query};
 pub use db::txn::{ReadTx, Tx};
+pub use db::versioned::{Versioned, Written};
 pub use db::{Db, ParentKey};
 pub use error::{Error, ServiceCode};
 pub use futures_core::Stream;

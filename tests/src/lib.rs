@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use datastore_entity::backend::embedded::Embedded;
 use datastore_entity::backend::{
-    Aggregation, Backend, BoxFuture, Mutation, QueryBatch, QuerySpec, TransactionId,
-    TransactionMode,
+    Aggregation, Backend, BoxFuture, Change, Committed, FoundStamped, QueryBatch, QuerySpec,
+    TransactionId, TransactionMode,
 };
 use datastore_entity::prelude::*;
-use datastore_entity::{PartitionId, PropertyMap, Value};
+use datastore_entity::{PartitionId, Value};
 
 pub mod conformance;
 pub mod faults;
@@ -256,11 +256,11 @@ impl Instrumented {
 }
 
 impl Backend for Instrumented {
-    fn lookup<'a>(
+    fn lookup_stamped<'a>(
         &'a self,
         keys: &'a [RawKey],
         transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Vec<Option<PropertyMap>>, Error>> {
+    ) -> BoxFuture<'a, Result<FoundStamped, Error>> {
         self.record(Call::Lookup);
         self.lookups
             .lock()
@@ -271,19 +271,19 @@ impl Backend for Instrumented {
                 reason: "injected contention".into(),
             })));
         }
-        self.inner.lookup(keys, transaction)
+        self.inner.lookup_stamped(keys, transaction)
     }
 
-    fn commit<'a>(
+    fn commit_changes<'a>(
         &'a self,
-        mutations: Vec<Mutation>,
+        changes: Vec<Change>,
         transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
+    ) -> BoxFuture<'a, Result<Committed, Error>> {
         self.record(Call::Commit);
         self.commits
             .lock()
             .expect("not poisoned")
-            .push(mutations.iter().map(|m| m.key().clone()).collect());
+            .push(changes.iter().map(|c| c.mutation.key().clone()).collect());
         let failure = match (take_one(&self.fail_commits), take_one(&self.abort_commits)) {
             (true, _) => Some(Error::Unavailable {
                 reason: "injected outage".into(),
@@ -302,7 +302,7 @@ impl Backend for Instrumented {
                 Err(failure)
             });
         }
-        self.inner.commit(mutations, transaction)
+        self.inner.commit_changes(changes, transaction)
     }
 
     fn run_query<'a>(
@@ -414,20 +414,20 @@ macro_rules! after_round_trip {
 }
 
 impl Backend for Latency {
-    fn lookup<'a>(
+    fn lookup_stamped<'a>(
         &'a self,
         keys: &'a [RawKey],
         transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Vec<Option<PropertyMap>>, Error>> {
-        after_round_trip!(self, self.inner.lookup(keys, transaction))
+    ) -> BoxFuture<'a, Result<FoundStamped, Error>> {
+        after_round_trip!(self, self.inner.lookup_stamped(keys, transaction))
     }
 
-    fn commit<'a>(
+    fn commit_changes<'a>(
         &'a self,
-        mutations: Vec<Mutation>,
+        changes: Vec<Change>,
         transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
-        after_round_trip!(self, self.inner.commit(mutations, transaction))
+    ) -> BoxFuture<'a, Result<Committed, Error>> {
+        after_round_trip!(self, self.inner.commit_changes(changes, transaction))
     }
 
     fn run_query<'a>(

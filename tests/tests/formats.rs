@@ -246,7 +246,7 @@ async fn observed(dir: &std::path::Path) -> BTreeMap<String, String> {
         let mut entries = String::new();
         for entry in table.iter().unwrap() {
             let (k, v) = entry.unwrap();
-            let _ = write!(entries, "\n    {} => {}", hex(k.value()), hex(v.value()));
+            let _ = write!(entries, "\n    {}", rendered(&name, k.value(), v.value()));
         }
         out.insert(format!("file table {name}"), entries);
     }
@@ -327,6 +327,38 @@ async fn stored_formats_match_their_golden_bytes() {
     );
 }
 
+/// An entry of a file's table as the golden file pins it: `key => value` in hex, except what
+/// a write's time decides, checked here and named instead — an entity's times (after its
+/// stored form: created, then updated, microseconds) with the checksum sealing them, and the
+/// last commit's time in the meta table.
+fn rendered(table: &str, key: &[u8], value: &[u8]) -> String {
+    let plausible = |micros: i64| {
+        let now = Timestamp::now().as_micros();
+        (now - 86_400_000_000..=now + 60_000_000).contains(&micros)
+    };
+    let micros = |b: &[u8]| i64::from_le_bytes(b.try_into().unwrap());
+    let value = match table {
+        "entities" => {
+            let form = &value[..value.len() - 20];
+            let times = &value[value.len() - 20..value.len() - 4];
+            let (created, updated) = (micros(&times[..8]), micros(&times[8..]));
+            assert!(
+                plausible(created) && plausible(updated) && created <= updated,
+                "the times of entity {}: {created}, {updated}",
+                hex(key)
+            );
+            format!("{} +times +checksum", hex(form))
+        }
+        "meta" if key == b"clock" => {
+            let clock = i64::from_be_bytes(value.try_into().unwrap());
+            assert!(plausible(clock), "the last commit's time: {clock}");
+            "+time".to_owned()
+        }
+        _ => hex(value),
+    };
+    format!("{} => {value}", hex(key))
+}
+
 /// A table's entries: (key, value) pairs, in bytes.
 type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
@@ -358,17 +390,32 @@ fn file_tables(golden: &str) -> BTreeMap<String, Entries> {
     tables
 }
 
-/// A file written before checksums (format 1: the tables pinned in `tests/golden/format1.txt`)
-/// is sealed when it is opened, and then reads as before; its tables become exactly today's
-/// golden ones.
+/// A file of an earlier format — before checksums (format 1, `tests/golden/format1.txt`), or
+/// before entities kept their times (format 2, `tests/golden/format2.txt`) — is migrated when
+/// it is opened, and then reads as before; its tables become exactly today's golden ones.
 #[tokio::test]
-async fn a_format_1_file_is_sealed_on_open_and_reads_as_before() {
-    let dir = std::env::temp_dir().join(format!("datastore-entity-format1-{}", std::process::id()));
+async fn a_file_of_an_earlier_format_is_migrated_on_open_and_reads_as_before() {
+    for (format, golden) in [
+        (1, include_str!("../golden/format1.txt")),
+        (2, include_str!("../golden/format2.txt")),
+    ] {
+        migrated(format, golden).await;
+    }
+}
+
+async fn migrated(format: u8, golden: &str) {
+    let dir = std::env::temp_dir().join(format!(
+        "datastore-entity-format{format}-{}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("old.redb");
     let _ = std::fs::remove_file(&path);
-    let old = file_tables(include_str!("../golden/format1.txt"));
-    assert!(old.len() >= 5, "the format-1 golden tables are there");
+    let old = file_tables(golden);
+    assert!(
+        old.len() >= 5,
+        "the format-{format} golden tables are there"
+    );
     {
         let file = redb::Database::create(&path).unwrap();
         let write = file.begin_write().unwrap();
@@ -385,12 +432,14 @@ async fn a_format_1_file_is_sealed_on_open_and_reads_as_before() {
     {
         let db = Db::open(&path).unwrap();
         let intro = db
-            .get(&Article::key(KeyName::new("intro").unwrap()))
+            .get_versioned(&Article::key(KeyName::new("intro").unwrap()))
             .await
             .unwrap()
             .expect("kept");
-        assert_eq!(intro.author, "ann");
-        assert_eq!(intro.score, 3);
+        assert_eq!(intro.entity.author, "ann");
+        assert_eq!(intro.entity.score, 3);
+        // Migrated entities take the migration's time as their create and update time.
+        assert!(intro.version > 0 && intro.create_time == intro.update_time);
         let config = db
             .get(&Config::key(KeyName::new("site").unwrap()))
             .await
@@ -403,7 +452,7 @@ async fn a_format_1_file_is_sealed_on_open_and_reads_as_before() {
                 .unwrap()
                 .is_some()
         );
-        // The composite index table, sealed too, still answers.
+        // The composite index table, migrated too, still answers.
         let by_score: Vec<i64> = db
             .query::<Article>()
             .filter(Article::AUTHOR.eq("ann"))
@@ -417,24 +466,48 @@ async fn a_format_1_file_is_sealed_on_open_and_reads_as_before() {
             .collect();
         assert_eq!(by_score, [5, 3]);
     }
-    let now = file_tables(include_str!("../golden/formats.txt"));
+    let now = include_str!("../golden/formats.txt");
     let file = redb::Database::open(&path).unwrap();
     let read = file.begin_read().unwrap();
-    for (name, entries) in &now {
+    let names = now
+        .lines()
+        .filter_map(|line| line.strip_prefix("file table "))
+        .map(|header| header.trim_end().trim_end_matches(" ="));
+    for name in names {
         let table = read
             .open_table(redb::TableDefinition::<&[u8], &[u8]>::new(name))
             .unwrap();
-        let found: Entries = table
+        let found: Vec<String> = table
             .iter()
             .unwrap()
             .map(|e| {
                 let (k, v) = e.unwrap();
-                (k.value().to_vec(), v.value().to_vec())
+                rendered(name, k.value(), v.value())
             })
             .collect();
-        assert_eq!(&found, entries, "table {name} after sealing");
+        let expected: Vec<&str> = table_lines(now, name)
+            .into_iter()
+            // The last commit's time: written by the first commit, and none was made here.
+            .filter(|line| !line.starts_with("636c6f636b =>"))
+            .collect();
+        let found: Vec<&str> = found.iter().map(String::as_str).collect();
+        assert_eq!(
+            found, expected,
+            "table {name} of a format-{format} file after migration"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The entry lines of table `name` in a golden file, as written.
+fn table_lines<'g>(golden: &'g str, name: &str) -> Vec<&'g str> {
+    let header = format!("file table {name} =");
+    golden
+        .lines()
+        .skip_while(|line| line.trim_end() != header)
+        .skip(1)
+        .map_while(|line| line.strip_prefix("    "))
+        .collect()
 }
 
 /// An existing file of 0 bytes (a truncated database) is an error, not a new, empty database.

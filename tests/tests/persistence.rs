@@ -227,6 +227,67 @@ fn a_file_reopened_keeps_no_past_versions() {
     });
 }
 
+#[test]
+fn versions_and_times_outlive_the_process_and_only_grow() {
+    // An entity's version, create and update time are kept in the file; the last commit's
+    // time too, so versions grow after a reopen even if the clock went back meanwhile (the
+    // engine's clock is never behind the file's).
+    let scratch = Scratch::new("stamps");
+    let path = scratch.file();
+    let key = datastore_entity_tests::account_key("stamped");
+    let first = block_on(async {
+        let db = Db::open(&path).unwrap();
+        db.put_versioned(&account("stamped")).await.unwrap()
+    });
+    let read = block_on(async {
+        let db = Db::open(&path).unwrap();
+        let read = db.get_versioned(&key).await.unwrap().expect("kept");
+        assert_eq!(read.version, first.version);
+        assert_eq!(read.update_time, first.update_time);
+        assert_eq!(read.create_time, first.update_time);
+        // A conditional write with the version read before the reopen still holds.
+        let mut changed = account("stamped");
+        changed.balance = 1;
+        let second = db.put_if_version(&changed, read.version).await.unwrap();
+        assert!(second.version > read.version);
+        read
+    });
+    block_on(async {
+        let db = Db::open(&path).unwrap();
+        let stale = db.put_if_version(&account("stamped"), read.version).await;
+        assert!(matches!(stale, Err(Error::Conflict { .. })), "{stale:?}");
+        let now = db.get_versioned(&key).await.unwrap().expect("kept");
+        assert_eq!(now.create_time, read.create_time, "created once");
+        assert_eq!(now.entity.balance, 1);
+    });
+    // The file's last commit an hour ahead of this machine's clock (written by a machine whose
+    // clock ran ahead): the next write is still later than it.
+    let ahead = Timestamp::now().as_micros() + 3_600_000_000;
+    {
+        use redb::ReadableTable as _;
+        let file = redb::Database::open(&path).unwrap();
+        let write = file.begin_write().unwrap();
+        {
+            let meta = redb::TableDefinition::<&[u8], &[u8]>::new("meta");
+            let mut meta = write.open_table(meta).unwrap();
+            assert!(
+                meta.get(&b"clock"[..]).unwrap().is_some(),
+                "the clock is kept"
+            );
+            meta.insert(&b"clock"[..], &ahead.to_be_bytes()[..])
+                .unwrap();
+        }
+        write.commit().unwrap();
+    }
+    block_on(async {
+        let db = Db::open(&path).unwrap();
+        let mut changed = account("stamped");
+        changed.balance = 2;
+        let written = db.put_versioned(&changed).await.unwrap();
+        assert!(written.version > ahead as u64, "{written:?}");
+    });
+}
+
 /// `Note`'s kind, without `Note`'s declared index: a process that only knows this type still
 /// has the index, from the file.
 #[derive(Entity, Debug, Clone, PartialEq)]

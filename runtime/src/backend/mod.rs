@@ -16,10 +16,10 @@ use crate::query::explain::Explanation;
 /// The query vocabulary, where the backends' callers have always found it.
 pub use crate::query::spec::{
     Aggregation, FilterNode, PropertyFilter, PropertyOrder, QueryBatch, QueryResult, QuerySpec,
-    ResultShape,
+    ResultShape, Stamp,
 };
 /// The write vocabulary, where the backends' callers have always found it.
-pub use crate::query::write::{Mask, Mutation};
+pub use crate::query::write::{Change, ChangeResult, Committed, Condition, Mask, Mutation};
 
 #[cfg(feature = "cloud")]
 pub mod cloud;
@@ -31,6 +31,9 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// What a lookup finds: one slot per key, in the order of the keys.
 pub type Found = Vec<Option<PropertyMap>>;
+
+/// What a lookup finds with each entity's version and times: one slot per key, in order.
+pub type FoundStamped = Vec<Option<(PropertyMap, Stamp)>>;
 
 /// An entity a lookup found, as [`Backend::lookup_each`] hands it over: its properties in the
 /// embedded engine's stored form (read straight into a typed entity, see
@@ -71,12 +74,25 @@ pub enum TransactionMode {
 
 /// A storage backend: the service's calls, untyped.
 pub trait Backend: Send + Sync + 'static {
+    /// Reads entities by key, each with its version and times: one slot per key, in the order
+    /// of `keys` (R-A1).
+    fn lookup_stamped<'a>(
+        &'a self,
+        keys: &'a [RawKey],
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<FoundStamped, Error>>;
+
     /// Reads entities by key: one slot per key, in the order of `keys` (R-A1).
     fn lookup<'a>(
         &'a self,
         keys: &'a [RawKey],
         transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Vec<Option<PropertyMap>>, Error>>;
+    ) -> BoxFuture<'a, Result<Vec<Option<PropertyMap>>, Error>> {
+        Box::pin(async move {
+            let found = self.lookup_stamped(keys, transaction).await?;
+            Ok(found.into_iter().map(|f| f.map(|(p, _)| p)).collect())
+        })
+    }
 
     /// Looks `keys` up outside any transaction and hands each entity found to `read`, with
     /// its key's position, as it lies: the embedded engine gives its stored bytes, which the
@@ -99,13 +115,29 @@ pub trait Backend: Send + Sync + 'static {
         })
     }
 
+    /// Applies all changes atomically, or none: a change whose condition does not hold fails
+    /// the commit with [`Error::Conflict`]. Returns each change's result (its complete key,
+    /// allocated ids filled in, and the entity's new version). With a transaction, also ends
+    /// it.
+    fn commit_changes<'a>(
+        &'a self,
+        changes: Vec<Change>,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<Committed, Error>>;
+
     /// Applies all mutations atomically, or none. Returns each mutation's complete key
     /// (allocated ids filled in). With a transaction, also ends it.
     fn commit<'a>(
         &'a self,
         mutations: Vec<Mutation>,
         transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Vec<RawKey>, Error>>;
+    ) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
+        let changes = mutations.into_iter().map(Change::from).collect();
+        Box::pin(async move {
+            let committed = self.commit_changes(changes, transaction).await?;
+            Ok(committed.results.into_iter().map(|r| r.key).collect())
+        })
+    }
 
     /// Runs a query and returns one batch.
     fn run_query<'a>(
@@ -188,17 +220,17 @@ pub trait Backend: Send + Sync + 'static {
         })
     }
 
-    /// Commits the writes of a read-write transaction that read nothing: one call where the
+    /// Commits the changes of a read-write transaction that read nothing: one call where the
     /// service allows it (a single-use transaction), else begin, then commit (the default).
     fn begin_with_commit<'a>(
         &'a self,
-        mutations: Vec<Mutation>,
+        changes: Vec<Change>,
         partition: &'a PartitionId,
         mode: &'a TransactionMode,
-    ) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
+    ) -> BoxFuture<'a, Result<Committed, Error>> {
         Box::pin(async move {
             let id = self.begin_transaction(partition, mode).await?;
-            self.commit(mutations, Some(&id)).await
+            self.commit_changes(changes, Some(&id)).await
         })
     }
 

@@ -11,6 +11,7 @@ pub(crate) mod query;
 pub(crate) mod read;
 pub(crate) mod scope;
 pub(crate) mod txn;
+pub(crate) mod versioned;
 pub(crate) mod write;
 
 use std::fmt;

@@ -593,8 +593,8 @@ impl Tx {
             Some(error) => Err(error),
             None => write::prepare(&self.inner.db.scope, writes).await,
         };
-        let mutations = match prepared {
-            Ok((mutations, _)) => mutations,
+        let changes = match prepared {
+            Ok((changes, _)) => changes,
             Err(error) => {
                 // Refused before anything was sent: the transaction is still open there.
                 self.rollback().await;
@@ -603,11 +603,11 @@ impl Tx {
         };
         self.state().ended = true;
         match handle.begun() {
-            Some(id) => backend.commit(mutations, Some(id)).await.map(drop),
-            None if mutations.is_empty() => Ok(()),
+            Some(id) => backend.commit_changes(changes, Some(id)).await.map(drop),
+            None if changes.is_empty() => Ok(()),
             // It read nothing: its commit begins it.
             None => backend
-                .begin_with_commit(mutations, handle.partition(), handle.mode())
+                .begin_with_commit(changes, handle.partition(), handle.mode())
                 .await
                 .map(drop),
         }

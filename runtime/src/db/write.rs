@@ -3,7 +3,7 @@
 //! each write's companions (replicas, counter shards on delete: `format/companion.rs`), and
 //! sends the mutations in one backend call.
 
-use crate::backend::{Mask, Mutation, TransactionId};
+use crate::backend::{Change, Committed, Condition, Mask, Mutation, TransactionId};
 use crate::error::Error;
 use crate::format::companion::{ENTITY, OWNER, companion_key, replica};
 use crate::model::entity::Entity;
@@ -36,6 +36,8 @@ pub(crate) struct Write {
     /// Whether a delete takes the shards of the entity's counters with it (not when they
     /// were deleted before, in commits of their own).
     shards: bool,
+    /// Applied only if this holds (`put_if_version`, `delete_if_version`).
+    condition: Option<Condition>,
 }
 
 impl Write {
@@ -52,6 +54,7 @@ impl Write {
             mask: Mask::declared(E::SCHEMA),
             schema: Some(E::SCHEMA),
             shards: true,
+            condition: None,
         })
     }
 
@@ -73,6 +76,7 @@ impl Write {
             mask: Mask::Whole,
             schema: Some(E::SCHEMA),
             shards: true,
+            condition: None,
         })
     }
 
@@ -93,6 +97,15 @@ impl Write {
             mask: Mask::Whole,
             schema: None,
             shards: true,
+            condition: None,
+        }
+    }
+
+    /// `self`, applied only if the entity is still at `version` (`0`: does not exist).
+    pub(crate) fn if_version(self, version: u64) -> Write {
+        Write {
+            condition: Some(Condition::Version(version)),
+            ..self
         }
     }
 
@@ -108,20 +121,32 @@ pub(crate) async fn commit(
     writes: Vec<Write>,
     transaction: Option<&TransactionId>,
 ) -> Result<Vec<RawKey>, Error> {
-    let (mutations, primaries) = prepare(scope, writes).await?;
-    let mut keys = scope.backend.commit(mutations, transaction).await?;
-    keys.truncate(primaries);
-    Ok(keys)
+    let committed = commit_stamped(scope, writes, transaction).await?;
+    Ok(committed.results.into_iter().map(|r| r.key).collect())
 }
 
-/// The mutations of the writes (first, in order) and of their companions; and how many writes
-/// there were. The backend's commit checks them all (`rules::commit`: R-A4, R-I5, the limits,
+/// Commits `writes` and their companions in one commit: all or none. Returns each write's
+/// result (its complete key in the backend's partition, its new version), in order, and the
+/// commit's time.
+pub(crate) async fn commit_stamped(
+    scope: &Scope,
+    writes: Vec<Write>,
+    transaction: Option<&TransactionId>,
+) -> Result<Committed, Error> {
+    let (changes, primaries) = prepare(scope, writes).await?;
+    let mut committed = scope.backend.commit_changes(changes, transaction).await?;
+    committed.results.truncate(primaries);
+    Ok(committed)
+}
+
+/// The changes of the writes (first, in order, each under its condition) and of their
+/// companions; and how many writes there were. The backend's commit checks them all (`rules::commit`: R-A4, R-I5, the limits,
 /// the 500 mutations) before anything is written or sent; the types written are declared to
 /// it first, so it counts their composite indexes.
 pub(crate) async fn prepare(
     scope: &Scope,
     mut writes: Vec<Write>,
-) -> Result<(Vec<Mutation>, usize), Error> {
+) -> Result<(Vec<Change>, usize), Error> {
     let mut schemas: Vec<&'static Schema> = Vec::new();
     for schema in writes.iter().filter_map(|w| w.schema) {
         if !schemas.iter().any(|s| std::ptr::eq(*s, schema)) {
@@ -149,8 +174,10 @@ pub(crate) async fn prepare(
     }
     let primaries = writes.len();
     let mut mutations = Vec::with_capacity(primaries);
+    let mut conditions = Vec::with_capacity(primaries);
     let mut companions = Vec::new();
     for write in writes {
+        conditions.push(write.condition);
         expand(write, &mut mutations, &mut companions);
     }
     mutations.append(&mut companions);
@@ -159,7 +186,16 @@ pub(crate) async fn prepare(
     // (`rules::commit`), whoever calls it.
     check_mutations(&mutations)?;
     scope.watch.observe(&mutations);
-    Ok((mutations, primaries))
+    let conditions = conditions.into_iter().chain(std::iter::repeat(None));
+    let changes = mutations
+        .into_iter()
+        .zip(conditions)
+        .map(|(mutation, condition)| Change {
+            mutation,
+            condition,
+        })
+        .collect();
+    Ok((changes, primaries))
 }
 
 /// The mutation of one write, and the mutations of its companions.
@@ -171,6 +207,7 @@ fn expand(write: Write, primary: &mut Vec<Mutation>, companions: &mut Vec<Mutati
         mask,
         schema,
         shards,
+        condition: _,
     } = write;
     if let Some(schema) = schema {
         if let Some(replicas) = &schema.replicas {

@@ -3,12 +3,14 @@
 //! Keys and values of the index tables are `keycode.rs`'s order-preserving encoding; an
 //! entity's value is the stored form (`model/stored.rs`).
 //!
-//! - `entities`: partition + key path → the entity's properties.
+//! - `entities`: partition + key path → the entity's properties (its stored form), then its
+//!   create and update times ([`with_times`]).
 //! - `kinds`: partition + kind + key path → nothing: every entity of a kind, in key order.
 //! - `properties`: partition + kind + property + value + key path → nothing: the built-in
 //!   single-property index, one entry per distinct indexed value.
 //! - `composite:{hash}`: one table per declared composite index ([`composite_table`]).
 //! - `meta`: [`FORMAT_KEY`] → [`FORMAT`]; [`IDS_KEY`] → the id allocator's counter;
+//!   [`CLOCK_KEY`] → the time of the last commit;
 //!   [`RESERVED_PREFIX`] + id → reserved ids; [`INDEX_PREFIX`] + table → a declared index.
 //!
 //! In a file, every value but the meta table's is sealed ([`seal`]): an entity's stored form
@@ -30,18 +32,48 @@ pub(crate) const PROPERTIES: &str = "properties";
 pub(crate) const META: &str = "meta";
 
 /// What a file of this engine holds under [`FORMAT_KEY`]; a file of another format is refused.
-/// Format 2 seals every entity and index entry with a checksum ([`seal`]).
-pub(crate) const FORMAT: &[u8] = b"datastore-entity embedded 2";
+/// Format 2 seals every entity and index entry with a checksum ([`seal`]); format 3 keeps each
+/// entity's create and update times after its stored form ([`with_times`]).
+pub(crate) const FORMAT: &[u8] = b"datastore-entity embedded 3";
 /// The format before checksums, migrated when a file of it is opened.
 pub(crate) const FORMAT_1: &[u8] = b"datastore-entity embedded 1";
+/// The format before entities kept their times, migrated when a file of it is opened.
+pub(crate) const FORMAT_2: &[u8] = b"datastore-entity embedded 2";
 /// The meta key of the format marker.
 pub(crate) const FORMAT_KEY: &[u8] = b"format";
 /// The meta key of the id allocator's counter.
 pub(crate) const IDS_KEY: &[u8] = b"ids";
+/// The meta key of the last commit's time (microseconds, big-endian).
+pub(crate) const CLOCK_KEY: &[u8] = b"clock";
 /// The meta keys of reserved ids (then the id, big-endian).
 pub(crate) const RESERVED_PREFIX: &[u8] = b"reserved:";
 /// The meta keys of declared composite indexes (then the index's table name).
 pub(crate) const INDEX_PREFIX: &[u8] = b"index:";
+
+/// How many bytes follow an entity's stored form in the entities table: its create time and
+/// its update time, in microseconds since the epoch, little-endian.
+pub(crate) const TIMES: usize = 16;
+
+/// An entity's value in the entities table: its stored form `form`, then when it was created
+/// and last written (microseconds).
+pub(crate) fn with_times(mut form: Vec<u8>, created: i64, updated: i64) -> Vec<u8> {
+    form.reserve_exact(TIMES);
+    form.extend_from_slice(&created.to_le_bytes());
+    form.extend_from_slice(&updated.to_le_bytes());
+    form
+}
+
+/// An entities-table value split into the stored form and the create and update times;
+/// `None` if it is too short to hold them.
+pub(crate) fn split_times(value: &[u8]) -> Option<(&[u8], i64, i64)> {
+    let (form, times) = value.split_at_checked(value.len().checked_sub(TIMES)?)?;
+    let (created, updated) = times.split_at(TIMES / 2);
+    Some((
+        form,
+        i64::from_le_bytes(created.try_into().ok()?),
+        i64::from_le_bytes(updated.try_into().ok()?),
+    ))
+}
 
 /// The table of a composite index, named by a hash of its definition (kind, ancestor,
 /// columns and directions, in their order-preserving encoding).

@@ -6,6 +6,7 @@
 use std::fmt;
 
 use crate::model::key::{PartitionId, RawKey};
+use crate::model::scalar::Timestamp;
 use crate::model::schema::Direction;
 use crate::model::value::{PropertyMap, Value};
 
@@ -201,6 +202,27 @@ pub struct QueryResult {
     pub properties: PropertyMap,
     /// The position just after this result: a query resumed from it starts with the next one.
     pub cursor: Vec<u8>,
+    /// The entity's version and times, where the backend reports them (the embedded engine:
+    /// for whole entities, not keys or projections).
+    pub stamp: Option<Stamp>,
+}
+
+/// An entity's version and times, as the service reports them with every entity it reads and
+/// every write it applies.
+///
+/// The version changes with every write of the entity and only grows; `0` is the version of
+/// an entity that does not exist (a write conditioned on version `0` creates one). Firestore
+/// in Datastore mode and the embedded engine use the update time in microseconds as the
+/// version; the legacy Datastore emulator counts commits, and reports no times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Stamp {
+    /// The version.
+    pub version: u64,
+    /// When the entity was created (`None` after a delete, and where the backend does not say).
+    pub create_time: Option<Timestamp>,
+    /// When the entity was last written (`None` after a delete, and where the backend does
+    /// not say).
+    pub update_time: Option<Timestamp>,
 }
 
 /// One batch of query results.

@@ -5,8 +5,10 @@
 use std::borrow::Cow;
 
 use crate::model::key::RawKey;
+use crate::model::scalar::Timestamp;
 use crate::model::schema::Schema;
 use crate::model::value::{Property, PropertyMap, Value};
+use crate::query::spec::Stamp;
 
 /// One write of a commit.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +40,54 @@ impl Mutation {
             Mutation::Delete(_) => None,
         }
     }
+}
+
+/// The condition a mutation is applied under (the service's conflict detection): the entity
+/// must still be as the caller read it, else the whole commit fails with
+/// [`Error::Conflict`](crate::Error::Conflict) and writes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Condition {
+    /// The entity is at this version ([`Stamp::version`]; `0`: it does not exist).
+    Version(u64),
+    /// The entity was last written at this time ([`Stamp::update_time`]). The legacy
+    /// Datastore emulator does not know this condition.
+    UpdateTime(Timestamp),
+}
+
+/// One change of a commit: a mutation, and the condition it is applied under.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    /// What is written.
+    pub mutation: Mutation,
+    /// Applied only if this holds (none: always).
+    pub condition: Option<Condition>,
+}
+
+impl From<Mutation> for Change {
+    fn from(mutation: Mutation) -> Change {
+        Change {
+            mutation,
+            condition: None,
+        }
+    }
+}
+
+/// What a commit did: each change's result, in order, and when it was applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Committed {
+    /// One result per change, in the order of the changes.
+    pub results: Vec<ChangeResult>,
+    /// When the commit was applied (where the backend says: not the legacy emulator).
+    pub commit_time: Option<Timestamp>,
+}
+
+/// What one change did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChangeResult {
+    /// The entity's complete key (an allocated id filled in).
+    pub key: RawKey,
+    /// Its version and times after the change (after a delete: a version, no times).
+    pub stamp: Stamp,
 }
 
 /// Which stored properties an insert, update or upsert sets (the service's

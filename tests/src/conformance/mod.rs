@@ -25,6 +25,7 @@ mod refusals;
 mod scale;
 mod transactions;
 mod values;
+mod versions;
 
 pub use ancestors::*;
 pub use arrays::*;
@@ -44,6 +45,7 @@ pub use refusals::*;
 pub use scale::*;
 pub use transactions::*;
 pub use values::*;
+pub use versions::*;
 
 use datastore_entity::prelude::*;
 
@@ -69,6 +71,7 @@ macro_rules! all_conformance_tests {
         $crate::scale_tests!($backend);
         $crate::evolution_tests!($backend);
         $crate::hostile_tests!($backend);
+        $crate::versions_tests!($backend);
     };
 }
 

@@ -4,13 +4,14 @@
 use std::sync::Arc;
 
 use gcloud_sdk::google::datastore::v1 as pb;
+use gcloud_sdk::prost_types;
 
-use crate::backend::{Mask, Mutation};
-use crate::error::Error;
+use crate::backend::{Condition, Mask, Mutation, Stamp};
+use crate::error::{Error, ServiceCode};
 use crate::model::schema::{Direction, Schema};
 use crate::model::stored::ValueView;
 use crate::model::value::{PropertyMap, Value};
-use crate::model::wire::Partitions;
+use crate::model::wire::{Partitions, checked_timestamp, timestamp};
 use crate::model::wire_map::wire_value;
 use crate::query::spec::{
     Aggregation, FilterNode, Operator, PropertyOrder, QueryResult, QuerySpec, ResultShape,
@@ -31,9 +32,68 @@ pub(super) fn results(
             key: partitions.raw_key(key)?,
             properties: PropertyMap::from_wire(entity.properties, partitions)?,
             cursor: result.cursor,
+            stamp: Some(stamp(
+                result.version,
+                result.create_time,
+                result.update_time,
+            )),
         });
     }
     Ok(results)
+}
+
+/// An entity's version and times as the service reports them (a time out of range is left
+/// out).
+pub(super) fn stamp(
+    version: i64,
+    create_time: Option<prost_types::Timestamp>,
+    update_time: Option<prost_types::Timestamp>,
+) -> Stamp {
+    Stamp {
+        version: u64::try_from(version).unwrap_or(0),
+        create_time: create_time.as_ref().and_then(checked_timestamp),
+        update_time: update_time.as_ref().and_then(checked_timestamp),
+    }
+}
+
+/// Sets `mutation`'s conflict detection to `condition`: the whole commit fails if it does not
+/// hold (the strategy `FAIL`; the default strategy would skip the mutation and report it).
+pub(super) fn condition(mutation: &mut pb::Mutation, condition: Option<Condition>) {
+    use pb::mutation::{ConflictDetectionStrategy as Detect, ConflictResolutionStrategy};
+    let Some(condition) = condition else { return };
+    mutation.conflict_detection_strategy = Some(match condition {
+        Condition::Version(version) => {
+            Detect::BaseVersion(i64::try_from(version).unwrap_or(i64::MAX))
+        }
+        Condition::UpdateTime(time) => Detect::UpdateTime(timestamp(time)),
+    });
+    mutation.conflict_resolution_strategy = ConflictResolutionStrategy::Fail as i32;
+}
+
+/// The version a condition expects, as the service compares it (an update time is its
+/// microseconds, as Firestore's versions are).
+pub(super) fn expected_version(condition: Condition) -> u64 {
+    match condition {
+        Condition::Version(version) => version,
+        Condition::UpdateTime(time) => u64::try_from(time.as_micros()).unwrap_or(0),
+    }
+}
+
+/// Whether the service refused a commit because a condition did not hold: "the stored version
+/// (…) does not match the required base version (…)" (both emulators), or the legacy
+/// emulator's "Invalid base version, it is greater than the stored version".
+pub(super) fn is_conflict(code: ServiceCode, message: &str) -> bool {
+    match code {
+        ServiceCode::FailedPrecondition => message.contains("base version"),
+        ServiceCode::InvalidArgument => message.contains("Invalid base version"),
+        _ => false,
+    }
+}
+
+/// The stored version a conflict's message names, if it does.
+pub(super) fn stored_version(message: &str) -> Option<u64> {
+    let rest = message.split("stored version (").nth(1)?;
+    rest.split(')').next()?.parse().ok()
 }
 
 impl Partitions {

@@ -22,7 +22,8 @@ use gcloud_sdk::prost_types;
 
 use self::call::{About, Calls, Client, Sending};
 use super::{
-    Backend, BoxFuture, Found, Mask, Mutation, TransactionId, TransactionMode, after_begin,
+    Backend, BoxFuture, Change, ChangeResult, Committed, Condition, Found, FoundStamped, Mask,
+    Mutation, Stamp, TransactionId, TransactionMode, after_begin,
 };
 use crate::error::{Error, ServiceCode};
 use crate::model::entity::Entity;
@@ -30,7 +31,7 @@ use crate::model::key::{PartitionId, PathElement, RawKey};
 use crate::model::schema::{IndexSchema, Schema};
 use crate::model::sink::Form;
 use crate::model::value::{PropertyMap, Value};
-use crate::model::wire::Partitions;
+use crate::model::wire::{Partitions, from_timestamp};
 use crate::model::wire_map::property_from_wire;
 use crate::query::explain::{ExecutionStats, Explanation};
 use crate::query::spec::{Aggregation, QueryBatch, QueryResult, QuerySpec};
@@ -133,6 +134,11 @@ impl std::fmt::Debug for Cloud {
             .field("timeout", &self.calls.timeout)
             .finish_non_exhaustive()
     }
+}
+
+/// What a lookup found, without the versions.
+fn unstamped(found: FoundStamped) -> Found {
+    found.into_iter().map(|f| f.map(|(p, _)| p)).collect()
 }
 
 /// Makes call `method` with `request` (see `call.rs`), on whichever client the backend has.
@@ -279,9 +285,9 @@ impl Cloud {
         &self,
         keys: &[RawKey],
         read: Read<'_>,
-    ) -> Result<(Option<TransactionId>, Vec<Option<PropertyMap>>), Error> {
+    ) -> Result<(Option<TransactionId>, FoundStamped), Error> {
         let mut begun: Option<TransactionId> = None;
-        let mut found: HashMap<RawKey, PropertyMap> = HashMap::with_capacity(keys.len());
+        let mut found: HashMap<RawKey, (PropertyMap, Stamp)> = HashMap::with_capacity(keys.len());
         for chunk in keys.chunks(MAX_LOOKUP_KEYS) {
             let mut pending: Vec<pb::Key> = chunk.iter().map(|k| self.partitions.key(k)).collect();
             // `deferred` keys were not looked up this time: ask again until none remain.
@@ -309,10 +315,10 @@ impl Cloud {
                     };
                     let Some(key) = entity.key else { continue };
                     let key = self.partitions.raw_key(key)?;
-                    found.insert(
-                        key,
-                        PropertyMap::from_wire(entity.properties, &self.partitions)?,
-                    );
+                    let properties = PropertyMap::from_wire(entity.properties, &self.partitions)?;
+                    let stamp =
+                        convert::stamp(result.version, result.create_time, result.update_time);
+                    found.insert(key, (properties, stamp));
                 }
                 pending = response.deferred;
             }
@@ -320,14 +326,18 @@ impl Cloud {
         Ok((begun, keys.iter().map(|k| found.get(k).cloned()).collect()))
     }
 
-    /// Commits `mutations` outside a transaction, in `transaction`, or (with `single_use`) in
+    /// Commits `changes` outside a transaction, in `transaction`, or (with `single_use`) in
     /// a transaction of that mode the commit itself begins and ends.
     async fn commit_mutations(
         &self,
-        mutations: Vec<Mutation>,
+        changes: Vec<Change>,
         transaction: Option<&TransactionId>,
         single_use: Option<&TransactionMode>,
-    ) -> Result<Vec<RawKey>, Error> {
+    ) -> Result<Committed, Error> {
+        let (mutations, conditions): (Vec<Mutation>, Vec<Option<Condition>>) = changes
+            .into_iter()
+            .map(|c| (c.mutation, c.condition))
+            .unzip();
         self.check(&mutations)?;
         let keys: Vec<RawKey> = mutations.iter().map(|m| m.key().clone()).collect();
         let inserted: Vec<RawKey> = mutations
@@ -340,8 +350,10 @@ impl Cloud {
             .filter(|m| matches!(m, Mutation::Update(..)))
             .map(|m| m.key().clone())
             .collect();
-        let requested = self.partitions.mutations(mutations);
-        let mut keys = keys;
+        let mut requested = self.partitions.mutations(mutations);
+        for (mutation, condition) in requested.iter_mut().zip(&conditions) {
+            convert::condition(mutation, *condition);
+        }
         use pb::commit_request::{Mode, TransactionSelector};
         // A commit of several mutations outside a transaction is made in a transaction of
         // its own: the service applies a non-transactional commit's mutations "not
@@ -408,6 +420,9 @@ impl Cloud {
             );
         }
         let response = match response {
+            Err(Error::Service { code, message }) if convert::is_conflict(code, &message) => {
+                return Err(self.conflict(&keys, &conditions, message).await);
+            }
             Err(Error::AlreadyExists { key }) => {
                 return Err(Error::AlreadyExists {
                     key: self.named(&inserted, true, key).await,
@@ -421,12 +436,65 @@ impl Cloud {
             other => other?,
         };
         // A result carries a key only where the service allocated an id.
-        for (key, result) in keys.iter_mut().zip(response.mutation_results) {
-            if let Some(allocated) = result.key {
-                *key = self.partitions.raw_key(allocated)?;
+        let mut results = Vec::with_capacity(keys.len());
+        for (key, result) in keys.into_iter().zip(response.mutation_results) {
+            let key = match result.key {
+                Some(allocated) => self.partitions.raw_key(allocated)?,
+                None => key,
+            };
+            let stamp = convert::stamp(result.version, result.create_time, result.update_time);
+            results.push(ChangeResult { key, stamp });
+        }
+        Ok(Committed {
+            results,
+            commit_time: response.commit_time.as_ref().map(from_timestamp),
+        })
+    }
+
+    /// The conflict the service reported for a commit with `conditions`: the first
+    /// conditioned entity found at another version (looked up again), else what the
+    /// service's `message` says.
+    async fn conflict(
+        &self,
+        keys: &[RawKey],
+        conditions: &[Option<Condition>],
+        message: String,
+    ) -> Error {
+        let conditioned: Vec<(&RawKey, u64)> = keys
+            .iter()
+            .zip(conditions)
+            .filter_map(|(key, c)| c.map(|c| (key, convert::expected_version(c))))
+            .collect();
+        let looked_up: Vec<RawKey> = conditioned.iter().map(|(k, _)| (*k).clone()).collect();
+        if let Ok((_, found)) = self.lookup_keys(&looked_up, Read::Outside).await {
+            let stored = found
+                .iter()
+                .map(|f| f.as_ref().map_or(0, |(_, s)| s.version));
+            if let Some(((key, expected), stored)) = conditioned
+                .iter()
+                .zip(stored)
+                .find(|((_, expected), stored)| expected != stored)
+            {
+                return Error::Conflict {
+                    key: format!("{key:?}"),
+                    expected: *expected,
+                    stored,
+                };
             }
         }
-        Ok(keys)
+        let stored = convert::stored_version(&message).unwrap_or(0);
+        match conditioned.first() {
+            Some((key, expected)) => Error::Conflict {
+                key: format!("{key:?}"),
+                expected: *expected,
+                stored,
+            },
+            None => Error::Conflict {
+                key: message,
+                expected: 0,
+                stored,
+            },
+        }
     }
 
     /// Runs `spec`; a read that begins a transaction returns it.
@@ -631,20 +699,20 @@ impl Cloud {
 }
 
 impl Backend for Cloud {
-    fn lookup<'a>(
+    fn lookup_stamped<'a>(
         &'a self,
         keys: &'a [RawKey],
         transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Vec<Option<PropertyMap>>, Error>> {
+    ) -> BoxFuture<'a, Result<FoundStamped, Error>> {
         Box::pin(async move { Ok(self.lookup_keys(keys, Read::of(transaction)).await?.1) })
     }
 
-    fn commit<'a>(
+    fn commit_changes<'a>(
         &'a self,
-        mutations: Vec<Mutation>,
+        changes: Vec<Change>,
         transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
-        Box::pin(self.commit_mutations(mutations, transaction, None))
+    ) -> BoxFuture<'a, Result<Committed, Error>> {
+        Box::pin(self.commit_mutations(changes, transaction, None))
     }
 
     fn run_query<'a>(
@@ -705,13 +773,16 @@ impl Backend for Cloud {
         Box::pin(async move {
             if !self.begin_with_reads {
                 let id = self.begin_transaction(partition, mode).await?;
-                let found = self.lookup_keys(keys, Read::In(&id)).await.map(|(_, f)| f);
-                return after_begin(self, id, found).await;
+                let found = self.lookup_keys(keys, Read::In(&id)).await;
+                return after_begin(self, id, found.map(|(_, f)| unstamped(f))).await;
             }
             match self.lookup_keys(keys, Read::Begin(mode)).await? {
-                (Some(id), found) => Ok((began(Some(id))?, found)),
+                (Some(id), found) => Ok((began(Some(id))?, unstamped(found))),
                 // No key, no call: begin on its own.
-                (None, found) => Ok((self.begin_transaction(partition, mode).await?, found)),
+                (None, found) => Ok((
+                    self.begin_transaction(partition, mode).await?,
+                    unstamped(found),
+                )),
             }
         })
     }
@@ -773,11 +844,11 @@ impl Backend for Cloud {
 
     fn begin_with_commit<'a>(
         &'a self,
-        mutations: Vec<Mutation>,
+        changes: Vec<Change>,
         _partition: &'a PartitionId,
         mode: &'a TransactionMode,
-    ) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
-        Box::pin(self.commit_mutations(mutations, None, Some(mode)))
+    ) -> BoxFuture<'a, Result<Committed, Error>> {
+        Box::pin(self.commit_mutations(changes, None, Some(mode)))
     }
 
     fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>> {

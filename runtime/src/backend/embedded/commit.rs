@@ -7,32 +7,39 @@ use std::collections::HashMap;
 use super::exec;
 use super::history::Undo;
 use super::ids::Ids;
-use super::index::{self, Composite, TableName, decode_entity, encode_entity};
+use super::index::{
+    self, Composite, TableName, decode_entity, entity_value, split_entity, version_at,
+};
 use super::store::{Batch, Store};
-use crate::backend::{Mask, Mutation};
+use crate::backend::{ChangeResult, Condition, Mask, Mutation, Stamp};
 use crate::error::Error;
 use crate::format::file::ENTITIES;
 use crate::model::key::{IdOrName, RawKey};
+use crate::model::scalar::Timestamp;
+use crate::model::value::PropertyMap;
 use crate::rules::limits::check_entity;
 
-/// The batch that applies `mutations` (their own rules checked): every entity as the
-/// commit leaves it checked, then the inserts and updates against what exists (as the
-/// service orders its refusals), ids allocated, the index entries that change. Returns
-/// the batch, what it replaces (when `recording`: for the history) and the keys.
+/// The batch that applies `mutations` (their own rules checked) at `time`, each under its
+/// condition: every entity as the commit leaves it checked, then the conditions, the inserts
+/// and the updates against what exists (as the service orders its refusals), ids allocated,
+/// the index entries that change. Returns the batch, what it replaces (when `recording`: for
+/// the history) and each mutation's result.
 pub(super) fn write(
     store: &dyn Store,
     composites: &HashMap<String, Vec<Composite>>,
     ids: &mut Ids,
-    mutations: Vec<Mutation>,
+    mutations: Vec<(Mutation, Option<Condition>)>,
+    time: Timestamp,
     recording: bool,
-) -> Result<(Batch, Undo, Vec<RawKey>), Error> {
+) -> Result<(Batch, Undo, Vec<ChangeResult>), Error> {
     let mut batch = Batch::default();
-    let mut keys = Vec::with_capacity(mutations.len());
+    let mut results = Vec::with_capacity(mutations.len());
     let mut undo = Undo::new();
     // First every entity as the commit leaves it, checked (`rules::commit`, once each):
     // the service refuses an invalid argument before it looks at what exists.
     let mut staged = Vec::with_capacity(mutations.len());
-    for mutation in mutations {
+    let mut checks = Vec::with_capacity(mutations.len());
+    for (mutation, condition) in mutations {
         let insert = matches!(mutation, Mutation::Insert(..));
         let update = matches!(mutation, Mutation::Update(..));
         let (key, properties) = match mutation {
@@ -48,11 +55,13 @@ pub(super) fn write(
         let at = index::entity_key(&key);
         let mut before = None;
         store.get(ENTITIES, &at, &mut |v| before = Some(v.to_vec()))?;
-        let stored = match &before {
+        let (stored, stamp) = match &before {
             Some(bytes) => {
-                Some(decode_entity(bytes.clone(), store.written_here()).ok_or_else(exec::corrupt)?)
+                let decoded = decode_entity(bytes.clone(), store.written_here());
+                let (stored, stamp) = decoded.ok_or_else(exec::corrupt)?;
+                (Some(stored), Some(stamp))
             }
-            None => None,
+            None => (None, None),
         };
         let composites = index::of_kind(composites, key.kind());
         let old = match &stored {
@@ -80,11 +89,22 @@ pub(super) fn write(
                 });
             }
         }
-        staged.push((key, at, before, old, properties, insert, update));
+        staged.push(Staged {
+            key,
+            at,
+            before,
+            stamp,
+            old,
+            properties,
+        });
+        checks.push((condition, insert, update));
     }
-    // Then what exists: an insert of an entity that does, an update of one that does not.
-    for (key, _, before, _, _, insert, update) in &staged {
-        match (before.is_some(), insert, update) {
+    // Then what exists: a condition that does not hold, an insert of an entity that does, an
+    // update of one that does not.
+    for (s, (condition, insert, update)) in staged.iter().zip(checks) {
+        let key = &s.key;
+        check_condition(key, s.stamp.as_ref(), condition)?;
+        match (s.before.is_some(), insert, update) {
             (true, true, _) => {
                 return Err(Error::AlreadyExists {
                     key: format!("{key:?}"),
@@ -98,26 +118,100 @@ pub(super) fn write(
             _ => {}
         }
     }
-    for (key, at, before, old, properties, _, _) in staged {
+    for Staged {
+        key,
+        at,
+        before,
+        stamp,
+        old,
+        properties,
+    } in staged
+    {
         tracing::debug!(key = ?key, "commit");
         let composites = index::of_kind(composites, key.kind());
         let new = match &properties {
             Some(p) => index::entries(&key, p, composites),
             None => Vec::new(),
         };
+        let form = properties.map(PropertyMap::into_stored_bytes);
+        // A write that leaves the entity as it is changes nothing, not even its version and
+        // update time (as the service).
+        let unchanged = match (&form, &before, &stamp) {
+            (Some(form), Some(before), Some(stamp)) => split_entity(before)
+                .is_some_and(|(stored, _)| stored == form.as_slice())
+                .then_some(*stamp),
+            _ => None,
+        };
+        if let Some(stamp) = unchanged {
+            results.push(ChangeResult { key, stamp });
+            continue;
+        }
         // Only what changed (the entries of the old version the new one has not are
         // deleted, the new one's that the old one had not are written).
         changed_entries(old, new, &mut batch);
         if recording {
             undo.push((at.clone(), before));
         }
-        match properties {
-            Some(p) => batch.put(ENTITIES, at, encode_entity(p)),
-            None => batch.delete(ENTITIES, at),
-        }
-        keys.push(key);
+        let stamp = match form {
+            Some(form) => {
+                let created = stamp.and_then(|s| s.create_time).unwrap_or(time);
+                batch.put(ENTITIES, at, entity_value(form, created, time));
+                Stamp {
+                    version: version_at(time),
+                    create_time: Some(created),
+                    update_time: Some(time),
+                }
+            }
+            None => {
+                batch.delete(ENTITIES, at);
+                Stamp {
+                    version: version_at(time),
+                    create_time: None,
+                    update_time: None,
+                }
+            }
+        };
+        results.push(ChangeResult { key, stamp });
     }
-    Ok((batch, undo, keys))
+    Ok((batch, undo, results))
+}
+
+/// One mutation of a commit, checked, before what exists is looked at.
+struct Staged {
+    key: RawKey,
+    /// Its entities-table key.
+    at: Vec<u8>,
+    /// What is stored there (sealed with its times).
+    before: Option<Vec<u8>>,
+    /// The stored entity's stamp.
+    stamp: Option<Stamp>,
+    /// The stored entity's index entries.
+    old: Vec<(TableName, Vec<u8>)>,
+    /// The entity the commit leaves (`None`: deleted).
+    properties: Option<PropertyMap>,
+}
+
+/// Whether `condition` holds for the entity `key` at `stamp` (`None`: it does not exist), as
+/// the service checks a mutation's base version or update time: [`Error::Conflict`] if not.
+fn check_condition(
+    key: &RawKey,
+    stamp: Option<&Stamp>,
+    condition: Option<Condition>,
+) -> Result<(), Error> {
+    let stored = stamp.map_or(0, |s| s.version);
+    let expected = match condition {
+        None => return Ok(()),
+        Some(Condition::Version(version)) => version,
+        Some(Condition::UpdateTime(time)) => version_at(time),
+    };
+    match expected == stored {
+        true => Ok(()),
+        false => Err(Error::Conflict {
+            key: format!("{key:?}"),
+            expected,
+            stored,
+        }),
+    }
 }
 
 /// Writes into `batch` what turns the index entries `old` into `new`: the old ones the new

@@ -15,7 +15,7 @@ use crate::format::keycode::{self, Reader};
 use crate::model::key::RawKey;
 use crate::model::schema::Direction;
 use crate::model::value::{Property, PropertyMap, Value};
-use crate::query::spec::{Operator, PropertyFilter, QueryBatch, QueryResult, ResultShape};
+use crate::query::spec::{Operator, PropertyFilter, QueryBatch, QueryResult, ResultShape, Stamp};
 
 /// A lower bound (inclusive) and an upper bound on a table's keys.
 struct Bounds {
@@ -175,8 +175,16 @@ pub(crate) fn run(
     };
     let (start, end) = (cursor(&query.start_cursor)?, cursor(&query.end_cursor)?);
     if *access == Access::Scan {
-        let candidates = candidates(store, prepared)?;
-        return prepared.scan(&candidates, start.as_deref(), end.as_deref());
+        let (candidates, stamps) = candidates(store, prepared)?;
+        let mut batch = prepared.scan(&candidates, start.as_deref(), end.as_deref())?;
+        if query.shape == ResultShape::Full {
+            let stamps: std::collections::HashMap<&RawKey, Stamp> =
+                candidates.iter().map(|(key, _)| key).zip(stamps).collect();
+            for result in &mut batch.results {
+                result.stamp = stamps.get(&result.key).copied();
+            }
+        }
+        return Ok(batch);
     }
     let limit = query.limit.unwrap_or(usize::MAX);
     let start = start.filter(|p| !p.is_empty());
@@ -287,12 +295,15 @@ pub(super) fn results(
     for (found, cursor) in found {
         let path = Reader::new(&found.path).path().map_err(|_| corrupt())?;
         let key = RawKey::new(Some(query.partition.clone()), path).map_err(|_| corrupt())?;
+        let mut stamp = None;
         let properties = match &query.shape {
             ResultShape::KeysOnly => PropertyMap::new(),
             ResultShape::Full => {
                 at.truncate(partition);
                 at.extend_from_slice(&found.path);
-                load(store, &at)?.ok_or_else(corrupt)?
+                let (properties, found) = load(store, &at)?.ok_or_else(corrupt)?;
+                stamp = Some(found);
+                properties
             }
             ResultShape::Projection(names) => names
                 .iter()
@@ -304,13 +315,14 @@ pub(super) fn results(
             cursor,
             key,
             properties,
+            stamp,
         });
     }
     Ok(results)
 }
 
-/// The entity stored under `at` (an entities-table key).
-pub(crate) fn load(store: &dyn Store, at: &[u8]) -> Result<Option<PropertyMap>, Error> {
+/// The entity stored under `at` (an entities-table key), with its stamp.
+pub(crate) fn load(store: &dyn Store, at: &[u8]) -> Result<Option<(PropertyMap, Stamp)>, Error> {
     let mut decoded = None;
     let written_here = store.written_here();
     store.get(ENTITIES, at, &mut |bytes| {
@@ -319,11 +331,12 @@ pub(crate) fn load(store: &dyn Store, at: &[u8]) -> Result<Option<PropertyMap>, 
     decoded.map(|d| d.ok_or_else(corrupt)).transpose()
 }
 
-/// Every entity of the query's kind under its ancestor, for a scan.
+/// Every entity of the query's kind under its ancestor, for a scan, and their stamps.
+#[allow(clippy::type_complexity)]
 fn candidates(
     store: &dyn Store,
     prepared: &Prepared<'_>,
-) -> Result<Vec<(RawKey, PropertyMap)>, Error> {
+) -> Result<(Vec<(RawKey, PropertyMap)>, Vec<Stamp>), Error> {
     let query = prepared.query;
     let head = index::kind_prefix(&query.partition, &query.kind);
     let mut prefix = head.clone();
@@ -344,8 +357,9 @@ fn candidates(
             let elements = Reader::new(&path).path().map_err(|_| corrupt())?;
             let key =
                 RawKey::new(Some(query.partition.clone()), elements).map_err(|_| corrupt())?;
-            let properties = load(store, &[partition.as_slice(), &path].concat())?;
-            Ok((key, properties.ok_or_else(corrupt)?))
+            let found = load(store, &[partition.as_slice(), &path].concat())?;
+            let (properties, stamp) = found.ok_or_else(corrupt)?;
+            Ok(((key, properties), stamp))
         })
         .collect()
 }
@@ -516,7 +530,7 @@ fn read(
                         reader.partition().map_err(|_| corrupt())?;
                         partition = k[..k.len() - reader.rest().len()].to_vec();
                     }
-                    let entity = load(store, &[partition.as_slice(), &path].concat())?
+                    let (entity, _) = load(store, &[partition.as_slice(), &path].concat())?
                         .ok_or_else(corrupt)?;
                     if !entries.on_entity.iter().all(|f| {
                         let mut any = false;

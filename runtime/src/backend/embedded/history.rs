@@ -59,6 +59,9 @@ pub(crate) struct History {
     log: VecDeque<(u64, Vec<u8>)>,
     /// When each version after `floor` was committed, in order.
     times: VecDeque<(u64, Timestamp)>,
+    /// When the last commit was applied: each commit's time is later (a file keeps it, so
+    /// times and versions only grow, even if the system clock goes back between runs).
+    clock: Timestamp,
     retention: Duration,
     max_changes: usize,
 }
@@ -72,6 +75,7 @@ impl History {
             changed: HashMap::new(),
             log: VecDeque::new(),
             times: VecDeque::new(),
+            clock: Timestamp::MIN,
             retention: DEFAULT_RETENTION,
             max_changes: DEFAULT_MAX_CHANGES,
         }
@@ -93,10 +97,23 @@ impl History {
         transactions_open || !self.retention.is_zero()
     }
 
-    /// Records an applied commit as the next version. Without anyone to read the past, the
-    /// version passes and nothing is kept.
-    pub(crate) fn commit(&mut self, undo: Undo, recording: bool) {
+    /// The time of the next commit: now, or just after the last commit if the clock says
+    /// otherwise.
+    pub(crate) fn next_time(&self) -> Timestamp {
+        let after = Timestamp::from_micros(self.clock.as_micros().saturating_add(1));
+        Timestamp::now().max(after)
+    }
+
+    /// Sets the time of the last commit (a file's, when it is opened).
+    pub(crate) fn load_clock(&mut self, time: Timestamp) {
+        self.clock = self.clock.max(time);
+    }
+
+    /// Records a commit applied at `time` (from [`next_time`](History::next_time)) as the
+    /// next version. Without anyone to read the past, the version passes and nothing is kept.
+    pub(crate) fn commit(&mut self, undo: Undo, recording: bool, time: Timestamp) {
         self.now += 1;
+        self.clock = self.clock.max(time);
         let version = self.now;
         if !recording {
             // Nobody reads the past (no transaction is open, no retention): none is kept.
@@ -104,14 +121,9 @@ impl History {
             self.log.clear();
             self.times.clear();
             self.floor = version;
-            self.floor_time = Timestamp::now();
+            self.floor_time = time;
             return;
         }
-        let time = self
-            .times
-            .back()
-            .map_or(self.floor_time, |(_, t)| *t)
-            .max(Timestamp::now());
         self.times.push_back((version, time));
         for (key, value) in undo {
             self.changed
@@ -255,7 +267,7 @@ impl AsOf<'_> {
                 .map_or(&[][..], Vec::as_slice);
             // The entries of a stored form: present at this version (`then`) or hidden.
             let mut entries = |bytes: &[u8], then: bool| -> Result<(), Error> {
-                let properties =
+                let (properties, _) =
                     decode_entity(bytes.to_vec(), self.store.written_here()).ok_or_else(corrupt)?;
                 for (t, entry) in index::entries(&key, &properties, composites) {
                     if t == table && RangeBounds::<[u8]>::contains(&range, entry.as_slice()) {
@@ -378,12 +390,16 @@ mod tests {
     fn versions_are_kept_while_needed_and_collected_after() {
         let mut history = History::new();
         let entity = |n: u8| vec![n];
-        history.commit(vec![(entity(1), None), (entity(2), None)], true);
+        let commit = |history: &mut History, undo| {
+            let time = history.next_time();
+            history.commit(undo, true, time);
+        };
+        commit(&mut history, vec![(entity(1), None), (entity(2), None)]);
         let v1 = history.now();
-        history.commit(vec![(entity(1), Some(vec![10]))], true);
-        history.commit(
+        commit(&mut history, vec![(entity(1), Some(vec![10]))]);
+        commit(
+            &mut history,
             vec![(entity(1), Some(vec![11])), (entity(2), Some(vec![20]))],
-            true,
         );
         assert_eq!(history.before(&entity(1), 0), Some(None));
         assert_eq!(history.before(&entity(1), v1), Some(Some(&[10][..])));

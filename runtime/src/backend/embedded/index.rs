@@ -14,12 +14,14 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
-use crate::format::file::{KINDS, PROPERTIES, composite_table};
+use crate::format::file::{KINDS, PROPERTIES, composite_table, split_times, with_times};
 use crate::format::keycode;
 use crate::model::key::{PartitionId, RawKey};
+use crate::model::scalar::Timestamp;
 use crate::model::schema::{Direction, IndexSchema};
 use crate::model::stored::ValueView;
 use crate::model::value::PropertyMap;
+use crate::query::spec::Stamp;
 use crate::rules::index_entries::CompositeIndex;
 
 /// A declared composite index, as the engine maintains it.
@@ -300,19 +302,45 @@ pub(crate) fn entries(
     out
 }
 
-/// An entity's properties in the engine's stored form (which a map the derive built, or the
-/// engine returned, holds already).
-pub(crate) fn encode_entity(properties: PropertyMap) -> Vec<u8> {
-    properties.into_stored_bytes()
+/// An entity's value in the entities table: its stored form `form`, then when it was created
+/// and last written (`format/file.rs`).
+pub(crate) fn entity_value(form: Vec<u8>, created: Timestamp, updated: Timestamp) -> Vec<u8> {
+    with_times(form, created.as_micros(), updated.as_micros())
 }
 
-/// What [`encode_entity`] wrote, checked but not decoded: the derive reads its fields
-/// straight out of it. `None` if it is malformed.
-pub(crate) fn decode_entity(bytes: Vec<u8>, written_here: bool) -> Option<PropertyMap> {
-    match written_here {
-        true => Some(PropertyMap::from_written(bytes)),
-        false => PropertyMap::from_stored(bytes).ok(),
-    }
+/// An entities-table value split into the entity's stored form and its stamp; `None` if it is
+/// too short to hold the times.
+pub(crate) fn split_entity(value: &[u8]) -> Option<(&[u8], Stamp)> {
+    let (form, created, updated) = split_times(value)?;
+    let updated = Timestamp::from_micros(updated);
+    let stamp = Stamp {
+        version: version_at(updated),
+        create_time: Some(Timestamp::from_micros(created)),
+        update_time: Some(updated),
+    };
+    Some((form, stamp))
+}
+
+/// The version of an entity written at `time`: its microseconds, as Firestore's (at least 1:
+/// 0 is the version of no entity).
+pub(crate) fn version_at(time: Timestamp) -> u64 {
+    u64::try_from(time.as_micros()).unwrap_or(0).max(1)
+}
+
+/// What [`entity_value`] wrote, checked but not decoded (the derive reads its fields straight
+/// out of it), with its stamp. `None` if it is malformed.
+pub(crate) fn decode_entity(
+    mut value: Vec<u8>,
+    written_here: bool,
+) -> Option<(PropertyMap, Stamp)> {
+    let (form, stamp) = split_entity(&value)?;
+    let form = form.len();
+    value.truncate(form);
+    let properties = match written_here {
+        true => PropertyMap::from_written(value),
+        false => PropertyMap::from_stored(value).ok()?,
+    };
+    Some((properties, stamp))
 }
 
 /// R-I5 counts a composite index's entries from its columns.

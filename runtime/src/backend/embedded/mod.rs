@@ -57,18 +57,20 @@ use std::time::Duration;
 use self::answer::Answers;
 use self::history::{AsOf, History};
 use self::ids::Ids;
-use self::index::{Composite, encode_entity};
+use self::index::Composite;
 use self::locks::{Locking, Locks};
 use self::store::{Batch, Memory, Redb, Store};
 use self::transactions::{Transaction, Transactions};
-use super::{Backend, BoxFuture, FoundEntity, Mutation, ReadFound, TransactionId, TransactionMode};
+use super::{
+    Backend, BoxFuture, Change, Committed, FoundEntity, FoundStamped, Mutation, ReadFound,
+    TransactionId, TransactionMode,
+};
 use crate::error::{Error, ServiceCode};
 use crate::format::file::ENTITIES;
 use crate::format::keycode;
-use crate::model::entity::Entity;
 use crate::model::key::{PartitionId, RawKey};
 use crate::model::schema::Schema;
-use crate::model::value::{PropertyMap, Value};
+use crate::model::value::Value;
 use crate::query::explain::Explanation;
 use crate::query::spec::{Aggregation, QueryBatch, QuerySpec};
 use crate::rules::commit::{check_ancestors, check_mutations, invalid_key};
@@ -267,11 +269,11 @@ fn ready<'a, T: Send + 'a>(value: T) -> BoxFuture<'a, T> {
 }
 
 impl Backend for Embedded {
-    fn lookup<'a>(
+    fn lookup_stamped<'a>(
         &'a self,
         keys: &'a [RawKey],
         transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Vec<Option<PropertyMap>>, Error>> {
+    ) -> BoxFuture<'a, Result<FoundStamped, Error>> {
         Box::pin(async move {
             if let Some(transaction) = transaction {
                 self.lock(keys, transaction).await?;
@@ -295,12 +297,12 @@ impl Backend for Embedded {
         })))
     }
 
-    fn commit<'a>(
+    fn commit_changes<'a>(
         &'a self,
-        mutations: Vec<Mutation>,
+        changes: Vec<Change>,
         transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
-        let committed = self.state().commit(mutations, transaction);
+    ) -> BoxFuture<'a, Result<Committed, Error>> {
+        let committed = self.state().commit(changes, transaction);
         if transaction.is_some() {
             self.released.notify_waiters();
         }
@@ -399,34 +401,6 @@ impl Backend for Embedded {
     }
 }
 
-/// The engine's stored form of `entity`: the bytes a put writes for it (for benchmarks and
-/// tools that measure or inspect the engine's storage).
-///
-/// ```
-/// # use datastore_entity::prelude::*;
-/// use datastore_entity::bench_hooks::{from_stored_form, stored_form};
-///
-/// #[derive(Entity, Debug, PartialEq)]
-/// struct Note {
-///     #[key]
-///     id: KeyId,
-///     text: String,
-/// }
-///
-/// let note = Note { id: KeyId::new(1)?, text: "kept".into() };
-/// let bytes = stored_form(&note)?;
-/// assert_eq!(from_stored_form::<Note>(Note::key(KeyId::new(1)?).raw(), &bytes)?, note);
-/// # Ok::<(), Error>(())
-/// ```
-pub(crate) fn stored_form<E: Entity>(entity: &E) -> Result<Vec<u8>, Error> {
-    entity.to_properties().map(encode_entity)
-}
-
-/// `E` from its stored form under `key`: what a get converts back.
-pub(crate) fn from_stored_form<E: Entity>(key: &RawKey, bytes: &[u8]) -> Result<E, Error> {
-    E::from_stored(key, bytes)
-}
-
 impl State {
     fn new(store: Box<dyn Store + Send>) -> State {
         State {
@@ -443,7 +417,13 @@ impl State {
 
     /// Reads a file's own records: its format, id counter, reserved ids and declared indexes.
     fn load(&mut self, path: &Path) -> Result<(), Error> {
-        records::load(&mut *self.store, path, &mut self.ids, &mut self.composites)
+        records::load(
+            &mut *self.store,
+            path,
+            &mut self.ids,
+            &mut self.history,
+            &mut self.composites,
+        )
     }
 
     /// Applies a batch; a failure leaves the id counter to be persisted again.
@@ -568,7 +548,7 @@ impl State {
         &mut self,
         keys: &[RawKey],
         transaction: Option<&TransactionId>,
-    ) -> Result<Vec<Option<PropertyMap>>, Error> {
+    ) -> Result<FoundStamped, Error> {
         if let Some(k) = keys.iter().find(|k| !k.is_complete()) {
             return Err(invalid_key(k, "a lookup needs complete keys"));
         }
@@ -602,11 +582,22 @@ impl State {
         for (i, key) in keys.iter().enumerate() {
             at.clear();
             keycode::key(&mut at, key);
-            view.get(ENTITIES, &at, &mut |stored| {
-                let start = bytes.len();
-                bytes.extend_from_slice(stored);
-                found.push((i, start..bytes.len()));
-            })?;
+            let mut damaged = false;
+            view.get(
+                ENTITIES,
+                &at,
+                &mut |value| match index::split_entity(value) {
+                    Some((form, _)) => {
+                        let start = bytes.len();
+                        bytes.extend_from_slice(form);
+                        found.push((i, start..bytes.len()));
+                    }
+                    None => damaged = true,
+                },
+            )?;
+            if damaged {
+                return Err(exec::corrupt());
+            }
         }
         Ok((bytes, found))
     }
@@ -648,9 +639,13 @@ impl State {
 
     fn commit(
         &mut self,
-        mutations: Vec<Mutation>,
+        changes: Vec<Change>,
         transaction: Option<&TransactionId>,
-    ) -> Result<Vec<RawKey>, Error> {
+    ) -> Result<Committed, Error> {
+        let (mutations, conditions): (Vec<Mutation>, Vec<_>) = changes
+            .into_iter()
+            .map(|c| (c.mutation, c.condition))
+            .unzip();
         // A transaction ends with its commit, whatever the outcome.
         let ended = match transaction {
             Some(t) => {
@@ -678,22 +673,30 @@ impl State {
         }
         checked?;
         let recording = self.history.recording(!self.transactions.is_empty());
+        let time = self.history.next_time();
         let written = commit::write(
             &*self.store,
             &self.composites,
             &mut self.ids,
-            mutations,
+            mutations.into_iter().zip(conditions).collect(),
+            time,
             recording,
         );
         if written.is_err() {
             // Ids allocated for a batch never applied: persist the counter again next time.
             self.ids.forget_persisted();
         }
-        let (batch, undo, keys) = written?;
+        let (mut batch, undo, results) = written?;
+        if !results.is_empty() {
+            records::clock(&mut batch, time);
+        }
         self.apply(batch)?;
-        self.history.commit(undo, recording);
+        self.history.commit(undo, recording, time);
         self.collect();
-        Ok(keys)
+        Ok(Committed {
+            results,
+            commit_time: Some(time),
+        })
     }
 
     /// Optimistic concurrency: nothing the transaction read may have changed since. Blind

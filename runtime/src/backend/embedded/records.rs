@@ -1,26 +1,31 @@
 //! The engine's own records in a file (its `META` table): the format, the id counter, the
-//! reserved ids and the declared composite indexes — read when a file is opened — and the
+//! last commit's time, the reserved ids and the declared composite indexes — read when a file
+//! is opened — and the
 //! declaration of new indexes, recorded and built from what is stored.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use super::exec;
+use super::history::History;
 use super::ids::Ids;
 use super::index::{self, Composite};
 use super::store::{Batch, Store};
 use crate::error::Error;
 use crate::format::file::{
-    ENTITIES, FORMAT, FORMAT_KEY, IDS_KEY, INDEX_PREFIX, META, RESERVED_PREFIX,
+    CLOCK_KEY, ENTITIES, FORMAT, FORMAT_KEY, IDS_KEY, INDEX_PREFIX, META, RESERVED_PREFIX,
 };
 use crate::format::keycode;
+use crate::model::scalar::Timestamp;
 use crate::model::schema::Schema;
 
-/// Reads a file's own state: its format, id counter, reserved ids and declared indexes.
+/// Reads a file's own state: its format, id counter, last commit's time, reserved ids and
+/// declared indexes.
 pub(super) fn load(
     store: &mut dyn Store,
     path: &Path,
     ids: &mut Ids,
+    history: &mut History,
     composites: &mut HashMap<String, Vec<Composite>>,
 ) -> Result<(), Error> {
     let mut format = None;
@@ -58,6 +63,9 @@ pub(super) fn load(
         if k == IDS_KEY {
             let counter = <[u8; 8]>::try_from(v.as_slice()).map_err(|_| corrupt())?;
             ids.load_counter(u64::from_be_bytes(counter));
+        } else if k == CLOCK_KEY {
+            let clock = <[u8; 8]>::try_from(v.as_slice()).map_err(|_| corrupt())?;
+            history.load_clock(Timestamp::from_micros(i64::from_be_bytes(clock)));
         } else if let Some(id) = k.strip_prefix(RESERVED_PREFIX) {
             let id = <[u8; 8]>::try_from(id).map_err(|_| corrupt())?;
             ids.load_reserved(i64::from_be_bytes(id));
@@ -70,6 +78,15 @@ pub(super) fn load(
         }
     }
     Ok(())
+}
+
+/// Records in `batch` that a commit was applied at `time`.
+pub(super) fn clock(batch: &mut Batch, time: Timestamp) {
+    batch.put(
+        META,
+        CLOCK_KEY.to_vec(),
+        time.as_micros().to_be_bytes().to_vec(),
+    );
 }
 
 /// The composite indexes `schema` declares that `known` does not have.
@@ -128,7 +145,7 @@ fn backfill(
         if key.kind() != kind {
             continue;
         }
-        let properties = exec::load(store, &at)?.ok_or_else(exec::corrupt)?;
+        let (properties, _) = exec::load(store, &at)?.ok_or_else(exec::corrupt)?;
         for (table, entry) in index::entries(&key, &properties, indexes) {
             if tables.contains(table.as_ref()) {
                 batch.put(table, entry, Vec::new());

@@ -651,6 +651,7 @@ impl<'q> Prepared<'q> {
                         )
                         .collect(),
                 },
+                stamp: None,
             })
             .collect();
         Ok(QueryBatch {

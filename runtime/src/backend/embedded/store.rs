@@ -16,7 +16,9 @@ use redb::{ReadableDatabase as _, ReadableTable as _, TableHandle as _};
 use smallvec::SmallVec;
 
 use crate::error::Error;
-use crate::format::file::{ENTITIES, FORMAT, FORMAT_1, FORMAT_KEY, META, seal, unseal};
+use crate::format::file::{
+    ENTITIES, FORMAT, FORMAT_1, FORMAT_2, FORMAT_KEY, META, seal, unseal, with_times,
+};
 use crate::format::keycode;
 
 /// A key range: lower and upper bounds.
@@ -327,7 +329,8 @@ impl Redb {
         Ok(format.is_none())
     }
 
-    /// Opens the database with `open`, checks it whole, and seals a format-1 file.
+    /// Opens the database with `open`, checks it whole, and migrates a file of an earlier
+    /// format.
     pub(super) fn with_opener(shown: String, open: Opener) -> Result<Redb, Error> {
         let created = contained(&shown, || Ok(open()))?;
         let mut db = created.map_err(|e| match e {
@@ -373,13 +376,18 @@ impl Redb {
         Ok(redb)
     }
 
-    /// Seals every value of a file of format 1 (before checksums), in one transaction.
+    /// Brings a file of an earlier format to this one, in one transaction: seals every value
+    /// of format 1 (before checksums), and gives every entity of formats 1 and 2 (before
+    /// entities kept their times) the time of the migration as its create and update time.
     fn migrate(&mut self) -> Result<(), Error> {
         let mut format = None;
         self.get(META, FORMAT_KEY, &mut |v| format = Some(v.to_vec()))?;
-        if format.as_deref() != Some(FORMAT_1) {
-            return Ok(());
-        }
+        let sealed = match format.as_deref() {
+            Some(f) if f == FORMAT_1 => false,
+            Some(f) if f == FORMAT_2 => true,
+            _ => return Ok(()),
+        };
+        let now = crate::model::scalar::Timestamp::now().as_micros();
         let read = self
             .database()?
             .begin_read()
@@ -396,12 +404,26 @@ impl Redb {
                 .map_err(|e| self.error("cannot read", e))?;
             for entry in t.iter().map_err(|e| self.error("cannot read", e))? {
                 let (k, v) = entry.map_err(|e| self.error("cannot read", e))?;
-                batch.put(table.clone(), k.value().to_vec(), v.value().to_vec());
+                let (key, value) = (k.value(), v.value());
+                let value = match sealed {
+                    true => self.unsealed(table, key, value)?,
+                    false => value,
+                };
+                let value = match table.as_str() {
+                    ENTITIES => with_times(value.to_vec(), now, now),
+                    _ => value.to_vec(),
+                };
+                batch.put(table.clone(), key.to_vec(), value);
             }
         }
         drop(read);
         batch.put(META, FORMAT_KEY.to_vec(), FORMAT.to_vec());
-        tracing::info!(file = %self.path, values = batch.ops.len(), "sealing a format-1 file with checksums");
+        tracing::info!(
+            file = %self.path,
+            values = batch.ops.len(),
+            from = %String::from_utf8_lossy(format.as_deref().unwrap_or_default()),
+            "migrating a file to this engine's format"
+        );
         self.apply(batch)
     }
 
@@ -440,7 +462,7 @@ fn already_open(shown: &str) -> Error {
 /// of this engine: one of its formats, or a database with nothing in it yet.
 fn check_format(shown: &str, format: Option<&[u8]>, has_tables: bool) -> Result<(), Error> {
     match format {
-        Some(f) if f == FORMAT || f == FORMAT_1 => Ok(()),
+        Some(f) if f == FORMAT || f == FORMAT_1 || f == FORMAT_2 => Ok(()),
         None if !has_tables => Ok(()),
         Some(_) => Err(Error::Storage {
             reason: format!(

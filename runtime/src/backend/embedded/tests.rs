@@ -9,7 +9,7 @@ use super::*;
 use crate::backend::Mask;
 use crate::format::file::ENTITIES;
 use crate::model::key::{IdOrName, KeyId, PathElement};
-use crate::model::value::Property;
+use crate::model::value::{Property, PropertyMap};
 use crate::query::spec::{FilterNode, Operator, PropertyFilter, PropertyOrder};
 
 /// A store in memory that counts what is read: entities, and index entries scanned.
