@@ -437,6 +437,59 @@ mod json_property {
 }
 
 /// Every ```rust block of the README, found here line by line (indentation aside).
+/// README: versions and conditional writes, on the declarations' `Account`.
+mod versions_block {
+    use datastore_entity::Versioned;
+    use datastore_entity::prelude::*;
+
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    pub struct Account {
+        #[key]
+        pub name: KeyName,
+        pub balance: i64,
+    }
+
+    #[rustfmt::skip]
+    pub async fn run(db: Db, key: Key<Account>) -> Result<(), Error> {
+// With a transaction: begin, read (locks the entity), write, commit — retried on contention.
+db.transaction(async |tx| {
+    let mut account = tx.get(&key).await?.expect("exists");
+    account.balance += 5;
+    tx.put(&account).await?;
+    Ok::<_, Error>(())
+}).await?;
+
+// Without: read with the version, write only if it is still that version.
+let read: Versioned<Account> = db.get_versioned(&key).await?.expect("exists");
+let mut account = read.entity.clone();
+account.balance += 5;
+match db.put_if_version(&account, read.version).await {
+    Ok(written) => assert!(written.version > read.version),      // Written { key, version, update_time, commit_time }
+    Err(Error::Conflict { stored, .. }) => { /* changed since (now at `stored`): read again */ }
+    Err(other) => return Err(other),
+}
+db.put_many_if_version([(&account, read.version)]).await.err();   // per entity, all or none
+db.delete_if_version(&key, 0).await.err();                        // 0: "does not exist" (a conflict here)
+let created = db.put_if_version(&account, 0).await.err();        // create only if absent
+        assert!(matches!(created, Some(Error::Conflict { .. })));
+        assert_eq!(db.get(&key).await?.map(|a| a.balance), Some(10));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn the_versions_block_runs() {
+        let db = Db::in_memory();
+        let key = db
+            .put(&Account {
+                name: KeyName::new("ann").unwrap(),
+                balance: 0,
+            })
+            .await
+            .unwrap();
+        run(db, key).await.unwrap();
+    }
+}
+
 #[test]
 fn every_readme_block_is_compiled_here() {
     let readme = include_str!("../../README.md");
@@ -453,7 +506,7 @@ fn every_readme_block_is_compiled_here() {
         );
     }
     assert_eq!(
-        blocks, 9,
+        blocks, 10,
         "the README's rust blocks changed: compile each new one here"
     );
 }

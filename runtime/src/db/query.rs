@@ -523,7 +523,7 @@ fn count_of(value: Value) -> Result<u64, Error> {
     }
 }
 
-fn next_cursor(batch: &QueryBatch) -> Option<Cursor> {
+pub(crate) fn next_cursor(batch: &QueryBatch) -> Option<Cursor> {
     batch
         .more_results
         .then(|| Cursor::from_bytes(batch.end_cursor.clone()))

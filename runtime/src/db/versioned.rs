@@ -8,8 +8,10 @@ use crate::error::Error;
 use crate::model::entity::Entity;
 use crate::model::key::{Key, RawKey};
 use crate::model::scalar::Timestamp;
+use crate::query::results::Page;
 
 use super::Db;
+use super::query::{Query, next_cursor};
 use super::read::with_counters;
 use super::write::{self, Op, Write};
 
@@ -211,6 +213,58 @@ impl Db {
                 })
             })
             .collect()
+    }
+}
+
+impl<E: Entity> Query<E> {
+    /// Runs the query and returns one page of entities, each with the version it is at and
+    /// its times (to write back with [`Db::put_many_if_version`]). An entity that does not
+    /// decode fails the page, naming its key.
+    ///
+    /// ```
+    /// # use datastore_entity::prelude::*;
+    /// #[derive(Entity, Debug, Clone, PartialEq)]
+    /// struct Task { #[key] id: KeyName, done: bool }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let db = Db::in_memory();
+    /// db.put(&Task { id: KeyName::new("a")?, done: false }).await?;
+    /// let page = db.query::<Task>().filter(Task::DONE.eq(false)).fetch_versioned().await?;
+    /// let mut open = page.items;
+    /// for task in &mut open {
+    ///     task.entity.done = true;
+    /// }
+    /// // Closed only if nobody changed them since the query read them.
+    /// db.put_many_if_version(open.iter().map(|t| (&t.entity, t.version))).await?;
+    /// # Ok::<(), Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn fetch_versioned(self) -> Result<Page<Versioned<E>>, Error> {
+        let batch = self.run().await?;
+        let next = next_cursor(&batch);
+        let mut rows = Vec::with_capacity(batch.results.len());
+        let mut stamps = Vec::with_capacity(batch.results.len());
+        for result in batch.results {
+            let stamp = result.stamp.ok_or_else(|| Error::Unsupported {
+                reason: format!("the backend did not report the version of {:?}", result.key),
+            })?;
+            rows.push((result.key, result.properties));
+            stamps.push(stamp);
+        }
+        let entities = self.entities(rows).await?;
+        let items = entities
+            .into_iter()
+            .zip(stamps)
+            .map(|(entity, stamp)| {
+                Ok(Versioned {
+                    entity: entity?,
+                    version: stamp.version,
+                    create_time: stamp.create_time,
+                    update_time: stamp.update_time,
+                })
+            })
+            .collect::<Result<_, Error>>()?;
+        Ok(Page { items, next })
     }
 }
 

@@ -227,6 +227,25 @@ pub async fn versions_queries_report_the_version_of_whole_entities(t: Ctx) {
         .expect("a whole entity comes with its version");
     assert_eq!(stamp.version, read.version);
     assert_eq!(stamp.update_time, read.update_time);
+    // Typed: a page of versioned entities, written back only if unchanged.
+    let page =
+        t.db.query::<Account>()
+            .filter(Account::EMAIL.eq("versions-query@example.com"))
+            .fetch_versioned()
+            .await
+            .unwrap();
+    assert_eq!(page.items.len(), 1);
+    assert_eq!(page.items[0].version, read.version);
+    assert_eq!(page.items[0].entity, account("versions-query"));
+    let mut items = page.items;
+    items[0].entity.balance = 4;
+    t.db.put_many_if_version(items.iter().map(|v| (&v.entity, v.version)))
+        .await
+        .unwrap();
+    let stale =
+        t.db.put_many_if_version(items.iter().map(|v| (&v.entity, v.version)))
+            .await;
+    assert!(matches!(stale, Err(Error::Conflict { .. })), "{stale:?}");
 }
 
 pub async fn versions_an_update_time_condition(t: Ctx) {
