@@ -47,6 +47,7 @@ pub mod query {
     pub(crate) mod explain;
     pub(crate) mod results;
     pub(crate) mod spec;
+    pub(crate) mod transform;
     pub(crate) mod write;
 
     /// Deprecated: [`crate::Cursor`].
@@ -123,6 +124,7 @@ pub use query::descriptor::{
 pub use query::explain::{ExecutionStats, Explanation};
 pub use query::results::{Cursor, Numeric, Page, SumError};
 pub use query::spec::Operator;
+pub use query::transform::{Arithmetic, ArrayOf, ServerTime, Transform};
 pub use rules::commit::MAX_MUTATIONS;
 pub use rules::filter::{MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_NOT_IN_VALUES};
 pub use rules::index_entries::{MAX_INDEX_ENTRIES, MAX_INDEXED_VALUES};

@@ -19,7 +19,9 @@ pub use crate::query::spec::{
     ResultShape, Stamp,
 };
 /// The write vocabulary, where the backends' callers have always found it.
-pub use crate::query::write::{Change, ChangeResult, Committed, Condition, Mask, Mutation};
+pub use crate::query::write::{
+    Change, ChangeResult, Committed, Condition, Mask, Mutation, PropertyTransform, TransformKind,
+};
 
 #[cfg(feature = "cloud")]
 pub mod cloud;

@@ -10,6 +10,7 @@ pub(crate) mod cloud;
 pub(crate) mod query;
 pub(crate) mod read;
 pub(crate) mod scope;
+pub(crate) mod transform;
 pub(crate) mod txn;
 pub(crate) mod versioned;
 pub(crate) mod write;

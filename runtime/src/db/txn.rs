@@ -561,6 +561,20 @@ impl Tx {
         self.buffer(Ok(write));
     }
 
+    /// Buffers a write prepared elsewhere in the crate (transforms), or records the error
+    /// that refused it (the commit fails with it); the error is returned too.
+    pub(crate) fn buffer_write(&self, write: Result<Write, Error>) -> Result<(), Error> {
+        self.check_open()?;
+        let refused = write.as_ref().err().cloned();
+        self.buffer(write);
+        refused.map_or(Ok(()), Err)
+    }
+
+    /// The handle's scope: its backend and partition.
+    pub(crate) fn scope(&self) -> &super::scope::Scope {
+        &self.inner.db.scope
+    }
+
     fn buffer(&self, write: Result<Write, Error>) {
         let mut state = self.state();
         match write {

@@ -3,7 +3,9 @@
 //! each write's companions (replicas, counter shards on delete: `format/companion.rs`), and
 //! sends the mutations in one backend call.
 
-use crate::backend::{Change, Committed, Condition, Mask, Mutation, TransactionId};
+use crate::backend::{
+    Change, Committed, Condition, Mask, Mutation, PropertyTransform, TransactionId,
+};
 use crate::error::Error;
 use crate::format::companion::{ENTITY, OWNER, companion_key, replica};
 use crate::model::entity::Entity;
@@ -38,6 +40,8 @@ pub(crate) struct Write {
     shards: bool,
     /// Applied only if this holds (`put_if_version`, `delete_if_version`).
     condition: Option<Condition>,
+    /// Applied by the service after the write (`transform`, `put_transformed`).
+    transforms: Vec<PropertyTransform>,
 }
 
 impl Write {
@@ -55,6 +59,7 @@ impl Write {
             schema: Some(E::SCHEMA),
             shards: true,
             condition: None,
+            transforms: Vec::new(),
         })
     }
 
@@ -77,6 +82,7 @@ impl Write {
             schema: Some(E::SCHEMA),
             shards: true,
             condition: None,
+            transforms: Vec::new(),
         })
     }
 
@@ -98,6 +104,7 @@ impl Write {
             schema: None,
             shards: true,
             condition: None,
+            transforms: Vec::new(),
         }
     }
 
@@ -107,6 +114,30 @@ impl Write {
             condition: Some(Condition::Version(version)),
             ..self
         }
+    }
+
+    /// `self`, followed by `transforms`.
+    pub(crate) fn transformed(self, transforms: Vec<PropertyTransform>) -> Write {
+        Write { transforms, ..self }
+    }
+
+    /// The update of `key` that writes nothing itself (an empty mask): what carries transforms
+    /// alone.
+    pub(crate) fn transforms_only<E: Entity>(
+        scope: &Scope,
+        key: &Key<E>,
+        transforms: Vec<PropertyTransform>,
+    ) -> Result<Write, Error> {
+        Ok(Write {
+            op: Op::Update,
+            key: scope.outgoing(key.raw())?,
+            properties: PropertyMap::new(),
+            mask: Mask::Paths(Vec::new()),
+            schema: Some(E::SCHEMA),
+            shards: true,
+            condition: None,
+            transforms,
+        })
     }
 
     fn replicated(&self) -> bool {
@@ -174,10 +205,10 @@ pub(crate) async fn prepare(
     }
     let primaries = writes.len();
     let mut mutations = Vec::with_capacity(primaries);
-    let mut conditions = Vec::with_capacity(primaries);
+    let mut extras = Vec::with_capacity(primaries);
     let mut companions = Vec::new();
-    for write in writes {
-        conditions.push(write.condition);
+    for mut write in writes {
+        extras.push((write.condition, std::mem::take(&mut write.transforms)));
         expand(write, &mut mutations, &mut companions);
     }
     mutations.append(&mut companions);
@@ -186,13 +217,16 @@ pub(crate) async fn prepare(
     // (`rules::commit`), whoever calls it.
     check_mutations(&mutations)?;
     scope.watch.observe(&mutations);
-    let conditions = conditions.into_iter().chain(std::iter::repeat(None));
+    let extras = extras
+        .into_iter()
+        .chain(std::iter::repeat_with(|| (None, Vec::new())));
     let changes = mutations
         .into_iter()
-        .zip(conditions)
-        .map(|(mutation, condition)| Change {
+        .zip(extras)
+        .map(|(mutation, (condition, transforms))| Change {
             mutation,
             condition,
+            transforms,
         })
         .collect();
     Ok((changes, primaries))
@@ -208,6 +242,7 @@ fn expand(write: Write, primary: &mut Vec<Mutation>, companions: &mut Vec<Mutati
         schema,
         shards,
         condition: _,
+        transforms: _,
     } = write;
     if let Some(schema) = schema {
         if let Some(replicas) = &schema.replicas {

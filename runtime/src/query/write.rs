@@ -54,13 +54,17 @@ pub enum Condition {
     UpdateTime(Timestamp),
 }
 
-/// One change of a commit: a mutation, and the condition it is applied under.
+/// One change of a commit: a mutation, the condition it is applied under, and the
+/// transforms applied after it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change {
     /// What is written.
     pub mutation: Mutation,
     /// Applied only if this holds (none: always).
     pub condition: Option<Condition>,
+    /// Applied by the service to the entity the mutation leaves, in order, whatever its mask
+    /// (an insert, update or upsert only).
+    pub transforms: Vec<PropertyTransform>,
 }
 
 impl From<Mutation> for Change {
@@ -68,8 +72,41 @@ impl From<Mutation> for Change {
         Change {
             mutation,
             condition: None,
+            transforms: Vec::new(),
         }
     }
+}
+
+/// A server-side transform of one property (the service's `PropertyTransform`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PropertyTransform {
+    /// The property: a name, then names inside embedded entities.
+    pub path: Vec<Cow<'static, str>>,
+    /// What is done to it.
+    pub kind: TransformKind,
+}
+
+/// What a [`PropertyTransform`] does. Its result (in [`ChangeResult::transform_results`]) is
+/// the property's new value for the numeric transforms and the request time, null for the
+/// array transforms. The property written is indexed (as the service writes it).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TransformKind {
+    /// Adds an integer or a double (a property that is not a number, or missing, is set to
+    /// it; integers saturate; a double on either side makes a double).
+    Increment(Value),
+    /// The larger of the property and the value (set to the value if not a number).
+    Maximum(Value),
+    /// The smaller of the property and the value (set to the value if not a number).
+    Minimum(Value),
+    /// Appends each value the array lacks, in order (a property that is not an array starts
+    /// empty; 3 and 3.0 are the same value).
+    AppendMissing(Vec<Value>),
+    /// Removes every element equal to one of the values (a property that is not an array
+    /// becomes empty).
+    RemoveAll(Vec<Value>),
+    /// The time the service processed the request, in milliseconds: the same for every
+    /// transform of one commit.
+    RequestTime,
 }
 
 /// What a commit did: each change's result, in order, and when it was applied.
@@ -88,6 +125,8 @@ pub struct ChangeResult {
     pub key: RawKey,
     /// Its version and times after the change (after a delete: a version, no times).
     pub stamp: Stamp,
+    /// The result of each of the change's transforms, in order.
+    pub transform_results: Vec<Value>,
 }
 
 /// Which stored properties an insert, update or upsert sets (the service's
@@ -238,4 +277,164 @@ fn overlay(stored: &mut PropertyMap, written: &PropertyMap, path: &[Cow<'static,
             excluded,
         },
     );
+}
+
+impl PropertyTransform {
+    /// Applies the transform to `entity` as the service does, `request_time` being the
+    /// commit's; returns its result. The property written is indexed.
+    pub(crate) fn apply(&self, entity: &mut PropertyMap, request_time: Timestamp) -> Value {
+        let current = value_at(entity, &self.path);
+        let (new, result) = match &self.kind {
+            TransformKind::Increment(by) => {
+                let new = increment(current, by);
+                (new.clone(), new)
+            }
+            TransformKind::Maximum(other) => {
+                let new = extreme(current, other, std::cmp::Ordering::Greater);
+                (new.clone(), new)
+            }
+            TransformKind::Minimum(other) => {
+                let new = extreme(current, other, std::cmp::Ordering::Less);
+                (new.clone(), new)
+            }
+            TransformKind::AppendMissing(values) => {
+                let mut array = elements(current);
+                for value in values {
+                    if !array.iter().any(|a| equivalent(a, value)) {
+                        array.push(value.clone());
+                    }
+                }
+                (Value::Array(array), Value::Null)
+            }
+            TransformKind::RemoveAll(values) => {
+                let mut array = elements(current);
+                array.retain(|a| !values.iter().any(|v| equivalent(a, v)));
+                (Value::Array(array), Value::Null)
+            }
+            TransformKind::RequestTime => {
+                // Milliseconds, as the service's request time.
+                let millis = request_time.as_micros().div_euclid(1000) * 1000;
+                let time = Value::Timestamp(Timestamp::from_micros(millis));
+                (time.clone(), time)
+            }
+        };
+        set_at(entity, &self.path, new);
+        result
+    }
+}
+
+/// The value at `path` in `entity`, if there is one.
+fn value_at<'m>(entity: &'m PropertyMap, path: &[Cow<'static, str>]) -> Option<&'m Value> {
+    let (name, rest) = path.split_first()?;
+    let value = &entity.get(name)?.value;
+    match (rest.is_empty(), value) {
+        (true, value) => Some(value),
+        (false, Value::Entity(inner)) => value_at(inner, rest),
+        (false, _) => None,
+    }
+}
+
+/// Sets `path` of `entity` to `value` (indexed), creating the embedded entities on the way.
+fn set_at(entity: &mut PropertyMap, path: &[Cow<'static, str>], value: Value) {
+    let Some((name, rest)) = path.split_first() else {
+        return;
+    };
+    if rest.is_empty() {
+        entity.insert(name.as_ref(), Property::indexed(value));
+        return;
+    }
+    let (mut inner, excluded) = match entity.remove(name) {
+        Some(Property { value, excluded }) if matches!(value, Value::Entity(_)) => {
+            (value.into_entity().unwrap_or_default(), excluded)
+        }
+        _ => (PropertyMap::new(), false),
+    };
+    set_at(&mut inner, rest, value);
+    entity.insert(
+        name.as_ref(),
+        Property {
+            value: Value::Entity(inner),
+            excluded,
+        },
+    );
+}
+
+/// `current + by`: integers saturate, a double on either side makes a double; anything but a
+/// number becomes `by`.
+fn increment(current: Option<&Value>, by: &Value) -> Value {
+    match (current, by) {
+        (Some(Value::Integer(a)), Value::Integer(b)) => Value::Integer(a.saturating_add(*b)),
+        (Some(Value::Integer(a)), Value::Double(b)) => Value::Double(*a as f64 + b),
+        (Some(Value::Double(a)), Value::Integer(b)) => Value::Double(a + *b as f64),
+        (Some(Value::Double(a)), Value::Double(b)) => Value::Double(a + b),
+        _ => by.clone(),
+    }
+}
+
+/// The larger (`wanted` = `Greater`) or smaller of `current` and `other`: `other` if `current`
+/// is not a number, NaN if either is, `current` if they are equal (3 and 3.0, 0 and -0.0).
+fn extreme(current: Option<&Value>, other: &Value, wanted: std::cmp::Ordering) -> Value {
+    let Some(current) = current.filter(|c| is_number(c)) else {
+        return other.clone();
+    };
+    if is_nan(current) {
+        return current.clone();
+    }
+    if is_nan(other) {
+        return other.clone();
+    }
+    match numeric_cmp(other, current) {
+        Some(order) if order == wanted => other.clone(),
+        _ => current.clone(),
+    }
+}
+
+fn is_number(value: &Value) -> bool {
+    matches!(value, Value::Integer(_) | Value::Double(_))
+}
+
+fn is_nan(value: &Value) -> bool {
+    matches!(value, Value::Double(d) if d.is_nan())
+}
+
+/// How two numbers compare, integers and doubles alike (`None`: not two numbers, or NaN).
+fn numeric_cmp(a: &Value, b: &Value) -> Option<std::cmp::Ordering> {
+    match (a, b) {
+        (Value::Integer(a), Value::Integer(b)) => Some(a.cmp(b)),
+        (Value::Double(a), Value::Double(b)) => a.partial_cmp(b),
+        (Value::Integer(i), Value::Double(d)) => int_double(*i, *d),
+        (Value::Double(d), Value::Integer(i)) => {
+            int_double(*i, *d).map(std::cmp::Ordering::reverse)
+        }
+        _ => None,
+    }
+}
+
+/// How integer `i` compares with double `d`, exactly.
+fn int_double(i: i64, d: f64) -> Option<std::cmp::Ordering> {
+    match (i as f64).partial_cmp(&d)? {
+        // Equal as doubles: compare the integer with the double's integer part, exactly.
+        std::cmp::Ordering::Equal if d.fract() == 0.0 && d.abs() < 9.2e18 => {
+            Some(i.cmp(&(d as i64)))
+        }
+        order => Some(order),
+    }
+}
+
+/// Whether two values are the same element for the array transforms: numbers by value (3 and
+/// 3.0), NaN equal to NaN, anything else by equality.
+fn equivalent(a: &Value, b: &Value) -> bool {
+    match (is_number(a) && is_number(b), is_nan(a) || is_nan(b)) {
+        (true, true) => is_nan(a) && is_nan(b),
+        (true, false) => numeric_cmp(a, b) == Some(std::cmp::Ordering::Equal),
+        (false, _) => a == b,
+    }
+}
+
+/// The elements of `current` if it is an array, else none.
+fn elements(current: Option<&Value>) -> Vec<Value> {
+    match current {
+        Some(Value::Array(values)) => values.clone(),
+        _ => Vec::new(),
+    }
 }

@@ -24,6 +24,7 @@ mod projections;
 mod refusals;
 mod scale;
 mod transactions;
+mod transforms;
 mod values;
 mod versions;
 
@@ -44,6 +45,7 @@ pub use projections::*;
 pub use refusals::*;
 pub use scale::*;
 pub use transactions::*;
+pub use transforms::*;
 pub use values::*;
 pub use versions::*;
 
@@ -72,6 +74,7 @@ macro_rules! all_conformance_tests {
         $crate::evolution_tests!($backend);
         $crate::hostile_tests!($backend);
         $crate::versions_tests!($backend);
+        $crate::transforms_tests!($backend);
     };
 }
 

@@ -271,6 +271,7 @@ pub async fn versions_an_update_time_condition(t: Ctx) {
                 Mask::Paths(vec![vec!["balance".into()]]),
             ),
             condition: Some(condition),
+            transforms: Vec::new(),
         }
     };
     let stale = Timestamp::from_micros(updated.as_micros() - 1);

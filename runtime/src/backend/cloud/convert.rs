@@ -6,7 +6,7 @@ use std::sync::Arc;
 use gcloud_sdk::google::datastore::v1 as pb;
 use gcloud_sdk::prost_types;
 
-use crate::backend::{Condition, Mask, Mutation, Stamp};
+use crate::backend::{Condition, Mask, Mutation, PropertyTransform, Stamp, TransformKind};
 use crate::error::{Error, ServiceCode};
 use crate::model::schema::{Direction, Schema};
 use crate::model::stored::ValueView;
@@ -68,6 +68,36 @@ pub(super) fn condition(mutation: &mut pb::Mutation, condition: Option<Condition
         Condition::UpdateTime(time) => Detect::UpdateTime(timestamp(time)),
     });
     mutation.conflict_resolution_strategy = ConflictResolutionStrategy::Fail as i32;
+}
+
+/// A change's transforms as the service takes them.
+pub(super) fn transforms(
+    partitions: &Partitions,
+    transforms: &[PropertyTransform],
+) -> Vec<pb::PropertyTransform> {
+    use pb::property_transform::{ServerValue, TransformType as T};
+    let array = |values: &[Value]| pb::ArrayValue {
+        values: values.iter().map(|v| partitions.value(v, false)).collect(),
+    };
+    transforms
+        .iter()
+        .map(|t| pb::PropertyTransform {
+            property: t
+                .path
+                .iter()
+                .map(|n| mask_name(n))
+                .collect::<Vec<_>>()
+                .join("."),
+            transform_type: Some(match &t.kind {
+                TransformKind::Increment(v) => T::Increment(partitions.value(v, false)),
+                TransformKind::Maximum(v) => T::Maximum(partitions.value(v, false)),
+                TransformKind::Minimum(v) => T::Minimum(partitions.value(v, false)),
+                TransformKind::AppendMissing(values) => T::AppendMissingElements(array(values)),
+                TransformKind::RemoveAll(values) => T::RemoveAllFromArray(array(values)),
+                TransformKind::RequestTime => T::SetToServerValue(ServerValue::RequestTime as i32),
+            }),
+        })
+        .collect()
 }
 
 /// The version a condition expects, as the service compares it (an update time is its

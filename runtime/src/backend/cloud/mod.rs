@@ -334,10 +334,14 @@ impl Cloud {
         transaction: Option<&TransactionId>,
         single_use: Option<&TransactionMode>,
     ) -> Result<Committed, Error> {
-        let (mutations, conditions): (Vec<Mutation>, Vec<Option<Condition>>) = changes
-            .into_iter()
-            .map(|c| (c.mutation, c.condition))
-            .unzip();
+        let mut mutations = Vec::with_capacity(changes.len());
+        let mut conditions = Vec::with_capacity(changes.len());
+        let mut transforms = Vec::with_capacity(changes.len());
+        for change in changes {
+            mutations.push(change.mutation);
+            conditions.push(change.condition);
+            transforms.push(change.transforms);
+        }
         self.check(&mutations)?;
         let keys: Vec<RawKey> = mutations.iter().map(|m| m.key().clone()).collect();
         let inserted: Vec<RawKey> = mutations
@@ -351,8 +355,11 @@ impl Cloud {
             .map(|m| m.key().clone())
             .collect();
         let mut requested = self.partitions.mutations(mutations);
-        for (mutation, condition) in requested.iter_mut().zip(&conditions) {
+        for ((mutation, condition), transforms) in
+            requested.iter_mut().zip(&conditions).zip(&transforms)
+        {
             convert::condition(mutation, *condition);
+            mutation.property_transforms = convert::transforms(&self.partitions, transforms);
         }
         use pb::commit_request::{Mode, TransactionSelector};
         // A commit of several mutations outside a transaction is made in a transaction of
@@ -437,13 +444,38 @@ impl Cloud {
         };
         // A result carries a key only where the service allocated an id.
         let mut results = Vec::with_capacity(keys.len());
-        for (key, result) in keys.into_iter().zip(response.mutation_results) {
+        for ((key, result), sent) in keys
+            .into_iter()
+            .zip(response.mutation_results)
+            .zip(&transforms)
+        {
             let key = match result.key {
                 Some(allocated) => self.partitions.raw_key(allocated)?,
                 None => key,
             };
+            if result.transform_results.len() != sent.len() {
+                // A server that does not know the field dropped it (the legacy emulator).
+                return Err(Error::Unsupported {
+                    reason: format!(
+                        "the server applied the commit without its property transforms (it \
+                         answered {} results for {}): it does not know them, as the legacy \
+                         Datastore emulator; the rest of the commit was applied",
+                        result.transform_results.len(),
+                        sent.len()
+                    ),
+                });
+            }
+            let transform_results = result
+                .transform_results
+                .into_iter()
+                .map(|v| Ok(property_from_wire(v, &self.partitions)?.value))
+                .collect::<Result<_, Error>>()?;
             let stamp = convert::stamp(result.version, result.create_time, result.update_time);
-            results.push(ChangeResult { key, stamp });
+            results.push(ChangeResult {
+                key,
+                stamp,
+                transform_results,
+            });
         }
         Ok(Committed {
             results,

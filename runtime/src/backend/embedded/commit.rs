@@ -11,8 +11,8 @@ use super::index::{
     self, Composite, TableName, decode_entity, entity_value, split_entity, version_at,
 };
 use super::store::{Batch, Store};
-use crate::backend::{ChangeResult, Condition, Mask, Mutation, Stamp};
-use crate::error::Error;
+use crate::backend::{ChangeResult, Condition, Mask, Mutation, PropertyTransform, Stamp};
+use crate::error::{Error, ServiceCode};
 use crate::format::file::ENTITIES;
 use crate::model::key::{IdOrName, RawKey};
 use crate::model::scalar::Timestamp;
@@ -28,7 +28,7 @@ pub(super) fn write(
     store: &dyn Store,
     composites: &HashMap<String, Vec<Composite>>,
     ids: &mut Ids,
-    mutations: Vec<(Mutation, Option<Condition>)>,
+    mutations: Vec<(Mutation, Option<Condition>, Vec<PropertyTransform>)>,
     time: Timestamp,
     recording: bool,
 ) -> Result<(Batch, Undo, Vec<ChangeResult>), Error> {
@@ -39,7 +39,14 @@ pub(super) fn write(
     // the service refuses an invalid argument before it looks at what exists.
     let mut staged = Vec::with_capacity(mutations.len());
     let mut checks = Vec::with_capacity(mutations.len());
-    for (mutation, condition) in mutations {
+    for (mutation, condition, transforms) in mutations {
+        if !transforms.is_empty() && matches!(mutation, Mutation::Delete(_)) {
+            return Err(Error::Service {
+                code: ServiceCode::InvalidArgument,
+                message: "property transforms can be set only on an insert, update or upsert"
+                    .to_owned(),
+            });
+        }
         let insert = matches!(mutation, Mutation::Insert(..));
         let update = matches!(mutation, Mutation::Update(..));
         let (key, properties) = match mutation {
@@ -68,12 +75,19 @@ pub(super) fn write(
             Some(old) => index::entries(&key, old, composites),
             None => Vec::new(),
         };
-        // What the mask leaves out stays as stored, as the service does.
-        let properties = match properties {
+        // What the mask leaves out stays as stored, as the service does; then the
+        // transforms, in order, whatever the mask.
+        let mut properties = match properties {
             Some((written, Mask::Whole)) => Some(written),
             Some((written, mask)) => Some(mask.merge(stored, written)),
             None => None,
         };
+        let mut transform_results = Vec::with_capacity(transforms.len());
+        if let Some(entity) = properties.as_mut() {
+            for transform in &transforms {
+                transform_results.push(transform.apply(entity, time));
+            }
+        }
         if let Some(entity) = &properties {
             check_entity(&key, entity, composites)?;
             // The memory store reads its entities back unchecked (`Store::written_here`):
@@ -96,6 +110,7 @@ pub(super) fn write(
             stamp,
             old,
             properties,
+            transform_results,
         });
         checks.push((condition, insert, update));
     }
@@ -125,6 +140,7 @@ pub(super) fn write(
         stamp,
         old,
         properties,
+        transform_results,
     } in staged
     {
         tracing::debug!(key = ?key, "commit");
@@ -143,7 +159,11 @@ pub(super) fn write(
             _ => None,
         };
         if let Some(stamp) = unchanged {
-            results.push(ChangeResult { key, stamp });
+            results.push(ChangeResult {
+                key,
+                stamp,
+                transform_results,
+            });
             continue;
         }
         // Only what changed (the entries of the old version the new one has not are
@@ -171,7 +191,11 @@ pub(super) fn write(
                 }
             }
         };
-        results.push(ChangeResult { key, stamp });
+        results.push(ChangeResult {
+            key,
+            stamp,
+            transform_results,
+        });
     }
     Ok((batch, undo, results))
 }
@@ -189,6 +213,8 @@ struct Staged {
     old: Vec<(TableName, Vec<u8>)>,
     /// The entity the commit leaves (`None`: deleted).
     properties: Option<PropertyMap>,
+    /// What its transforms gave, in order.
+    transform_results: Vec<crate::model::value::Value>,
 }
 
 /// Whether `condition` holds for the entity `key` at `stamp` (`None`: it does not exist), as

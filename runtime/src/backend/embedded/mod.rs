@@ -642,9 +642,9 @@ impl State {
         changes: Vec<Change>,
         transaction: Option<&TransactionId>,
     ) -> Result<Committed, Error> {
-        let (mutations, conditions): (Vec<Mutation>, Vec<_>) = changes
+        let (mutations, extras): (Vec<Mutation>, Vec<_>) = changes
             .into_iter()
-            .map(|c| (c.mutation, c.condition))
+            .map(|c| (c.mutation, (c.condition, c.transforms)))
             .unzip();
         // A transaction ends with its commit, whatever the outcome.
         let ended = match transaction {
@@ -678,7 +678,11 @@ impl State {
             &*self.store,
             &self.composites,
             &mut self.ids,
-            mutations.into_iter().zip(conditions).collect(),
+            mutations
+                .into_iter()
+                .zip(extras)
+                .map(|(m, (condition, transforms))| (m, condition, transforms))
+                .collect(),
             time,
             recording,
         );

@@ -1,0 +1,298 @@
+//! Server-side property transforms (issue #29): increment, maximum, minimum, append missing
+//! elements, remove all from an array, request time — applied to the stored entity without a
+//! read, alone or after a write, with their results in order.
+//!
+//! The Firestore emulator referees; the legacy Datastore emulator does not know the field (its
+//! REST surface refuses it as an invalid payload, its gRPC surface drops it): the client says
+//! so with `Error::Unsupported` rather than report a transform that was not made.
+
+use datastore_entity::backend::{
+    Change, Mask, Mutation, PropertyFilter, PropertyTransform, QuerySpec, TransformKind,
+};
+use datastore_entity::prelude::*;
+use datastore_entity::{Operator, PropertyMap, Value};
+
+use crate::harness::{Backend, Ctx};
+
+#[macro_export]
+macro_rules! transforms_tests {
+    ($backend:expr) => {
+        $crate::conformance!($backend;
+            transforms_numbers_on_the_server,
+            transforms_arrays_as_sets,
+            transforms_request_time,
+            transforms_need_the_entity,
+            transforms_after_a_put_see_its_values,
+            transforms_in_a_transaction,
+            transforms_write_an_indexed_value,
+            transforms_through_an_embedded_entity,
+        );
+    };
+}
+
+/// A document the transforms change.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Scored")]
+pub struct Score {
+    #[key]
+    pub id: KeyName,
+    pub count: i64,
+    pub score: f64,
+    pub tags: Vec<String>,
+    pub marks: Vec<i64>,
+    #[exclude_from_index]
+    pub seen: Option<Timestamp>,
+    #[exclude_from_index]
+    pub hidden: i64,
+}
+
+fn tally(id: &str) -> Score {
+    Score {
+        id: KeyName::new(id).unwrap(),
+        count: 0,
+        score: 0.0,
+        tags: Vec::new(),
+        marks: Vec::new(),
+        seen: None,
+        hidden: 0,
+    }
+}
+
+/// The legacy emulator drops transforms: the client reports it, and the test ends there.
+fn unsupported<T: std::fmt::Debug>(t: &Ctx, result: &Result<T, Error>) -> bool {
+    if t.backend != Backend::Datastore {
+        return false;
+    }
+    assert!(
+        matches!(result, Err(Error::Unsupported { reason }) if reason.contains("transforms")),
+        "{result:?}"
+    );
+    true
+}
+
+pub async fn transforms_numbers_on_the_server(t: Ctx) {
+    let key = t.db.put(&tally("numbers")).await.unwrap();
+    let first =
+        t.db.transform(
+            &key,
+            [
+                Score::COUNT.increment(5),
+                Score::COUNT.increment(-2),
+                Score::SCORE.increment(1.5),
+            ],
+        )
+        .await;
+    if unsupported(&t, &first) {
+        return;
+    }
+    assert_eq!(
+        first.unwrap(),
+        [Value::Integer(5), Value::Integer(3), Value::Double(1.5)],
+        "each result is the value after that transform"
+    );
+    let results =
+        t.db.transform(
+            &key,
+            [
+                Score::COUNT.maximum(10),
+                Score::COUNT.minimum(7),
+                Score::SCORE.maximum(0.5),
+                Score::HIDDEN.increment(i64::MAX),
+                Score::HIDDEN.increment(1),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        results,
+        [
+            Value::Integer(10),
+            Value::Integer(7),
+            Value::Double(1.5),
+            Value::Integer(i64::MAX),
+            Value::Integer(i64::MAX), // saturates
+        ]
+    );
+    let stored = t.db.get(&key).await.unwrap().unwrap();
+    assert_eq!(
+        (stored.count, stored.score, stored.hidden),
+        (7, 1.5, i64::MAX)
+    );
+}
+
+pub async fn transforms_arrays_as_sets(t: Ctx) {
+    let mut start = tally("arrays");
+    start.tags = vec!["a".into(), "b".into()];
+    start.marks = vec![1, 2, 2, 3];
+    let key = t.db.put(&start).await.unwrap();
+    let results =
+        t.db.transform(
+            &key,
+            [
+                Score::TAGS.append_missing(vec![
+                    "b".to_owned(),
+                    "c".into(),
+                    "c".into(),
+                    "d".into(),
+                ]),
+                Score::MARKS.remove_all(vec![2, 9]),
+            ],
+        )
+        .await;
+    if unsupported(&t, &results) {
+        return;
+    }
+    assert_eq!(results.unwrap(), [Value::Null, Value::Null]);
+    let stored = t.db.get(&key).await.unwrap().unwrap();
+    assert_eq!(stored.tags, ["a", "b", "c", "d"], "appended in order, once");
+    assert_eq!(stored.marks, [1, 3], "every equal element removed");
+    // Removing everything leaves an empty array, which reads back as an empty `Vec`.
+    t.db.transform(&key, [Score::MARKS.remove_all(vec![1, 3])])
+        .await
+        .unwrap();
+    assert_eq!(
+        t.db.get(&key).await.unwrap().unwrap().marks,
+        Vec::<i64>::new()
+    );
+}
+
+pub async fn transforms_request_time(t: Ctx) {
+    let key = t.db.put(&tally("time")).await.unwrap();
+    let before = Timestamp::now();
+    let results =
+        t.db.transform(
+            &key,
+            [Score::SEEN.request_time(), Score::COUNT.increment(1)],
+        )
+        .await;
+    if unsupported(&t, &results) {
+        return;
+    }
+    let results = results.unwrap();
+    let Value::Timestamp(at) = results[0] else {
+        panic!("{results:?}")
+    };
+    assert_eq!(
+        at.as_micros() % 1000,
+        0,
+        "milliseconds, as the service's request time"
+    );
+    let slack = std::time::Duration::from_secs(5);
+    assert!(
+        at >= before.checked_sub(slack).unwrap() && at <= Timestamp::now() + slack,
+        "{at} around {before}"
+    );
+    let stored = t.db.get(&key).await.unwrap().unwrap();
+    assert_eq!(stored.seen, Some(at));
+}
+
+pub async fn transforms_need_the_entity(t: Ctx) {
+    let key = Score::key(KeyName::new("absent").unwrap());
+    let missing = t.db.transform(&key, [Score::COUNT.increment(1)]).await;
+    match missing {
+        Err(Error::NotFound { .. }) => {}
+        // The legacy emulator refuses the update of a missing entity before it could drop
+        // the transform.
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(t.db.get(&key).await.unwrap(), None, "nothing created");
+    // No transforms: nothing to send.
+    assert_eq!(t.db.transform(&key, []).await.unwrap(), Vec::<Value>::new());
+}
+
+pub async fn transforms_after_a_put_see_its_values(t: Ctx) {
+    let mut start = tally("with-put");
+    start.count = 40;
+    let results =
+        t.db.put_transformed(&start, [Score::COUNT.increment(2)])
+            .await;
+    if unsupported(&t, &results) {
+        return;
+    }
+    assert_eq!(results.unwrap(), [Value::Integer(42)]);
+    let key = Score::key(KeyName::new("with-put").unwrap());
+    assert_eq!(t.db.get(&key).await.unwrap().unwrap().count, 42);
+}
+
+pub async fn transforms_in_a_transaction(t: Ctx) {
+    let key = t.db.put(&tally("in-tx")).await.unwrap();
+    let committed =
+        t.db.transaction(async |tx| {
+            let current = tx.get(&key).await?.expect("written");
+            tx.transform(&key, [Score::COUNT.increment(current.count + 3)])
+                .await?;
+            Ok::<_, Error>(())
+        })
+        .await;
+    if unsupported(&t, &committed) {
+        return;
+    }
+    committed.unwrap();
+    assert_eq!(t.db.get(&key).await.unwrap().unwrap().count, 3);
+}
+
+pub async fn transforms_write_an_indexed_value(t: Ctx) {
+    // The Firestore emulator writes a transformed property indexed, even one the entity
+    // stored excluded: a query on it finds the entity. The next typed put excludes it again.
+    let key = t.db.put(&tally("indexed")).await.unwrap();
+    let results = t.db.transform(&key, [Score::HIDDEN.increment(7)]).await;
+    if unsupported(&t, &results) {
+        return;
+    }
+    let spec = |value: i64| QuerySpec {
+        partition: t.db.partition().clone(),
+        kind: "Scored".to_owned(),
+        filters: vec![datastore_entity::backend::FilterNode::Property(
+            PropertyFilter {
+                property: "hidden".to_owned(),
+                op: Operator::Equal,
+                value: Value::Integer(value),
+            },
+        )],
+        ..QuerySpec::default()
+    };
+    let found = t.db.backend().run_query(&spec(7), None).await.unwrap();
+    assert_eq!(found.results.len(), 1, "indexed by the transform");
+    let mut again = t.db.get(&key).await.unwrap().unwrap();
+    again.hidden = 8;
+    t.db.put(&again).await.unwrap();
+    let found = t.db.backend().run_query(&spec(8), None).await.unwrap();
+    assert!(found.results.is_empty(), "excluded again by the put");
+}
+
+pub async fn transforms_through_an_embedded_entity(t: Ctx) {
+    // Untyped, a transform reaches into an embedded entity by its path (`e.n`), creating it.
+    let key = t.db.put(&tally("embedded")).await.unwrap();
+    let raw = t.db.bind(&key).unwrap().into_raw();
+    let change = |path: Vec<&'static str>, by: i64| Change {
+        mutation: Mutation::Update(raw.clone(), PropertyMap::new(), Mask::Paths(Vec::new())),
+        condition: None,
+        transforms: vec![PropertyTransform {
+            path: path.into_iter().map(Into::into).collect(),
+            kind: TransformKind::Increment(Value::Integer(by)),
+        }],
+    };
+    let first =
+        t.db.backend()
+            .commit_changes(vec![change(vec!["e", "n"], 2)], None)
+            .await;
+    if unsupported(&t, &first) {
+        return;
+    }
+    let first = first.unwrap();
+    assert_eq!(first.results[0].transform_results, [Value::Integer(2)]);
+    let again =
+        t.db.backend()
+            .commit_changes(vec![change(vec!["e", "n"], 3)], None)
+            .await
+            .unwrap();
+    assert_eq!(again.results[0].transform_results, [Value::Integer(5)]);
+    let stored = t.db.backend().lookup(&[raw], None).await.unwrap();
+    let stored = stored[0].as_ref().expect("there");
+    let Some(Value::Entity(inner)) = stored.get("e").map(|p| &p.value) else {
+        panic!("{stored:?}")
+    };
+    assert_eq!(inner.get("n").map(|p| &p.value), Some(&Value::Integer(5)));
+    // The typed entity still reads: `e` is a property its type does not declare.
+    assert!(t.db.get(&key).await.unwrap().is_some());
+}
