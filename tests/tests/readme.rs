@@ -236,7 +236,7 @@ async fn scale_block() -> Result<(), Box<dyn std::error::Error>> {
 
     let cards = db.query::<Post>().project::<PostCard>().fetch().await?;    // Page<PostCard>
     let drafts = db.query::<Post>().filter(Post::STATUS.eq(Status::Draft)).fetch().await?;
-    Post::increment_likes(&db, &key, 1).await?;   // one random shard, in a transaction
+    Post::increment_likes(&db, &key, 1).await?;   // one random shard, on the server: one call
     let likes = Post::likes_total(&db, &key).await?;                         // one lookup
     let post = db.get(&key).await?;               // `likes` holds the total, same lookup
     let newest = Event::query_by_at(&db).desc().limit(20).fetch().await?;   // 8 queries, merged
@@ -437,6 +437,63 @@ mod json_property {
 }
 
 /// Every ```rust block of the README, found here line by line (indentation aside).
+/// README: server-side transforms.
+mod transforms_block {
+    use datastore_entity::Value;
+    use datastore_entity::prelude::*;
+
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    pub struct Account {
+        #[key]
+        pub name: KeyName,
+        pub balance: i64,
+        pub tags: Vec<String>,
+        #[exclude_from_index]
+        pub seen: Option<Timestamp>,
+    }
+
+    #[rustfmt::skip]
+    pub async fn run(db: Db, key: Key<Account>, account: Account) -> Result<(), Error> {
+// With a transaction: read, add, write — two round trips at least, retried on contention.
+db.transaction(async |tx| {
+    let mut account = tx.get(&key).await?.expect("exists");
+    account.balance += 5;
+    account.tags.push("vip".to_owned());       // (a set: check it is not there first)
+    tx.put(&account).await?;
+    Ok::<_, Error>(())
+}).await?;
+
+// Without: one call, nothing read, nothing to retry.
+let results: Vec<Value> = db
+    .transform(&key, [
+        Account::BALANCE.increment(5),                  // i64 / f64 fields; also .maximum(n), .minimum(n)
+        Account::TAGS.append_missing(vec!["vip".to_owned()]),   // Vec fields; also .remove_all(..)
+        Account::SEEN.request_time(),                   // Timestamp (chrono / time) fields
+    ])
+    .await?;
+assert_eq!(results[0], Value::Integer(10));            // each numeric result: the new value
+db.put_transformed(&account, [Account::BALANCE.increment(1)]).await?;   // a put, then transforms
+db.transaction(async |tx| tx.transform(&key, [Account::BALANCE.increment(1)]).await).await?;
+        let stored = db.get(&key).await?.expect("exists");
+        // The put wrote `account` as it was first read (no tags, no time), then two increments.
+        assert_eq!((stored.balance, stored.tags.len(), stored.seen), (2, 0, None));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn the_transforms_block_runs() {
+        let db = Db::in_memory();
+        let account = Account {
+            name: KeyName::new("ann").unwrap(),
+            balance: 0,
+            tags: Vec::new(),
+            seen: None,
+        };
+        let key = db.put(&account).await.unwrap();
+        run(db, key, account).await.unwrap();
+    }
+}
+
 /// README: versions and conditional writes, on the declarations' `Account`.
 mod versions_block {
     use datastore_entity::Versioned;
@@ -506,7 +563,7 @@ fn every_readme_block_is_compiled_here() {
         );
     }
     assert_eq!(
-        blocks, 10,
+        blocks, 11,
         "the README's rust blocks changed: compile each new one here"
     );
 }

@@ -61,6 +61,29 @@ async fn sharded_counters_count_every_increment() {
     assert_eq!(db.get(&key).await.unwrap().unwrap().likes, 5);
 }
 
+#[tokio::test]
+async fn an_increment_of_an_existing_shard_is_one_commit_without_a_transaction() {
+    // Issue #29: the shard's count is incremented on the server. A shard that does not exist
+    // yet is created in a transaction (begin, lookup, commit); after that, one commit each.
+    let (backend, db) = Instrumented::db();
+    let key = db.put(&article("fast")).await.unwrap();
+    // `likes` has 4 shards: enough increments create them all.
+    for _ in 0..64 {
+        Article::increment_likes(&db, &key, 1).await.unwrap();
+    }
+    let before = backend.calls().len();
+    for _ in 0..10 {
+        Article::increment_likes(&db, &key, 2).await.unwrap();
+    }
+    let calls = backend.calls()[before..].to_vec();
+    assert_eq!(
+        calls,
+        vec![Call::Commit; 10],
+        "one commit per increment, nothing else"
+    );
+    assert_eq!(Article::likes_total(&db, &key).await.unwrap(), 84);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn counters_are_isolated_per_namespace_and_per_entity() {
     let db = Db::in_memory();

@@ -1,20 +1,21 @@
 //! `#[sharded(n)]` counters (R-S1): the value lives in `n` shard entities; an increment
-//! updates one shard chosen at random, in a transaction, and the total is the sum of all shards,
-//! read in one batched lookup.
+//! adds to one shard chosen at random, on the server (a transform: no read, no transaction),
+//! and the total is the sum of all shards, read in one batched lookup.
 //!
 //! Every instance of the kind is sharded, not only the hot ones: sharding only the hottest
 //! entities leaves too few keys between them to keep them on different tablets (Google's
 //! "common mistakes when sharding").
 
 use crate::backend::retry::RetryPolicy;
+use crate::backend::{Change, Mask, Mutation, PropertyTransform, TransformKind};
 use crate::db::Db;
 use crate::db::read::{overflow, sum_shards};
 use crate::db::write::{Op, Write};
 use crate::error::Error;
-use crate::format::companion::{check_owner, companion_key, shard, shard_count};
+use crate::format::companion::{COUNT, check_owner, companion_key, shard, shard_count};
 use crate::model::key::RawKey;
 use crate::model::schema::CounterSchema;
-use crate::model::value::PropertyMap;
+use crate::model::value::{PropertyMap, Value};
 
 /// Attempts an increment makes at least, each on a freshly chosen shard: with `n` shards,
 /// contention that exhausts them all is vanishingly rare.
@@ -28,14 +29,19 @@ fn shard_range(shards: u32) -> std::ops::RangeInclusive<i64> {
 }
 
 /// Adds `delta` to the counter of `owner` (a key as the user holds it): one random shard,
-/// in a transaction. Contention is retried, each attempt on a freshly chosen shard, at least
-/// 16 attempts; nothing is written unless the increment is.
+/// on the server, without a transaction (a server-side increment of the shard's count). A
+/// shard that does not exist yet, a server that does not know transforms (the legacy
+/// emulator), a counter of one shard and an increment the shard cannot take go through a
+/// transaction instead, retried on contention, each attempt on a freshly chosen shard, at
+/// least 16 attempts; nothing is written unless the increment is.
 ///
 /// So that the counter's total always fits an `i64` (and no read of it can fail), each of its
 /// `n` shards stays within `i64::MIN / n ..= i64::MAX / n`: an increment the random shard
 /// cannot take goes to the first shard that can (all of them read, in the same transaction),
 /// and one no shard can take — larger than `i64::MAX / n`, or past what the total holds —
-/// is [`Error::CounterOverflow`], nothing written.
+/// is [`Error::CounterOverflow`], nothing written. (On the server, a shard that goes out of
+/// its range is taken back at once, and the increment goes through the transaction: a read
+/// in between sees a total that saturates, never an error.)
 pub async fn increment(
     db: &Db,
     owner: &RawKey,
@@ -50,6 +56,18 @@ pub async fn increment(
     let range = shard_range(counter.shards);
     if !range.contains(&delta) {
         return Err(overflow(counter));
+    }
+    if counter.shards >= 2 {
+        let at = companion_key(&owner, counter.kind, fastrand::u32(..counter.shards));
+        match add_on_server(db, &at, delta).await {
+            // Two in-range values never saturate an `i64` when there are two shards or more.
+            Ok(count) if range.contains(&count) => return Ok(()),
+            Ok(_) => {
+                add_on_server(db, &at, -delta).await?;
+            }
+            Err(Error::NotFound { .. } | Error::Unsupported { .. }) => {}
+            Err(other) => return Err(other),
+        }
     }
     let owner = &owner;
     let range = &range;
@@ -88,6 +106,35 @@ pub async fn increment(
             Err(overflow(counter))
         })
         .await
+}
+
+/// Adds `delta` to the count of the existing shard `at`, on the server; returns the new count.
+/// [`Error::NotFound`] if the shard does not exist (nothing is created: a shard is created with
+/// its owner, in a transaction), [`Error::Unsupported`] if the server does not know transforms.
+async fn add_on_server(db: &Db, at: &RawKey, delta: i64) -> Result<i64, Error> {
+    let change = Change {
+        mutation: Mutation::Update(at.clone(), PropertyMap::new(), Mask::Paths(Vec::new())),
+        condition: None,
+        transforms: vec![PropertyTransform {
+            path: vec![COUNT.into()],
+            kind: TransformKind::Increment(Value::Integer(delta)),
+        }],
+    };
+    let committed = db.backend().commit_changes(vec![change], None).await?;
+    let result = committed.results.into_iter().next();
+    match result.and_then(|r| r.transform_results.into_iter().next()) {
+        Some(Value::Integer(count)) => Ok(count),
+        other => Err(Error::Decode {
+            key: Some(format!("{at:?}").into()),
+            kind: at.kind().to_owned(),
+            property: COUNT.to_owned(),
+            expected: "integer".to_owned(),
+            found: other
+                .as_ref()
+                .map_or("nothing", Value::type_name)
+                .to_owned(),
+        }),
+    }
 }
 
 /// The counter's total for `owner` (a key as the user holds it): every shard, one lookup.

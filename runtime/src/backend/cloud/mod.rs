@@ -77,6 +77,12 @@ pub struct Cloud {
     /// Datastore did (its emulator still does; Firestore in Datastore mode has no such
     /// limit): then a commit over more groups is sent non-transactionally.
     groups_limited: AtomicBool,
+    /// Whether the server knows the service's newer surface (property transforms, property
+    /// masks): learnt from the first answer that tells (Firestore in Datastore mode reports a
+    /// read time with every lookup and a commit time with every commit; the legacy emulator
+    /// neither, and drops transforms and masks it does not know — a transform-only update
+    /// would then replace the entity with nothing).
+    newer_surface: std::sync::OnceLock<bool>,
 }
 
 impl Cloud {
@@ -90,6 +96,7 @@ impl Cloud {
             aggregations_begin: AtomicBool::new(true),
             indexes: std::sync::Mutex::default(),
             groups_limited: AtomicBool::new(false),
+            newer_surface: std::sync::OnceLock::new(),
         })
     }
 
@@ -309,6 +316,10 @@ impl Cloud {
                 if begun.is_none() && read.begins() {
                     begun = Some(TransactionId(response.transaction));
                 }
+                if matches!(read, Read::Outside) {
+                    // Firestore reports the time it read at outside a transaction.
+                    let _ = self.newer_surface.set(response.read_time.is_some());
+                }
                 for result in response.found {
                     let Some(entity) = result.entity else {
                         continue;
@@ -343,6 +354,14 @@ impl Cloud {
             transforms.push(change.transforms);
         }
         self.check(&mutations)?;
+        if transforms.iter().any(|t| !t.is_empty()) && !self.knows_transforms(&mutations).await? {
+            return Err(Error::Unsupported {
+                reason: "the server does not know property transforms (the legacy Datastore \
+                         emulator: it would drop them, and a transform-only update would \
+                         replace the entity with nothing); nothing was sent"
+                    .to_owned(),
+            });
+        }
         let keys: Vec<RawKey> = mutations.iter().map(|m| m.key().clone()).collect();
         let inserted: Vec<RawKey> = mutations
             .iter()
@@ -442,6 +461,7 @@ impl Cloud {
             }
             other => other?,
         };
+        let _ = self.newer_surface.set(response.commit_time.is_some());
         // A result carries a key only where the service allocated an id.
         let mut results = Vec::with_capacity(keys.len());
         for ((key, result), sent) in keys
@@ -481,6 +501,17 @@ impl Cloud {
             results,
             commit_time: response.commit_time.as_ref().map(from_timestamp),
         })
+    }
+
+    /// Whether the server knows property transforms: what its answers said so far, or, before
+    /// any, what a lookup of the first key written says (one call, once per backend).
+    async fn knows_transforms(&self, mutations: &[Mutation]) -> Result<bool, Error> {
+        if let Some(known) = self.newer_surface.get() {
+            return Ok(*known);
+        }
+        let probe: Vec<RawKey> = mutations.iter().take(1).map(|m| m.key().clone()).collect();
+        self.lookup_keys(&probe, Read::Outside).await?;
+        Ok(self.newer_surface.get().copied().unwrap_or(false))
     }
 
     /// The conflict the service reported for a commit with `conditions`: the first
@@ -1105,6 +1136,7 @@ mod tests {
             aggregations_begin: AtomicBool::new(true),
             indexes: std::sync::Mutex::default(),
             groups_limited: AtomicBool::new(false),
+            newer_surface: std::sync::OnceLock::new(),
         };
         let spec = QuerySpec {
             kind: "Post".to_owned(),
