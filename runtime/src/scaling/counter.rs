@@ -6,6 +6,8 @@
 //! entities leaves too few keys between them to keep them on different tablets (Google's
 //! "common mistakes when sharding").
 
+use std::sync::atomic::Ordering;
+
 use crate::backend::retry::RetryPolicy;
 use crate::backend::{Change, Mask, Mutation, PropertyTransform, TransformKind};
 use crate::db::Db;
@@ -57,25 +59,34 @@ pub async fn increment(
     if !range.contains(&delta) {
         return Err(overflow(counter));
     }
+    // The shard the transaction tries first: the one the server could not add to because it
+    // does not exist yet (so that every shard gets created), else a random one.
+    let preferred = std::sync::atomic::AtomicU32::new(u32::MAX);
     if counter.shards >= 2 {
-        let at = companion_key(&owner, counter.kind, fastrand::u32(..counter.shards));
+        let slot = fastrand::u32(..counter.shards);
+        let at = companion_key(&owner, counter.kind, slot);
         match add_on_server(db, &at, delta).await {
             // Two in-range values never saturate an `i64` when there are two shards or more.
             Ok(count) if range.contains(&count) => return Ok(()),
             Ok(_) => {
                 add_on_server(db, &at, -delta).await?;
             }
-            Err(Error::NotFound { .. } | Error::Unsupported { .. }) => {}
+            Err(Error::NotFound { .. }) => preferred.store(slot, Ordering::Relaxed),
+            Err(Error::Unsupported { .. }) => {}
             Err(other) => return Err(other),
         }
     }
     let owner = &owner;
     let range = &range;
+    let preferred = &preferred;
     db.clone()
         .with_retry(retry)
         .transaction(|tx| async move {
             let shards = counter.shards.max(1);
-            let first = fastrand::u32(..shards);
+            let first = match preferred.swap(u32::MAX, Ordering::Relaxed) {
+                u32::MAX => fastrand::u32(..shards),
+                slot => slot,
+            };
             let count = |at: &RawKey, found: Option<&PropertyMap>| -> Result<Option<i64>, Error> {
                 let current = match found {
                     Some(properties) => {
