@@ -437,6 +437,54 @@ mod json_property {
 }
 
 /// Every ```rust block of the README, found here line by line (indentation aside).
+/// README: partial reads.
+mod partial_block {
+    use datastore_entity::prelude::*;
+
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    #[entity(projection(ArticleCard: title))]
+    pub struct Article {
+        #[key]
+        pub id: KeyName,
+        pub title: String,
+        #[exclude_from_index]
+        pub body: String,
+    }
+
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    #[entity(kind = "Article")]
+    pub struct Headline {
+        #[key]
+        pub id: KeyName,
+        pub title: String,
+    }
+
+    #[rustfmt::skip]
+    pub async fn run(db: Db, id: KeyName) -> Result<(), Error> {
+// `Article { id, title, body }` stored; `Headline` is the same kind without its `body`.
+let headline: Option<Headline> = db.get_partial(&Headline::key(id.clone())).await?;
+let page = db.query::<Headline>().filter(Headline::TITLE.eq("Hi")).partial().fetch().await?;
+let card: Option<ArticleCard> = db.get_projected(&Article::key(id)).await?;  // projection(ArticleCard: title)
+        assert_eq!(headline.map(|h| h.title).as_deref(), Some("Hi"));
+        assert_eq!(page.items.len(), 1);
+        assert_eq!(card.map(|c| c.title).as_deref(), Some("Hi"));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn the_partial_block_runs() {
+        let db = Db::in_memory();
+        let id = KeyName::new("a").unwrap();
+        let article = Article {
+            id: id.clone(),
+            title: "Hi".into(),
+            body: "x".repeat(10_000),
+        };
+        db.put(&article).await.unwrap();
+        run(db, id).await.unwrap();
+    }
+}
+
 /// README: server-side transforms.
 mod transforms_block {
     use datastore_entity::Value;
@@ -563,7 +611,7 @@ fn every_readme_block_is_compiled_here() {
         );
     }
     assert_eq!(
-        blocks, 11,
+        blocks, 12,
         "the README's rust blocks changed: compile each new one here"
     );
 }

@@ -84,6 +84,23 @@ pub trait Backend: Send + Sync + 'static {
         transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<FoundStamped, Error>>;
 
+    /// Reads only the properties at `paths` of entities by key (the service's property mask),
+    /// outside any transaction: one slot per key, in the order of `keys`. The default looks
+    /// them up whole and keeps what the mask names; a backend that sends the mask overrides it.
+    fn lookup_masked<'a>(
+        &'a self,
+        keys: &'a [RawKey],
+        paths: &'a [Vec<std::borrow::Cow<'static, str>>],
+    ) -> BoxFuture<'a, Result<FoundStamped, Error>> {
+        Box::pin(async move {
+            let found = self.lookup_stamped(keys, None).await?;
+            Ok(found
+                .into_iter()
+                .map(|f| f.map(|(p, stamp)| (p.selected(paths), stamp)))
+                .collect())
+        })
+    }
+
     /// Reads entities by key: one slot per key, in the order of `keys` (R-A1).
     fn lookup<'a>(
         &'a self,

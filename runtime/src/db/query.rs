@@ -23,6 +23,7 @@ use crate::query::explain::Explanation;
 use crate::query::spec::{
     Aggregation, Operator, PropertyFilter, PropertyOrder, QueryBatch, QuerySpec, ResultShape,
 };
+use crate::query::write::Mask;
 use crate::rules::filter::check_query;
 
 use crate::query::results::{Cursor, Numeric, Page};
@@ -273,6 +274,15 @@ impl<E: Entity> Query<E> {
             )
             .and(leaf(KEY_PROPERTY, after(key_direction), key))),
         )
+    }
+
+    /// Reads only the properties `E` declares (the service's property mask): a narrower struct
+    /// of a kind with large properties it does not need leaves them on the server. The
+    /// entities are what [`fetch`](Query::fetch) returns.
+    pub fn partial(mut self) -> Self {
+        let paths = Mask::declared_names(E::SCHEMA).map(|name| vec![name]);
+        self.spec.property_mask = Some(paths.collect());
+        self
     }
 
     /// Returns typed keys instead of entities, which is cheaper (R-Q1).

@@ -215,7 +215,7 @@ pub(crate) async fn prepare(
     // The rules of the mutations themselves (how many, R-A4, complete keys) are refused here,
     // before the backend is called; the backend checks them again with the entities
     // (`rules::commit`), whoever calls it.
-    check_mutations(&mutations)?;
+    check_mutations(mutations.iter())?;
     scope.watch.observe(&mutations);
     let extras = extras
         .into_iter()

@@ -310,6 +310,18 @@ impl PropertyMap {
         self.entries_mut().insert(name.as_ref(), property)
     }
 
+    /// Only the properties at `paths` (each a name, then names inside embedded entities), as
+    /// the service reads an entity through a property mask: a path to a missing property, or
+    /// through a value that is not an embedded entity (an array included), gives nothing; a
+    /// path to an embedded entity gives it whole.
+    pub(crate) fn selected(&self, paths: &[Vec<std::borrow::Cow<'static, str>>]) -> PropertyMap {
+        let mut out = PropertyMap::new();
+        for path in paths {
+            copy_path(self, &mut out, path);
+        }
+        out
+    }
+
     /// Removes the property `name` and returns it.
     pub fn remove(&mut self, name: &str) -> Option<Property> {
         let e = self.entries_mut();
@@ -367,6 +379,39 @@ impl PropertyMap {
 pub struct Iter<'a> {
     map: &'a Entries,
     entries: std::collections::vec_deque::Iter<'a, Entry>,
+}
+
+/// Copies what `from` holds at `path` into `to` (see [`PropertyMap::selected`]).
+fn copy_path(from: &PropertyMap, to: &mut PropertyMap, path: &[std::borrow::Cow<'static, str>]) {
+    let Some((name, rest)) = path.split_first() else {
+        return;
+    };
+    let Some(property) = from.get(name) else {
+        return;
+    };
+    if rest.is_empty() {
+        to.insert(name.as_ref(), property.clone());
+        return;
+    }
+    let Value::Entity(inner_from) = &property.value else {
+        return;
+    };
+    let mut inner = match to.remove(name) {
+        Some(Property { value, .. }) if matches!(value, Value::Entity(_)) => {
+            value.into_entity().unwrap_or_default()
+        }
+        _ => PropertyMap::new(),
+    };
+    copy_path(inner_from, &mut inner, rest);
+    if !inner.is_empty() {
+        to.insert(
+            name.as_ref(),
+            Property {
+                value: Value::Entity(inner),
+                excluded: property.excluded,
+            },
+        );
+    }
 }
 
 impl<'a> Iterator for Iter<'a> {

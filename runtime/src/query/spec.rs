@@ -176,6 +176,9 @@ pub struct QuerySpec {
     pub start_cursor: Option<Vec<u8>>,
     /// Stop at this position.
     pub end_cursor: Option<Vec<u8>>,
+    /// Return only these properties of each entity (each path a name, then names inside
+    /// embedded entities), indexed or not: the service's property mask. `None`: all of them.
+    pub property_mask: Option<Vec<Vec<std::borrow::Cow<'static, str>>>>,
 }
 
 /// What an aggregation query computes over the rows of its query.

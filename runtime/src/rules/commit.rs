@@ -26,7 +26,7 @@ pub(crate) fn check_commit<C: CompositeIndex>(
     mutations: &[Mutation],
     composites_of: impl Fn(&Mutation) -> Vec<C>,
 ) -> Result<(), Error> {
-    check_mutations(mutations)?;
+    check_mutations(mutations.iter())?;
     for mutation in mutations {
         if let Mutation::Insert(key, properties, _)
         | Mutation::Update(key, properties, _)
@@ -40,7 +40,9 @@ pub(crate) fn check_commit<C: CompositeIndex>(
 
 /// The rules of a commit that concern its mutations, not what they write: how many, each
 /// entity at most once (R-A4), and complete keys where an entity is named.
-pub(crate) fn check_mutations(mutations: &[Mutation]) -> Result<(), Error> {
+pub(crate) fn check_mutations<'m>(
+    mutations: impl ExactSizeIterator<Item = &'m Mutation>,
+) -> Result<(), Error> {
     if mutations.len() > MAX_MUTATIONS {
         return Err(Error::TooManyMutations {
             count: mutations.len(),

@@ -20,6 +20,7 @@ mod indexes;
 mod namespaces;
 mod operators;
 mod ordering;
+mod partial;
 mod projections;
 mod refusals;
 mod scale;
@@ -41,6 +42,7 @@ pub use indexes::*;
 pub use namespaces::*;
 pub use operators::*;
 pub use ordering::*;
+pub use partial::*;
 pub use projections::*;
 pub use refusals::*;
 pub use scale::*;
@@ -75,6 +77,7 @@ macro_rules! all_conformance_tests {
         $crate::hostile_tests!($backend);
         $crate::versions_tests!($backend);
         $crate::transforms_tests!($backend);
+        $crate::partial_tests!($backend);
     };
 }
 

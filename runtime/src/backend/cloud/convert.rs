@@ -364,6 +364,11 @@ fn property_mask(mask: &Mask) -> Option<pb::PropertyMask> {
     Some(pb::PropertyMask { paths })
 }
 
+/// A read's property mask as the service takes it (names escaped as a write's are).
+pub(super) fn read_mask(paths: &[Vec<std::borrow::Cow<'static, str>>]) -> Option<pb::PropertyMask> {
+    property_mask(&Mask::Paths(paths.to_vec()))
+}
+
 fn mask_name(name: &str) -> String {
     let mut bytes = name.bytes();
     let plain = bytes

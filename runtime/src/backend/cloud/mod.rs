@@ -293,6 +293,17 @@ impl Cloud {
         keys: &[RawKey],
         read: Read<'_>,
     ) -> Result<(Option<TransactionId>, FoundStamped), Error> {
+        self.lookup_paths(keys, read, None).await
+    }
+
+    /// Looks `keys` up, only the properties at `paths` if given (the service's property mask).
+    async fn lookup_paths(
+        &self,
+        keys: &[RawKey],
+        read: Read<'_>,
+        paths: Option<&[Vec<std::borrow::Cow<'static, str>>]>,
+    ) -> Result<(Option<TransactionId>, FoundStamped), Error> {
+        let property_mask = paths.and_then(convert::read_mask);
         let mut begun: Option<TransactionId> = None;
         let mut found: HashMap<RawKey, (PropertyMap, Stamp)> = HashMap::with_capacity(keys.len());
         for chunk in keys.chunks(MAX_LOOKUP_KEYS) {
@@ -310,6 +321,7 @@ impl Cloud {
                         // deferred keys) reads in it.
                         read_options: Self::read_options(&read.after(begun.as_ref())),
                         keys: std::mem::take(&mut pending),
+                        property_mask: property_mask.clone(),
                         ..pb::LookupRequest::default()
                     }
                 )?;
@@ -681,6 +693,7 @@ impl Cloud {
                 self.partitions.query(spec, limit),
             )),
             explain_options: explain.map(|analyze| pb::ExplainOptions { analyze }),
+            property_mask: spec.property_mask.as_deref().and_then(convert::read_mask),
             ..pb::RunQueryRequest::default()
         }
     }
@@ -776,6 +789,17 @@ impl Backend for Cloud {
         transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<Committed, Error>> {
         Box::pin(self.commit_mutations(changes, transaction, None))
+    }
+
+    fn lookup_masked<'a>(
+        &'a self,
+        keys: &'a [RawKey],
+        paths: &'a [Vec<std::borrow::Cow<'static, str>>],
+    ) -> BoxFuture<'a, Result<FoundStamped, Error>> {
+        Box::pin(async move {
+            let (_, found) = self.lookup_paths(keys, Read::Outside, Some(paths)).await?;
+            Ok(found)
+        })
     }
 
     fn run_query<'a>(

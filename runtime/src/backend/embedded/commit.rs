@@ -11,7 +11,7 @@ use super::index::{
     self, Composite, TableName, decode_entity, entity_value, split_entity, version_at,
 };
 use super::store::{Batch, Store};
-use crate::backend::{ChangeResult, Condition, Mask, Mutation, PropertyTransform, Stamp};
+use crate::backend::{Change, ChangeResult, Condition, Mask, Mutation, Stamp};
 use crate::error::{Error, ServiceCode};
 use crate::format::file::ENTITIES;
 use crate::model::key::{IdOrName, RawKey};
@@ -28,7 +28,7 @@ pub(super) fn write(
     store: &dyn Store,
     composites: &HashMap<String, Vec<Composite>>,
     ids: &mut Ids,
-    mutations: Vec<(Mutation, Option<Condition>, Vec<PropertyTransform>)>,
+    mutations: Vec<Change>,
     time: Timestamp,
     recording: bool,
 ) -> Result<(Batch, Undo, Vec<ChangeResult>), Error> {
@@ -39,7 +39,12 @@ pub(super) fn write(
     // the service refuses an invalid argument before it looks at what exists.
     let mut staged = Vec::with_capacity(mutations.len());
     let mut checks = Vec::with_capacity(mutations.len());
-    for (mutation, condition, transforms) in mutations {
+    for Change {
+        mutation,
+        condition,
+        transforms,
+    } in mutations
+    {
         if !transforms.is_empty() && matches!(mutation, Mutation::Delete(_)) {
             return Err(Error::Service {
                 code: ServiceCode::InvalidArgument,

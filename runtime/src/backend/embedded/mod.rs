@@ -62,8 +62,8 @@ use self::locks::{Locking, Locks};
 use self::store::{Batch, Memory, Redb, Store};
 use self::transactions::{Transaction, Transactions};
 use super::{
-    Backend, BoxFuture, Change, Committed, FoundEntity, FoundStamped, Mutation, ReadFound,
-    TransactionId, TransactionMode,
+    Backend, BoxFuture, Change, Committed, FoundEntity, FoundStamped, ReadFound, TransactionId,
+    TransactionMode,
 };
 use crate::error::{Error, ServiceCode};
 use crate::format::file::ENTITIES;
@@ -642,10 +642,6 @@ impl State {
         changes: Vec<Change>,
         transaction: Option<&TransactionId>,
     ) -> Result<Committed, Error> {
-        let (mutations, extras): (Vec<Mutation>, Vec<_>) = changes
-            .into_iter()
-            .map(|c| (c.mutation, (c.condition, c.transforms)))
-            .unzip();
         // A transaction ends with its commit, whatever the outcome.
         let ended = match transaction {
             Some(t) => {
@@ -660,14 +656,16 @@ impl State {
         };
         let checked = match &ended {
             Some(t) if t.wounded => Err(transactions::wounded()),
-            Some(t) if t.read_only && !mutations.is_empty() => Err(Error::Service {
+            Some(t) if t.read_only && !changes.is_empty() => Err(Error::Service {
                 code: ServiceCode::InvalidArgument,
                 message: "a read-only transaction cannot write".to_owned(),
             }),
             Some(t) => self.check_conflicts(t),
             None => Ok(()),
         }
-        .and_then(|()| self.validate(&mutations));
+        // Every mutation's own rules before anything is written; each entity is checked as it
+        // will be stored, then what exists, in `commit::write`.
+        .and_then(|()| check_mutations(changes.iter().map(|c| &c.mutation)));
         if ended.is_some() {
             self.collect();
         }
@@ -678,11 +676,7 @@ impl State {
             &*self.store,
             &self.composites,
             &mut self.ids,
-            mutations
-                .into_iter()
-                .zip(extras)
-                .map(|(m, (condition, transforms))| (m, condition, transforms))
-                .collect(),
+            changes,
             time,
             recording,
         );
@@ -739,20 +733,18 @@ impl State {
         Ok(())
     }
 
-    /// The checks of a commit that do not need its entities (`rules::commit`), before
-    /// anything is written. Each entity is checked as it will be stored, then whether what
-    /// the commit inserts is new and what it updates exists, in [`commit::write`].
-    fn validate(&self, mutations: &[Mutation]) -> Result<(), Error> {
-        check_mutations(mutations)
-    }
-
     fn run_query(
         &mut self,
         query: &QuerySpec,
         transaction: Option<&TransactionId>,
     ) -> Result<QueryBatch, Error> {
         let version = self.read_version(transaction, false)?;
-        let batch = self.answers().answer(&self.view(version), query)?;
+        let mut batch = self.answers().answer(&self.view(version), query)?;
+        if let Some(paths) = query.property_mask.as_deref() {
+            for result in &mut batch.results {
+                result.properties = result.properties.selected(paths);
+            }
+        }
         if transaction.is_some() {
             let at = batch
                 .results

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::store::{Batch, Memory, Range, Store};
 use super::*;
-use crate::backend::Mask;
+use crate::backend::{Mask, Mutation};
 use crate::format::file::ENTITIES;
 use crate::model::key::{IdOrName, KeyId, PathElement};
 use crate::model::value::{Property, PropertyMap};
