@@ -1,6 +1,7 @@
-//! Contention on one counter (R-S1): 8 writers × 100 transactional increments with a 1 ms
-//! round trip injected into every backend call, on one plain entity and on a `#[sharded(20)]`
-//! field. Reports committed increments per second (divan's items/s), and after the runs the
+//! Contention on one counter (R-S1): 8 writers × 100 increments with a 1 ms round trip
+//! injected into every backend call, on one plain entity (a transaction each) and on a
+//! `#[sharded(20)]` field (a server-side increment of a random shard; a transaction only to
+//! create a shard). Reports committed increments per second (divan's items/s), and after the runs the
 //! transaction attempts and the increments lost (retries exhausted), which must be 0 for the
 //! sharded field.
 //!
