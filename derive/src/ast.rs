@@ -164,6 +164,7 @@ impl Field {
             || self.flags.ttl.is_some()
             || self.flags.sharded_index.is_some()
             || self.json.is_some()
+            || is_vector(&self.ty)
     }
 
     /// The first attribute that gives the field a stored form of its own (`#[blob]`, `#[ttl]`,
@@ -200,6 +201,10 @@ impl Field {
             Role::Property if self.json.is_some() => {
                 Some("it is JSON text, excluded from indexes as NDB's JsonProperty is [R-I1]")
             }
+            Role::Property if is_vector(&self.ty) => Some(
+                "it is a vector, always excluded from indexes (the service refuses an indexed \
+                 one); search it with `find_nearest`",
+            ),
             Role::Property if self.excluded() => {
                 Some("it is excluded from indexes (`#[exclude_from_index]` or `#[ttl]`) [R-I1]")
             }
@@ -505,6 +510,22 @@ pub(crate) fn key_target(ty: &syn::Type) -> Option<&syn::Type> {
     match args.args.iter().collect::<Vec<_>>().as_slice() {
         [syn::GenericArgument::Type(target)] => Some(target),
         _ => None,
+    }
+}
+
+/// Whether the type is written `Vector` or `Option<Vector>`: a vector embedding, which the
+/// service stores only excluded from indexes (a type the derive cannot see through, an alias,
+/// is checked when written instead).
+pub(crate) fn is_vector(ty: &syn::Type) -> bool {
+    let Some(last) = last_segment(ty) else {
+        return false;
+    };
+    match (&last.arguments, last.ident == "Option") {
+        (syn::PathArguments::None, false) => last.ident == "Vector",
+        (syn::PathArguments::AngleBracketed(args), true) => {
+            matches!(args.args.first(), Some(syn::GenericArgument::Type(inner)) if is_vector(inner))
+        }
+        _ => false,
     }
 }
 

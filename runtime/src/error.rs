@@ -39,6 +39,14 @@ pub enum Error {
         lng: f64,
     },
 
+    /// A vector that cannot be stored: no dimension, more than 2,048, or a value that is not a
+    /// finite number.
+    #[error("invalid vector: {reason}")]
+    InvalidVector {
+        /// What is wrong.
+        reason: String,
+    },
+
     /// A key that cannot be used as given.
     #[error("invalid key {key}: {reason}")]
     InvalidKey {

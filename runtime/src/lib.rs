@@ -108,7 +108,7 @@ pub use model::property_type::{
     Flat, Growth, Increasing, Indexable, Projectable, Projects, PropertyType, Shape, Steady,
     WholeEntity,
 };
-pub use model::scalar::{Blob, GeoPoint, Timestamp};
+pub use model::scalar::{Blob, GeoPoint, Timestamp, Vector};
 pub use model::schema::{
     CounterSchema, Direction, IndexSchema, IndexedProperty, PropertySchema, ReplicaSchema, Schema,
     ShardedIndexSchema,

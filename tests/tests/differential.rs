@@ -617,6 +617,7 @@ enum Norm {
     Key(String),
     Array(Vec<Norm>),
     Entity(BTreeMap<String, (Norm, bool)>),
+    Vector(Vec<u64>),
 }
 
 fn norm(value: &Value, excluded: bool) -> Norm {
@@ -637,6 +638,7 @@ fn norm(value: &Value, excluded: bool) -> Norm {
         Value::Blob(b) => Norm::Bytes(b.to_vec()),
         Value::GeoPoint(g) => Norm::Geo(double(g.latitude()), double(g.longitude())),
         Value::Key(k) => Norm::Key(format!("{}", k)),
+        Value::Vector(v) => Norm::Vector(v.as_slice().iter().map(|d| double(*d)).collect()),
         Value::Array(values) => Norm::Array(values.iter().map(|v| norm(v, excluded)).collect()),
         Value::Entity(map) => Norm::Entity(
             map.iter()

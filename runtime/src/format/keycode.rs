@@ -146,7 +146,7 @@ pub(crate) fn value_view(out: &mut Vec<u8>, value: ValueView<'_>) -> Option<()> 
             out.push(KEY);
             key(out, &k.to_key()?);
         }
-        ValueView::Array(_) | ValueView::Entity(_) => return None,
+        ValueView::Array(_) | ValueView::Entity(_) | ValueView::Vector(_) => return None,
     }
     Some(())
 }

@@ -3,7 +3,7 @@
 
 use crate::model::key::{KeyId, RawKey};
 use crate::model::name::KeyName;
-use crate::model::scalar::{Blob, GeoPoint, Timestamp};
+use crate::model::scalar::{Blob, GeoPoint, Timestamp, Vector};
 use crate::model::schema::Schema;
 use crate::model::sink::ValueWriter;
 use crate::model::stored::{ValueRef, ValueView};
@@ -248,6 +248,7 @@ impl PropertyType for bool {
 
 simple_property! {
     GeoPoint => GeoPoint, "geo point";
+    Vector => Vector, "vector";
     RawKey => Key, "key";
 }
 

@@ -369,3 +369,57 @@ impl GeoPoint {
         self.lng
     }
 }
+
+/// A vector embedding: 1 to 2,048 finite doubles, stored as the service stores one (an array
+/// of doubles with meaning 31, always excluded from indexes) and searched by
+/// `find_nearest`.
+///
+/// ```
+/// # use datastore_entity::Vector;
+/// let v = Vector::new(vec![0.1, 0.2, 0.3])?;
+/// assert_eq!(v.dimension(), 3);
+/// assert!(Vector::new(vec![]).is_err());
+/// assert!(Vector::new(vec![f64::NAN]).is_err());
+/// # Ok::<(), datastore_entity::Error>(())
+/// ```
+#[derive(Clone, PartialEq, Debug)]
+pub struct Vector(Vec<f64>);
+
+impl Vector {
+    /// The most dimensions the service takes.
+    pub const MAX_DIMENSION: usize = 2048;
+
+    /// Validates 1 to [`MAX_DIMENSION`](Vector::MAX_DIMENSION) finite values.
+    pub fn new(values: Vec<f64>) -> Result<Vector, Error> {
+        let reason = match values.len() {
+            0 => Some("a vector has at least one dimension".to_owned()),
+            n if n > Vector::MAX_DIMENSION => Some(format!(
+                "a vector has at most {} dimensions, not {n}",
+                Vector::MAX_DIMENSION
+            )),
+            _ => values
+                .iter()
+                .position(|v| !v.is_finite())
+                .map(|i| format!("dimension {i} is {}, not a finite number", values[i])),
+        };
+        match reason {
+            None => Ok(Vector(values)),
+            Some(reason) => Err(Error::InvalidVector { reason }),
+        }
+    }
+
+    /// How many dimensions.
+    pub fn dimension(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The values.
+    pub fn as_slice(&self) -> &[f64] {
+        &self.0
+    }
+
+    /// The values, owned.
+    pub fn into_vec(self) -> Vec<f64> {
+        self.0
+    }
+}

@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 
 use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
 use crate::model::name::KeyName;
-use crate::model::scalar::{Blob, GeoPoint, Timestamp};
+use crate::model::scalar::{Blob, GeoPoint, Timestamp, Vector};
 use crate::model::value::{
     DecodeError, Entries, Facts, MAX_NESTING, Property, PropertyMap, Repr, Slot, Stored, Value,
 };
@@ -35,6 +35,10 @@ pub(crate) const GEO: u8 = 7;
 pub(crate) const KEY: u8 = 8;
 pub(crate) const ARRAY: u8 = 9;
 pub(crate) const ENTITY: u8 = 10;
+/// A vector: its dimension, then each value's bits (eight bytes each).
+pub(crate) const VECTOR: u8 = 11;
+/// The meaning of an array value that is a vector, in the service's protocol.
+pub(crate) const VECTOR_MEANING: i32 = 31;
 
 /// What a view of checked bytes reads, by construction: the maps' checks (`slots` for stored
 /// bytes, `PropertyMap::from_wire` for received messages) ran when they were built.
@@ -205,7 +209,15 @@ impl Writer {
                 self.u8(ENTITY);
                 self.properties_at(properties, depth + 1);
             }
+            Value::Vector(vector) => self.vector(vector.as_slice().iter().copied()),
         }
+    }
+
+    /// A vector's values (checked by [`Vector::new`] or on arrival).
+    pub(crate) fn vector(&mut self, values: impl ExactSizeIterator<Item = f64>) {
+        self.u8(VECTOR);
+        self.len(values.len());
+        values.for_each(|v| self.u64(v.to_bits()));
     }
 
     pub(crate) fn properties(&mut self, properties: &PropertyMap) {
@@ -298,6 +310,7 @@ impl Writer {
             ValueView::Double(d) => self.value(&Value::Double(d)),
             ValueView::Timestamp(t) => self.value(&Value::Timestamp(t)),
             ValueView::GeoPoint(g) => self.value(&Value::GeoPoint(g)),
+            ValueView::Vector(v) => self.vector(v.values()),
             ValueView::String(s) => {
                 self.u8(STRING);
                 self.bytes(s.as_bytes());
@@ -429,6 +442,11 @@ impl<'a> Reader<'a> {
                 )
             }
             ENTITY => Value::Entity(self.properties()?),
+            VECTOR => {
+                let n = self.len()?;
+                let bytes = self.take(n.checked_mul(8).ok_or(Malformed)?)?;
+                Value::Vector(vector_of(bytes)?)
+            }
             _ => return Err(Malformed),
         };
         self.depth -= 1;
@@ -467,6 +485,48 @@ pub(crate) enum ValueView<'a> {
     Key(KeyView<'a>),
     Array(ArrayView<'a>),
     Entity(MapView<'a>),
+    Vector(VectorView<'a>),
+}
+
+/// A vector's values, where they lie (checked: 1 to 2,048 finite doubles).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum VectorView<'a> {
+    Decoded(&'a Vector),
+    /// Eight bytes per value, little-endian bits.
+    Encoded(&'a [u8]),
+    #[cfg(feature = "cloud")]
+    Wire(&'a [pb::Value]),
+}
+
+impl<'a> VectorView<'a> {
+    /// The values, in order.
+    pub(crate) fn values(self) -> Box<dyn ExactSizeIterator<Item = f64> + 'a> {
+        match self {
+            VectorView::Decoded(v) => Box::new(v.as_slice().iter().copied()),
+            VectorView::Encoded(bytes) => Box::new(bytes.chunks_exact(8).map(double_bits)),
+            #[cfg(feature = "cloud")]
+            VectorView::Wire(values) => Box::new(values.iter().map(|v| match v.value_type {
+                Some(pb::value::ValueType::DoubleValue(d)) => d,
+                // Checked on arrival: every element of a received vector is a double.
+                _ => f64::NAN,
+            })),
+        }
+    }
+
+    /// The vector, owned.
+    pub(crate) fn to_vector(self) -> Vector {
+        Vector::new(self.values().collect()).expect(CHECKED)
+    }
+}
+
+/// A double from its eight stored bytes.
+fn double_bits(bytes: &[u8]) -> f64 {
+    f64::from_bits(u64::from_le_bytes(bytes.try_into().unwrap_or_default()))
+}
+
+/// A vector's stored values (eight bytes each), checked.
+fn vector_of(bytes: &[u8]) -> Result<Vector, Malformed> {
+    Vector::new(bytes.chunks_exact(8).map(double_bits).collect()).map_err(|_| Malformed)
 }
 
 /// A key value: decoded, or its stored bytes (partition, then path).
@@ -519,6 +579,7 @@ impl<'a> ValueView<'a> {
             Value::Key(k) => ValueView::Key(KeyView::Decoded(k)),
             Value::Array(values) => ValueView::Array(ArrayView::Values(values)),
             Value::Entity(map) => ValueView::Entity(MapView::Map(map)),
+            Value::Vector(v) => ValueView::Vector(VectorView::Decoded(v)),
         }
     }
 
@@ -534,6 +595,7 @@ impl<'a> ValueView<'a> {
             ValueView::String(s) => Value::String(s.to_owned()),
             ValueView::Blob(b) => Value::Blob(Blob::from(b)),
             ValueView::GeoPoint(g) => Value::GeoPoint(g),
+            ValueView::Vector(v) => Value::Vector(v.to_vector()),
             ValueView::Key(k) => Value::Key(k.to_key().ok_or(Malformed)?),
             ValueView::Array(a) => Value::Array(
                 a.iter()
@@ -582,6 +644,9 @@ impl<'a> ValueView<'a> {
                 ValueView::GeoPoint(GeoPoint::new(g.latitude, g.longitude).expect(CHECKED))
             }
             Some(V::KeyValue(k)) => ValueView::Key(KeyView::Wire(k, partitions)),
+            Some(V::ArrayValue(a)) if value.meaning == VECTOR_MEANING => {
+                ValueView::Vector(VectorView::Wire(&a.values))
+            }
             Some(V::ArrayValue(a)) => ValueView::Array(ArrayView::Wire(&a.values, partitions)),
             Some(V::EntityValue(e)) => ValueView::Entity(MapView::Wire(&e.properties, partitions)),
         }
@@ -589,11 +654,11 @@ impl<'a> ValueView<'a> {
 }
 
 /// Whether a value in the wire form is excluded from indexes: an array's flag is on its
-/// elements.
+/// elements (a vector's on itself).
 #[cfg(feature = "cloud")]
 pub(crate) fn wire_excluded(value: &pb::Value) -> bool {
     match &value.value_type {
-        Some(pb::value::ValueType::ArrayValue(a)) => {
+        Some(pb::value::ValueType::ArrayValue(a)) if value.meaning != VECTOR_MEANING => {
             a.values.first().is_some_and(|v| v.exclude_from_indexes)
         }
         _ => value.exclude_from_indexes,
@@ -866,6 +931,16 @@ fn view_in(bytes: &[u8], depth: usize, keys: bool) -> Result<(ValueView<'_>, &[u
             let after = skip_properties(rest, depth + 1, keys)?;
             let bytes = &rest[..rest.len() - after.len()];
             (ValueView::Entity(MapView::Encoded(bytes)), after)
+        }
+        VECTOR => {
+            let (n, rest) = len(rest)?;
+            let size = n
+                .checked_mul(8)
+                .filter(|&s| s <= rest.len())
+                .ok_or(Malformed)?;
+            let (bytes, rest) = rest.split_at(size);
+            vector_of(bytes)?;
+            (ValueView::Vector(VectorView::Encoded(bytes)), rest)
         }
         _ => return Err(Malformed),
     })

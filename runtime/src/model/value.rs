@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use crate::error::Error;
 use crate::model::key::RawKey;
-use crate::model::scalar::{Blob, GeoPoint, Timestamp};
+use crate::model::scalar::{Blob, GeoPoint, Timestamp, Vector};
 #[cfg(feature = "cloud")]
 use crate::model::wire::Partitions;
 #[cfg(feature = "cloud")]
@@ -76,6 +76,9 @@ pub enum Value {
     Array(Vec<Value>),
     /// An embedded entity, indexed under `outer.inner` paths (R-P2).
     Entity(PropertyMap),
+    /// A vector embedding (the service's array of doubles with meaning 31): never indexed,
+    /// searched by `find_nearest`.
+    Vector(Vector),
 }
 
 impl Value {
@@ -93,6 +96,7 @@ impl Value {
             Value::Key(_) => "key",
             Value::Array(_) => "array",
             Value::Entity(_) => "embedded entity",
+            Value::Vector(_) => "vector",
         }
     }
 }

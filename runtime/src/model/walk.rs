@@ -30,6 +30,7 @@ fn compare_leaves(a: &Value, b: &Value) -> std::cmp::Ordering {
             Value::Key(_) => 6,
             Value::Array(_) => 7,
             Value::Entity(_) => 8,
+            Value::Vector(_) => 9,
         }
     }
     fn fixed_point(v: &Value) -> Option<i64> {
@@ -58,6 +59,14 @@ fn compare_leaves(a: &Value, b: &Value) -> std::cmp::Ordering {
         (Value::Key(x), Value::Key(y)) => x.cmp(y),
         (Value::GeoPoint(x), Value::GeoPoint(y)) => compare_doubles(x.latitude(), y.latitude())
             .then_with(|| compare_doubles(x.longitude(), y.longitude())),
+        // By dimension, then element by element (as Firestore orders vectors).
+        (Value::Vector(x), Value::Vector(y)) => x.dimension().cmp(&y.dimension()).then_with(|| {
+            let pairs = x.as_slice().iter().zip(y.as_slice());
+            pairs
+                .map(|(a, b)| compare_doubles(*a, *b))
+                .find(|o| o.is_ne())
+                .unwrap_or(std::cmp::Ordering::Equal)
+        }),
         _ => rank(a).cmp(&rank(b)),
     }
 }
@@ -170,6 +179,7 @@ impl Value {
             Value::String(s) => Value::String(s.clone()),
             Value::Blob(b) => Value::Blob(b.clone()),
             Value::GeoPoint(g) => Value::GeoPoint(*g),
+            Value::Vector(v) => Value::Vector(v.clone()),
             Value::Key(k) => Value::Key(k.clone()),
             Value::Array(values) => Value::Array(values.iter().map(Value::clone_flat).collect()),
             Value::Entity(map) => Value::Entity(map.clone()),
@@ -255,6 +265,7 @@ impl PartialEq for Value {
             (Value::String(x), Value::String(y)) if x == y => Ordering::Equal,
             (Value::Blob(x), Value::Blob(y)) if x == y => Ordering::Equal,
             (Value::GeoPoint(x), Value::GeoPoint(y)) if x == y => Ordering::Equal,
+            (Value::Vector(x), Value::Vector(y)) if x == y => Ordering::Equal,
             (Value::Key(x), Value::Key(y)) if x == y => Ordering::Equal,
             _ => Ordering::Less,
         };
@@ -296,6 +307,7 @@ impl fmt::Debug for Value {
             Value::String(s) => f.debug_tuple("String").field(s).finish(),
             Value::Blob(b) => f.debug_tuple("Blob").field(b).finish(),
             Value::GeoPoint(g) => f.debug_tuple("GeoPoint").field(g).finish(),
+            Value::Vector(v) => f.debug_tuple("Vector").field(&v.as_slice()).finish(),
             Value::Key(k) => f.debug_tuple("Key").field(k).finish(),
             Value::Array(_) | Value::Entity(_) if depth > DEBUG_DEPTH => f.write_str("…"),
             Value::Array(values) => f.debug_tuple("Array").field(values).finish(),

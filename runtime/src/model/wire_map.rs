@@ -11,8 +11,8 @@ use gcloud_sdk::google::datastore::v1 as pb;
 use gcloud_sdk::google::r#type::LatLng;
 
 use crate::error::Error;
-use crate::model::scalar::{Blob, GeoPoint};
-use crate::model::stored::{MapView, ValueView, wire_excluded};
+use crate::model::scalar::{Blob, GeoPoint, Vector};
+use crate::model::stored::{MapView, VECTOR_MEANING, ValueView, wire_excluded};
 use crate::model::value::{Entries, Facts, Measured, Property, PropertyMap, Repr, Value, Wire};
 use crate::model::wire::{Partitions, checked_timestamp, from_timestamp, timestamp};
 use pb::value::ValueType as V;
@@ -82,8 +82,31 @@ fn wire_value_at(
             key: None,
             properties: wire_properties(properties.iter(), excluded, partitions, depth + 1),
         }),
+        ValueView::Vector(vector) => return wire_vector(vector.values(), excluded),
     };
     scalar(value_type, excluded)
+}
+
+/// A vector as the service stores it: an array of doubles with meaning 31, the exclusion
+/// flag on the array itself (the service refuses an indexed vector).
+fn wire_vector(values: impl Iterator<Item = f64>, excluded: bool) -> pb::Value {
+    pb::Value {
+        value_type: Some(V::ArrayValue(pb::ArrayValue {
+            values: values.map(|d| scalar(V::DoubleValue(d), false)).collect(),
+        })),
+        exclude_from_indexes: excluded,
+        meaning: VECTOR_MEANING,
+    }
+}
+
+/// The vector a received array with meaning 31 holds (`None`: it is not one the crate can
+/// hold, which arrival refuses).
+fn received_vector(values: &[pb::Value]) -> Option<Vector> {
+    let doubles = values.iter().map(|v| match v.value_type {
+        Some(V::DoubleValue(d)) => Some(d),
+        _ => None,
+    });
+    Vector::new(doubles.collect::<Option<Vec<f64>>>()?).ok()
 }
 
 /// Viewed properties as the service's map (all excluded when `excluded`).
@@ -135,6 +158,9 @@ pub(crate) fn property_from_wire(
         Some(V::GeoPointValue(g)) => Value::GeoPoint(GeoPoint::new(g.latitude, g.longitude)?),
         Some(V::KeyValue(k)) => Value::Key(partitions.raw_key(k)?),
         Some(V::EntityValue(e)) => Value::Entity(from_wire_properties(e.properties, partitions)?),
+        Some(V::ArrayValue(a)) if value.meaning == VECTOR_MEANING => {
+            Value::Vector(received_vector(&a.values).ok_or_else(not_a_vector)?)
+        }
         Some(V::ArrayValue(a)) => {
             // The flag lives on the elements of an array.
             let excluded = a.values.first().is_some_and(|v| v.exclude_from_indexes);
@@ -153,6 +179,16 @@ pub(crate) fn property_from_wire(
         value: converted,
         excluded,
     })
+}
+
+fn not_a_vector() -> Error {
+    Error::InvalidValue {
+        kind: String::new(),
+        property: String::new(),
+        reason: "the server sent a vector (an array with meaning 31) that is not 1 to 2,048 \
+                 finite doubles"
+            .to_owned(),
+    }
 }
 
 /// Properties from the service, decoded.
@@ -191,6 +227,9 @@ fn check_wire(value: &pb::Value, partitions: &Partitions) -> Result<(), Error> {
             }),
         },
         Some(V::KeyValue(k)) => partitions.raw_key(k.clone()).map(drop),
+        Some(V::ArrayValue(a)) if value.meaning == VECTOR_MEANING => received_vector(&a.values)
+            .map(drop)
+            .ok_or_else(not_a_vector),
         Some(V::ArrayValue(a)) => a.values.iter().try_for_each(|v| check_wire(v, partitions)),
         Some(V::EntityValue(e)) => e
             .properties

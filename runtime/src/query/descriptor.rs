@@ -98,8 +98,8 @@ impl<I: NotExcluded + NotInArray + NotFlattened> Queryable for I {}
 #[diagnostic::on_unimplemented(
     message = "this property is excluded from indexes, so it cannot be used in a filter, an order or a projection",
     label = "excluded from indexes",
-    note = "an excluded property (`#[exclude_from_index]`, `#[ttl]`, or the plain value of a `#[sharded_index]` \
-            field) has no index entries, so a query on it would find nothing (R-I1)",
+    note = "an excluded property (`#[exclude_from_index]`, `#[ttl]`, a `Vector`, or the plain value of a \
+            `#[sharded_index]` field) has no index entries, so a query on it would find nothing (R-I1)",
     note = "remove `#[exclude_from_index]` from the field if you need to query on it; query a \
             `#[sharded_index]` field through its generated `query_by_<field>` helper (R-S3)"
 )]

@@ -169,6 +169,19 @@ impl<'a> Walk<'a> {
                         .to_owned(),
                 })
             }
+            ValueView::Vector(_) if !excluded => Err(Error::InvalidValue {
+                kind: self.kind(),
+                property: self.dotted(),
+                reason: "a vector that is not excluded from indexes, which the service refuses \
+                         (\"Vectors must be excluded from indexes\"); a vector property is \
+                         searched with `find_nearest`, never filtered"
+                    .to_owned(),
+            }),
+            ValueView::Vector(_) if element => Err(Error::InvalidValue {
+                kind: self.kind(),
+                property: self.dotted(),
+                reason: "a vector inside an array, which the service refuses".to_owned(),
+            }),
             ValueView::Array(_) if element => Err(Error::InvalidValue {
                 kind: self.kind(),
                 property: self.dotted(),

@@ -27,6 +27,7 @@ mod scale;
 mod transactions;
 mod transforms;
 mod values;
+mod vectors;
 mod versions;
 
 pub use ancestors::*;
@@ -49,6 +50,7 @@ pub use scale::*;
 pub use transactions::*;
 pub use transforms::*;
 pub use values::*;
+pub use vectors::*;
 pub use versions::*;
 
 use datastore_entity::prelude::*;
@@ -78,6 +80,7 @@ macro_rules! all_conformance_tests {
         $crate::versions_tests!($backend);
         $crate::transforms_tests!($backend);
         $crate::partial_tests!($backend);
+        $crate::vectors_tests!($backend);
     };
 }
 

@@ -1,0 +1,85 @@
+//! Vector embeddings (issue #29): stored as the service stores them (an array of doubles with
+//! meaning 31, excluded from indexes), read back exactly, refused where the service refuses
+//! them.
+
+use datastore_entity::backend::{Mask, Mutation};
+use datastore_entity::prelude::*;
+use datastore_entity::{Property, PropertyMap, Value, Vector};
+
+use crate::harness::{Backend, Ctx};
+
+#[macro_export]
+macro_rules! vectors_tests {
+    ($backend:expr) => {
+        $crate::conformance!($backend;
+            vectors_round_trip_exactly,
+            vectors_must_be_excluded_from_indexes,
+        );
+    };
+}
+
+/// A document with an embedding.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Embedded")]
+pub struct Embedded {
+    #[key]
+    pub id: KeyName,
+    pub label: String,
+    pub emb: Vector,
+    pub other: Option<Vector>,
+}
+
+pub async fn vectors_round_trip_exactly(t: Ctx) {
+    let doc = Embedded {
+        id: KeyName::new("round").unwrap(),
+        label: "a".into(),
+        emb: Vector::new(vec![0.1, -2.5, 1e-300, 3.0]).unwrap(),
+        other: None,
+    };
+    if t.backend == Backend::Datastore {
+        // The legacy emulator has no vectors: "A Value containing a list_value cannot specify
+        // a meaning."
+        let refused = t.db.put(&doc).await;
+        assert!(
+            matches!(&refused, Err(Error::Service { message, .. }) if message.contains("meaning")),
+            "{refused:?}"
+        );
+        return;
+    }
+    let key = t.db.put(&doc).await.unwrap();
+    assert_eq!(t.db.get(&key).await.unwrap(), Some(doc.clone()));
+    let raw = t.db.bind(&key).unwrap().into_raw();
+    let stored = t.db.backend().lookup(&[raw], None).await.unwrap();
+    let stored = stored[0].as_ref().unwrap();
+    let emb = stored.get("emb").unwrap();
+    assert!(emb.excluded, "a vector is always excluded from indexes");
+    assert_eq!(emb.value, Value::Vector(doc.emb.clone()));
+    let mut two = doc.clone();
+    two.other = Some(Vector::new(vec![1.0; 2048]).unwrap());
+    t.db.put(&two).await.unwrap();
+    assert_eq!(t.db.get(&key).await.unwrap(), Some(two));
+}
+
+pub async fn vectors_must_be_excluded_from_indexes(t: Ctx) {
+    // Untyped, an indexed vector is refused before anything is sent, as the service refuses it.
+    let key = Embedded::key(KeyName::new("indexed").unwrap());
+    let raw = t.db.bind(&key).unwrap().into_raw();
+    let properties = PropertyMap::from([(
+        "emb",
+        Property::indexed(Value::Vector(Vector::new(vec![1.0, 2.0]).unwrap())),
+    )]);
+    let refused =
+        t.db.backend()
+            .commit(vec![Mutation::Upsert(raw, properties, Mask::Whole)], None)
+            .await;
+    match refused {
+        Err(Error::InvalidValue {
+            property, reason, ..
+        }) => {
+            assert_eq!(property, "emb");
+            assert!(reason.contains("excluded from indexes"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(t.db.get(&key).await.unwrap(), None, "nothing written");
+}
