@@ -123,7 +123,7 @@ pub use query::descriptor::{
 };
 pub use query::explain::{ExecutionStats, Explanation};
 pub use query::results::{Cursor, Numeric, Page, SumError};
-pub use query::spec::Operator;
+pub use query::spec::{Distance, Operator};
 pub use query::transform::{Arithmetic, ArrayOf, ServerTime, Transform};
 pub use rules::commit::MAX_MUTATIONS;
 pub use rules::filter::{MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_NOT_IN_VALUES};

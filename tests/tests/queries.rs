@@ -737,3 +737,67 @@ async fn r_i2_strict_index_mode_refuses_a_query_no_declared_index_serves() {
         [40, 20]
     );
 }
+
+/// Issue #29: a nearest-neighbour search on the embedded engine — only vectors of the query's
+/// dimension, the service's limit of 1 to 100, no order nor limit of the query's own.
+#[tokio::test]
+async fn a_nearest_search_keeps_to_its_dimension_and_its_bounds() {
+    use datastore_entity::{Distance, Vector};
+
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    struct Doc {
+        #[key]
+        id: KeyName,
+        rank: i64,
+        emb: Vector,
+    }
+
+    let db = Db::in_memory();
+    for (id, v) in [("two", vec![1.0, 0.0]), ("three", vec![1.0, 0.0, 0.0])] {
+        db.put(&Doc {
+            id: KeyName::new(id).unwrap(),
+            rank: 1,
+            emb: Vector::new(v).unwrap(),
+        })
+        .await
+        .unwrap();
+    }
+    let v = Vector::new(vec![1.0, 0.0]).unwrap();
+    let found = db
+        .query::<Doc>()
+        .find_nearest(Doc::EMB, &v, Distance::Cosine, 10)
+        .fetch_with_distance()
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1, "only the vector of two dimensions");
+    assert!(
+        found[0].1.abs() < 1e-12,
+        "the same direction: cosine distance 0"
+    );
+    for limit in [0, 101] {
+        let refused = db
+            .query::<Doc>()
+            .find_nearest(Doc::EMB, &v, Distance::Euclidean, limit)
+            .fetch()
+            .await;
+        assert!(
+            matches!(refused, Err(Error::InvalidQuery { .. })),
+            "{limit}: {refused:?}"
+        );
+    }
+    let ordered = db
+        .query::<Doc>()
+        .find_nearest(Doc::EMB, &v, Distance::Euclidean, 5)
+        .order(Doc::RANK.asc())
+        .fetch()
+        .await;
+    assert!(
+        matches!(ordered, Err(Error::InvalidQuery { .. })),
+        "{ordered:?}"
+    );
+    let threshold_alone = db.query::<Doc>().distance_threshold(1.0).fetch().await;
+    assert!(
+        matches!(threshold_alone, Err(Error::InvalidQuery { .. })),
+        "{threshold_alone:?}"
+    );
+}

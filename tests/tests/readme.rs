@@ -437,6 +437,40 @@ mod json_property {
 }
 
 /// Every ```rust block of the README, found here line by line (indentation aside).
+/// README: vector search.
+mod vectors_block {
+    use datastore_entity::prelude::*;
+    use datastore_entity::{Distance, Vector};
+
+    #[rustfmt::skip]
+    pub async fn run(db: Db) -> Result<(), Error> {
+        // (The type below is an item of this body: visible from its first line.)
+        for (id, topic, emb) in [("a", "rust", [0.1, 0.2, 0.31]), ("b", "go", [0.1, 0.2, 0.3])] {
+            let emb = Vector::new(emb.to_vec())?;
+            db.put(&Doc { id: KeyName::new(id)?, topic: topic.into(), emb }).await?;
+        }
+#[derive(Entity, Debug, Clone, PartialEq)]
+struct Doc { #[key] id: KeyName, topic: String, emb: Vector }      // `emb` is excluded by itself
+
+let v = Vector::new(vec![0.1, 0.2, 0.3])?;
+let page = db.query::<Doc>().find_nearest(Doc::EMB, &v, Distance::Euclidean, 10).fetch().await?;
+let scored: Vec<(Doc, f64)> = db.query::<Doc>()
+    .filter(Doc::TOPIC.eq("rust"))                                   // pre-filter
+    .find_nearest(Doc::EMB, &v, Distance::Cosine, 5)
+    .distance_threshold(0.5)                                         // at most 0.5 away
+    .fetch_with_distance().await?;                                   // nearest first
+        assert_eq!(page.items[0].id.as_str(), "b");
+        assert_eq!(scored.len(), 1);
+        assert_eq!(scored[0].0.id.as_str(), "a");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn the_vectors_block_runs() {
+        run(Db::in_memory()).await.unwrap();
+    }
+}
+
 /// README: partial reads.
 mod partial_block {
     use datastore_entity::prelude::*;
@@ -611,7 +645,7 @@ fn every_readme_block_is_compiled_here() {
         );
     }
     assert_eq!(
-        blocks, 12,
+        blocks, 13,
         "the README's rust blocks changed: compile each new one here"
     );
 }

@@ -15,8 +15,8 @@ use crate::model::value::{PropertyMap, Value};
 use crate::query::explain::Explanation;
 /// The query vocabulary, where the backends' callers have always found it.
 pub use crate::query::spec::{
-    Aggregation, FilterNode, PropertyFilter, PropertyOrder, QueryBatch, QueryResult, QuerySpec,
-    ResultShape, Stamp,
+    Aggregation, Distance, FilterNode, FindNearest, PropertyFilter, PropertyOrder, QueryBatch,
+    QueryResult, QuerySpec, ResultShape, Stamp,
 };
 /// The write vocabulary, where the backends' callers have always found it.
 pub use crate::query::write::{

@@ -7,6 +7,7 @@
 
 #[cfg(feature = "cloud")]
 pub(crate) mod cloud;
+pub(crate) mod nearest;
 pub(crate) mod partial;
 pub(crate) mod query;
 pub(crate) mod read;

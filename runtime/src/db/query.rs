@@ -78,7 +78,7 @@ pub struct Query<E> {
     pub(crate) spec: QuerySpec,
     transaction: Option<TxRef>,
     /// A mistake found while building (a key of another partition), returned by `fetch`.
-    error: Option<Error>,
+    pub(super) error: Option<Error>,
     entity: PhantomData<fn() -> E>,
 }
 
@@ -309,10 +309,28 @@ impl<E: Entity> Query<E> {
         if let Some(error) = &self.error {
             return Err(error.clone());
         }
+        if self.spec.find_nearest.is_some()
+            && (self.spec.limit.is_some() || !self.spec.orders.is_empty())
+        {
+            return Err(Error::InvalidQuery {
+                kind: E::KIND.to_owned(),
+                reason: "a `find_nearest` query is ordered by distance and limited by its own \
+                         `limit`: no `order`, no `limit`"
+                    .to_owned(),
+            });
+        }
         check_query(&self.spec).map_err(|reason| Error::InvalidQuery {
             kind: E::KIND.to_owned(),
             reason,
         })
+    }
+
+    /// Records `reason` as the query's mistake (the first one is kept), returned by `fetch`.
+    pub(super) fn refuse(&mut self, reason: &str) {
+        self.error.get_or_insert(Error::InvalidQuery {
+            kind: E::KIND.to_owned(),
+            reason: reason.to_owned(),
+        });
     }
 
     /// One batch from the backend.

@@ -6,7 +6,7 @@
 use std::fmt;
 
 use crate::model::key::{PartitionId, RawKey};
-use crate::model::scalar::Timestamp;
+use crate::model::scalar::{Timestamp, Vector};
 use crate::model::schema::Direction;
 use crate::model::value::{PropertyMap, Value};
 
@@ -179,6 +179,78 @@ pub struct QuerySpec {
     /// Return only these properties of each entity (each path a name, then names inside
     /// embedded entities), indexed or not: the service's property mask. `None`: all of them.
     pub property_mask: Option<Vec<Vec<std::borrow::Cow<'static, str>>>>,
+    /// Return the entities whose vector is nearest this one, nearest first (the filters
+    /// choose among them; orders and `limit` do not apply).
+    pub find_nearest: Option<FindNearest>,
+}
+
+/// A nearest-neighbour search (the service's `FindNearest`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FindNearest {
+    /// The vector property searched.
+    pub property: String,
+    /// The vector searched for: only entities whose vector has its dimension are returned.
+    pub vector: Vector,
+    /// How distance is measured.
+    pub measure: Distance,
+    /// At most this many results (1 to [`FindNearest::MAX_LIMIT`]).
+    pub limit: usize,
+    /// The property of each result that receives its distance, if any.
+    pub distance_property: Option<String>,
+    /// Only results at most this far (Euclidean, cosine) or at least this close (dot product).
+    pub threshold: Option<f64>,
+}
+
+impl FindNearest {
+    /// The most results the service returns for one search.
+    pub const MAX_LIMIT: usize = 100;
+}
+
+/// How [`FindNearest`] measures the distance between two vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Distance {
+    /// The straight-line distance: smaller is nearer.
+    Euclidean,
+    /// One minus the cosine of the angle between them: smaller is nearer.
+    Cosine,
+    /// The dot product: larger is nearer.
+    DotProduct,
+}
+
+impl Distance {
+    /// The distance between `a` and `b` (of one dimension).
+    pub fn between(self, a: &[f64], b: &[f64]) -> f64 {
+        let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        match self {
+            Distance::Euclidean => a
+                .iter()
+                .zip(b)
+                .map(|(x, y)| (x - y) * (x - y))
+                .sum::<f64>()
+                .sqrt(),
+            Distance::DotProduct => dot,
+            Distance::Cosine => {
+                let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+                1.0 - dot / (norm(a) * norm(b))
+            }
+        }
+    }
+
+    /// Whether a distance of `d` is nearer than `e`.
+    pub fn nearer(self, d: f64, e: f64) -> bool {
+        match self {
+            Distance::DotProduct => d > e,
+            Distance::Euclidean | Distance::Cosine => d < e,
+        }
+    }
+
+    /// Whether a distance of `d` is within `threshold`.
+    pub fn within(self, d: f64, threshold: f64) -> bool {
+        match self {
+            Distance::DotProduct => d >= threshold,
+            Distance::Euclidean | Distance::Cosine => d <= threshold,
+        }
+    }
 }
 
 /// What an aggregation query computes over the rows of its query.

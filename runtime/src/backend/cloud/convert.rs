@@ -14,7 +14,8 @@ use crate::model::value::{PropertyMap, Value};
 use crate::model::wire::{Partitions, checked_timestamp, timestamp};
 use crate::model::wire_map::wire_value;
 use crate::query::spec::{
-    Aggregation, FilterNode, Operator, PropertyOrder, QueryResult, QuerySpec, ResultShape,
+    Aggregation, Distance, FilterNode, FindNearest, Operator, PropertyOrder, QueryResult,
+    QuerySpec, ResultShape,
 };
 
 /// A batch's results (an entity without a key is skipped).
@@ -236,7 +237,27 @@ impl Partitions {
             start_cursor: spec.start_cursor.clone().unwrap_or_default(),
             end_cursor: spec.end_cursor.clone().unwrap_or_default(),
             limit: limit.map(|l| i32::try_from(l).unwrap_or(i32::MAX)),
+            find_nearest: spec.find_nearest.as_ref().map(|n| self.find_nearest(n)),
             ..pb::Query::default()
+        }
+    }
+
+    /// A nearest-neighbour search as the service takes it.
+    fn find_nearest(&self, nearest: &FindNearest) -> pb::FindNearest {
+        use pb::find_nearest::DistanceMeasure as M;
+        pb::FindNearest {
+            vector_property: Some(pb::PropertyReference {
+                name: nearest.property.clone(),
+            }),
+            query_vector: Some(self.value(&Value::Vector(nearest.vector.clone()), false)),
+            distance_measure: match nearest.measure {
+                Distance::Euclidean => M::Euclidean,
+                Distance::Cosine => M::Cosine,
+                Distance::DotProduct => M::DotProduct,
+            } as i32,
+            limit: Some(i32::try_from(nearest.limit).unwrap_or(i32::MAX)),
+            distance_result_property: nearest.distance_property.clone().unwrap_or_default(),
+            distance_threshold: nearest.threshold,
         }
     }
 

@@ -14,8 +14,9 @@ use super::scan::Prepared;
 use super::store::{Batch, Range, Store};
 use crate::error::Error;
 use crate::format::file::ENTITIES;
+use crate::model::value::{Property, PropertyMap, Value};
 use crate::query::explain::{ExecutionStats, Explanation};
-use crate::query::spec::{QueryBatch, QuerySpec};
+use crate::query::spec::{FindNearest, QueryBatch, QueryResult, QuerySpec, ResultShape};
 
 /// The declared composite indexes and the index mode: all a query's answer depends on
 /// besides the store.
@@ -47,6 +48,9 @@ impl Answers<'_> {
 
     /// Answers `query` from `store` (the engine's, or a view of it that counts what is read).
     pub(super) fn answer(&self, store: &dyn Store, query: &QuerySpec) -> Result<QueryBatch, Error> {
+        if let Some(nearest) = &query.find_nearest {
+            return self.nearest(store, query, nearest);
+        }
         let prepared = Prepared::new(query)?;
         if prepared.branch_count() == 1 {
             let access = plan::choose(
@@ -65,6 +69,100 @@ impl Answers<'_> {
             true => exec::run(store, &prepared, &plan::Access::Scan),
             false => merge::merged(store, &prepared, &plans),
         }
+    }
+
+    /// A nearest-neighbour search: every entity the filters keep, measured against the vector
+    /// (exactly: the engine reads them all, where the service reads its vector index), the
+    /// nearest `limit` within the threshold, nearest first (then in key order), each with its
+    /// distance where asked. There is no cursor: the results are one page.
+    fn nearest(
+        &self,
+        store: &dyn Store,
+        query: &QuerySpec,
+        nearest: &FindNearest,
+    ) -> Result<QueryBatch, Error> {
+        let refuse = |reason: String| Error::InvalidQuery {
+            kind: query.kind.clone(),
+            reason,
+        };
+        if !(1..=FindNearest::MAX_LIMIT).contains(&nearest.limit) {
+            return Err(refuse(format!(
+                "a nearest-neighbour search returns 1 to {} results, not {}",
+                FindNearest::MAX_LIMIT,
+                nearest.limit
+            )));
+        }
+        if matches!(query.shape, ResultShape::Projection(_)) || !query.orders.is_empty() {
+            return Err(refuse(
+                "a nearest-neighbour search is ordered by distance and returns whole entities \
+                 or keys: no orders, no projection"
+                    .to_owned(),
+            ));
+        }
+        let candidates = QuerySpec {
+            find_nearest: None,
+            limit: None,
+            start_cursor: None,
+            end_cursor: None,
+            shape: ResultShape::Full,
+            property_mask: None,
+            ..query.clone()
+        };
+        let mut scored: Vec<(f64, QueryResult)> = self
+            .answer(store, &candidates)?
+            .results
+            .into_iter()
+            .filter_map(|result| {
+                let value = result.properties.get(&nearest.property).map(|p| &p.value);
+                let Some(Value::Vector(v)) = value else {
+                    return None;
+                };
+                if v.dimension() != nearest.vector.dimension() {
+                    return None;
+                }
+                let d = nearest
+                    .measure
+                    .between(v.as_slice(), nearest.vector.as_slice());
+                let within = nearest
+                    .threshold
+                    .is_none_or(|t| nearest.measure.within(d, t));
+                (within && !d.is_nan()).then_some((d, result))
+            })
+            .collect();
+        scored.sort_by(|(d, a), (e, b)| {
+            let order = match (
+                nearest.measure.nearer(*d, *e),
+                nearest.measure.nearer(*e, *d),
+            ) {
+                (true, _) => std::cmp::Ordering::Less,
+                (_, true) => std::cmp::Ordering::Greater,
+                _ => std::cmp::Ordering::Equal,
+            };
+            order.then_with(|| a.key.cmp(&b.key))
+        });
+        scored.truncate(nearest.limit);
+        let results = scored
+            .into_iter()
+            .map(|(d, mut result)| {
+                result.cursor = Vec::new();
+                match query.shape {
+                    ResultShape::KeysOnly => result.properties = PropertyMap::new(),
+                    _ => {
+                        if let Some(name) = &nearest.distance_property {
+                            result
+                                .properties
+                                .insert(name, Property::indexed(Value::Double(d)));
+                        }
+                    }
+                }
+                result
+            })
+            .collect();
+        Ok(QueryBatch {
+            results,
+            end_cursor: Vec::new(),
+            more_results: false,
+        })
     }
 
     /// Each branch of `prepared`'s filter with the plan that answers it.

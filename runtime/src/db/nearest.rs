@@ -1,0 +1,108 @@
+//! Nearest-neighbour searches on a typed query: `find_nearest` on a `Vector` property, a
+//! distance threshold, and the results with their distances.
+
+use crate::error::Error;
+use crate::model::entity::Entity;
+use crate::model::scalar::Vector;
+use crate::model::value::Value;
+use crate::query::descriptor::PropertyPath;
+use crate::query::spec::{Distance, FindNearest};
+
+use super::query::Query;
+
+impl<E: Entity> Query<E> {
+    /// The `limit` entities whose vector `property` is nearest `vector` by `measure`, nearest
+    /// first (1 to 100: the service's bound); the filters choose among them, and the query
+    /// takes no order nor `limit` of its own. Only entities whose vector has `vector`'s
+    /// dimension are found. On Google Cloud it needs a vector index of the property (see
+    /// `gcloud firestore indexes composite create --field-config=vector-config=...`); the
+    /// embedded engine measures every entity the filters keep.
+    ///
+    /// ```
+    /// # use datastore_entity::prelude::*;
+    /// use datastore_entity::{Distance, Vector};
+    ///
+    /// #[derive(Entity, Debug, Clone, PartialEq)]
+    /// struct Doc { #[key] id: KeyName, emb: Vector }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let db = Db::in_memory();
+    /// for (id, v) in [("east", [1.0, 0.0]), ("north", [0.0, 1.0]), ("west", [-1.0, 0.0])] {
+    ///     db.put(&Doc { id: KeyName::new(id)?, emb: Vector::new(v.to_vec())? }).await?;
+    /// }
+    /// let near = Vector::new(vec![0.9, 0.1])?;
+    /// let found = db.query::<Doc>().find_nearest(Doc::EMB, &near, Distance::Euclidean, 2)
+    ///     .fetch_with_distance().await?;
+    /// assert_eq!(found[0].0.id.as_str(), "east");
+    /// assert_eq!(found[1].0.id.as_str(), "north");
+    /// assert!(found[0].1 < found[1].1);
+    /// # Ok::<(), Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn find_nearest<I>(
+        mut self,
+        property: PropertyPath<E, Vector, I>,
+        vector: &Vector,
+        measure: Distance,
+        limit: usize,
+    ) -> Self {
+        self.spec.find_nearest = Some(FindNearest {
+            property: property.name().to_owned(),
+            vector: vector.clone(),
+            measure,
+            limit,
+            distance_property: None,
+            threshold: None,
+        });
+        self
+    }
+
+    /// Only results at most `threshold` away (Euclidean, cosine) or with a dot product of at
+    /// least `threshold`, for a query with [`find_nearest`](Query::find_nearest).
+    pub fn distance_threshold(mut self, threshold: f64) -> Self {
+        match &mut self.spec.find_nearest {
+            Some(nearest) => nearest.threshold = Some(threshold),
+            None => self.refuse("`distance_threshold` needs `find_nearest` first"),
+        }
+        self
+    }
+
+    /// Runs a [`find_nearest`](Query::find_nearest) query: each entity with its distance,
+    /// nearest first.
+    pub async fn fetch_with_distance(mut self) -> Result<Vec<(E, f64)>, Error> {
+        const DISTANCE: &str = "datastore_entity_distance";
+        match &mut self.spec.find_nearest {
+            Some(nearest) => nearest.distance_property = Some(DISTANCE.to_owned()),
+            None => self.refuse("`fetch_with_distance` needs `find_nearest` first"),
+        }
+        let batch = self.run().await?;
+        let mut rows = Vec::with_capacity(batch.results.len());
+        let mut distances = Vec::with_capacity(batch.results.len());
+        for mut result in batch.results {
+            let distance = match result.properties.remove(DISTANCE).map(|p| p.value) {
+                Some(Value::Double(d)) => d,
+                Some(Value::Integer(i)) => i as f64,
+                other => {
+                    return Err(Error::Decode {
+                        key: Some(format!("{:?}", result.key).into()),
+                        kind: E::KIND.to_owned(),
+                        property: DISTANCE.to_owned(),
+                        expected: "the distance (a double)".to_owned(),
+                        found: other
+                            .as_ref()
+                            .map_or("nothing", Value::type_name)
+                            .to_owned(),
+                    });
+                }
+            };
+            rows.push((result.key, result.properties));
+            distances.push(distance);
+        }
+        let entities = self.entities(rows).await?;
+        entities
+            .into_iter()
+            .zip(distances)
+            .map(|(entity, d)| Ok((entity?, d)))
+            .collect()
+    }
+}
