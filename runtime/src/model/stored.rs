@@ -500,16 +500,12 @@ pub(crate) enum VectorView<'a> {
 
 impl<'a> VectorView<'a> {
     /// The values, in order.
-    pub(crate) fn values(self) -> Box<dyn ExactSizeIterator<Item = f64> + 'a> {
+    pub(crate) fn values(self) -> VectorValues<'a> {
         match self {
-            VectorView::Decoded(v) => Box::new(v.as_slice().iter().copied()),
-            VectorView::Encoded(bytes) => Box::new(bytes.chunks_exact(8).map(double_bits)),
+            VectorView::Decoded(v) => VectorValues::Decoded(v.as_slice().iter()),
+            VectorView::Encoded(bytes) => VectorValues::Encoded(bytes.chunks_exact(8)),
             #[cfg(feature = "cloud")]
-            VectorView::Wire(values) => Box::new(values.iter().map(|v| match v.value_type {
-                Some(pb::value::ValueType::DoubleValue(d)) => d,
-                // Checked on arrival: every element of a received vector is a double.
-                _ => f64::NAN,
-            })),
+            VectorView::Wire(values) => VectorValues::Wire(values.iter()),
         }
     }
 
@@ -518,6 +514,44 @@ impl<'a> VectorView<'a> {
         Vector::new(self.values().collect()).expect(CHECKED)
     }
 }
+
+/// A vector's values where they lie, in order.
+pub(crate) enum VectorValues<'a> {
+    Decoded(std::slice::Iter<'a, f64>),
+    Encoded(std::slice::ChunksExact<'a, u8>),
+    #[cfg(feature = "cloud")]
+    Wire(std::slice::Iter<'a, pb::Value>),
+}
+
+impl Iterator for VectorValues<'_> {
+    type Item = f64;
+
+    #[inline]
+    fn next(&mut self) -> Option<f64> {
+        match self {
+            VectorValues::Decoded(values) => values.next().copied(),
+            VectorValues::Encoded(chunks) => chunks.next().map(double_bits),
+            #[cfg(feature = "cloud")]
+            VectorValues::Wire(values) => values.next().map(|v| match v.value_type {
+                Some(pb::value::ValueType::DoubleValue(d)) => d,
+                // Checked on arrival: every element of a received vector is a double.
+                _ => f64::NAN,
+            }),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = match self {
+            VectorValues::Decoded(values) => values.len(),
+            VectorValues::Encoded(chunks) => chunks.len(),
+            #[cfg(feature = "cloud")]
+            VectorValues::Wire(values) => values.len(),
+        };
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for VectorValues<'_> {}
 
 /// A double from its eight stored bytes.
 fn double_bits(bytes: &[u8]) -> f64 {
@@ -939,7 +973,10 @@ fn view_in(bytes: &[u8], depth: usize, keys: bool) -> Result<(ValueView<'_>, &[u
                 .filter(|&s| s <= rest.len())
                 .ok_or(Malformed)?;
             let (bytes, rest) = rest.split_at(size);
-            vector_of(bytes)?;
+            let finite = bytes.chunks_exact(8).all(|b| double_bits(b).is_finite());
+            if !(1..=Vector::MAX_DIMENSION).contains(&n) || !finite {
+                return Err(Malformed);
+            }
             (ValueView::Vector(VectorView::Encoded(bytes)), rest)
         }
         _ => return Err(Malformed),
@@ -950,6 +987,28 @@ fn view_in(bytes: &[u8], depth: usize, keys: bool) -> Result<(ValueView<'_>, &[u
 /// (the writer never goes past [`MAX_DEPTH`] and writes only valid keys and UTF-8).
 pub(crate) fn written_value(bytes: &[u8]) -> Value {
     view(bytes, 0).expect(CHECKED).0.checked_value()
+}
+
+/// The property `name` of the stored property map `bytes`, viewed where it lies, and checked
+/// (as are the properties before it, names in order): what reads one property of many
+/// entities without decoding them.
+pub(crate) fn find_property<'a>(
+    bytes: &'a [u8],
+    name: &str,
+) -> Result<Option<(bool, ValueView<'a>)>, Malformed> {
+    let (n, mut rest) = len(bytes)?;
+    for _ in 0..n {
+        let (found, after) = text(rest)?;
+        let (&excluded, after) = after.split_first().ok_or(Malformed)?;
+        let (view, after) = view_in(after, 0, false)?;
+        match found.cmp(name) {
+            std::cmp::Ordering::Equal => return Ok(Some((excluded != 0, view))),
+            // Names are in order: it is not there.
+            std::cmp::Ordering::Greater => return Ok(None),
+            std::cmp::Ordering::Less => rest = after,
+        }
+    }
+    Ok(None)
 }
 
 /// Checks a stored property map at the start of `bytes`; returns what follows it.

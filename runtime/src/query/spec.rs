@@ -220,18 +220,23 @@ pub enum Distance {
 impl Distance {
     /// The distance between `a` and `b` (of one dimension).
     pub fn between(self, a: &[f64], b: &[f64]) -> f64 {
-        let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        self.between_values(a.iter().copied(), b)
+    }
+
+    /// The distance between the values `a` (read where they lie) and `b`, in one pass.
+    pub(crate) fn between_values(self, a: impl Iterator<Item = f64>, b: &[f64]) -> f64 {
+        let pairs = a.zip(b);
         match self {
-            Distance::Euclidean => a
-                .iter()
-                .zip(b)
-                .map(|(x, y)| (x - y) * (x - y))
-                .sum::<f64>()
-                .sqrt(),
-            Distance::DotProduct => dot,
+            Distance::Euclidean => pairs.map(|(x, y)| (x - y) * (x - y)).sum::<f64>().sqrt(),
+            Distance::DotProduct => pairs.map(|(x, y)| x * y).sum(),
             Distance::Cosine => {
-                let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
-                1.0 - dot / (norm(a) * norm(b))
+                let (mut dot, mut aa, mut bb) = (0.0, 0.0, 0.0);
+                for (x, y) in pairs {
+                    dot += x * y;
+                    aa += x * x;
+                    bb += y * y;
+                }
+                1.0 - dot / (aa.sqrt() * bb.sqrt())
             }
         }
     }

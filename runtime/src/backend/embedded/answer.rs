@@ -6,17 +6,37 @@ use std::collections::HashMap;
 
 use super::exec;
 use super::explain;
-use super::index::Composite;
-use super::index::of_kind;
+use super::index::{self, Composite, of_kind};
 use super::merge;
 use super::plan;
 use super::scan::Prepared;
 use super::store::{Batch, Range, Store};
 use crate::error::Error;
 use crate::format::file::ENTITIES;
+use crate::model::key::RawKey;
+use crate::model::stored::{ValueView, find_property};
 use crate::model::value::{Property, PropertyMap, Value};
 use crate::query::explain::{ExecutionStats, Explanation};
 use crate::query::spec::{FindNearest, QueryBatch, QueryResult, QuerySpec, ResultShape};
+
+/// The distance of the entity stored as `value` (an entities-table value) from the search's
+/// vector: `None` if its property is not a vector of the search's dimension.
+fn measured(value: &[u8], nearest: &FindNearest, dimension: usize) -> Result<Option<f64>, Error> {
+    let (form, _) = index::split_entity(value).ok_or_else(exec::corrupt)?;
+    let found = find_property(form, &nearest.property).map_err(|_| exec::corrupt())?;
+    let Some((_, ValueView::Vector(v))) = found else {
+        return Ok(None);
+    };
+    let values = v.values();
+    if values.len() != dimension {
+        return Ok(None);
+    }
+    Ok(Some(
+        nearest
+            .measure
+            .between_values(values, nearest.vector.as_slice()),
+    ))
+}
 
 /// The declared composite indexes and the index mode: all a query's answer depends on
 /// besides the store.
@@ -99,37 +119,36 @@ impl Answers<'_> {
                     .to_owned(),
             ));
         }
+        // The keys the filters keep (from the indexes where a plan allows), then each one's
+        // vector read where it lies, without decoding the entity; only the nearest are read.
         let candidates = QuerySpec {
             find_nearest: None,
             limit: None,
             start_cursor: None,
             end_cursor: None,
-            shape: ResultShape::Full,
+            orders: Vec::new(),
+            shape: ResultShape::KeysOnly,
             property_mask: None,
             ..query.clone()
         };
-        let mut scored: Vec<(f64, QueryResult)> = self
-            .answer(store, &candidates)?
-            .results
-            .into_iter()
-            .filter_map(|result| {
-                let value = result.properties.get(&nearest.property).map(|p| &p.value);
-                let Some(Value::Vector(v)) = value else {
-                    return None;
-                };
-                if v.dimension() != nearest.vector.dimension() {
-                    return None;
-                }
-                let d = nearest
-                    .measure
-                    .between(v.as_slice(), nearest.vector.as_slice());
-                let within = nearest
-                    .threshold
-                    .is_none_or(|t| nearest.measure.within(d, t));
-                (within && !d.is_nan()).then_some((d, result))
-            })
-            .collect();
-        scored.sort_by(|(d, a), (e, b)| {
+        let dimension = nearest.vector.dimension();
+        let mut scored: Vec<(f64, RawKey)> = Vec::new();
+        for result in self.answer(store, &candidates)?.results {
+            let at = index::entity_key(&result.key);
+            let mut distance = Ok(None);
+            store.get(ENTITIES, &at, &mut |value| {
+                distance = measured(value, nearest, dimension);
+            })?;
+            let Some(d) = distance? else { continue };
+            if nearest
+                .threshold
+                .is_none_or(|t| nearest.measure.within(d, t))
+                && !d.is_nan()
+            {
+                scored.push((d, result.key));
+            }
+        }
+        let nearer = |(d, a): &(f64, RawKey), (e, b): &(f64, RawKey)| {
             let order = match (
                 nearest.measure.nearer(*d, *e),
                 nearest.measure.nearer(*e, *d),
@@ -138,26 +157,35 @@ impl Answers<'_> {
                 (_, true) => std::cmp::Ordering::Greater,
                 _ => std::cmp::Ordering::Equal,
             };
-            order.then_with(|| a.key.cmp(&b.key))
-        });
-        scored.truncate(nearest.limit);
-        let results = scored
-            .into_iter()
-            .map(|(d, mut result)| {
-                result.cursor = Vec::new();
-                match query.shape {
-                    ResultShape::KeysOnly => result.properties = PropertyMap::new(),
-                    _ => {
-                        if let Some(name) = &nearest.distance_property {
-                            result
-                                .properties
-                                .insert(name, Property::indexed(Value::Double(d)));
-                        }
-                    }
+            order.then_with(|| a.cmp(b))
+        };
+        // The nearest `limit` selected, then only they sorted.
+        if scored.len() > nearest.limit {
+            scored.select_nth_unstable_by(nearest.limit, nearer);
+            scored.truncate(nearest.limit);
+        }
+        scored.sort_by(nearer);
+        let keys_only = query.shape == ResultShape::KeysOnly;
+        let mut results = Vec::with_capacity(scored.len());
+        for (d, key) in scored {
+            let (mut properties, stamp) = match keys_only {
+                true => (PropertyMap::new(), None),
+                false => {
+                    let loaded = exec::load(store, &index::entity_key(&key))?;
+                    let (properties, stamp) = loaded.ok_or_else(exec::corrupt)?;
+                    (properties, Some(stamp))
                 }
-                result
-            })
-            .collect();
+            };
+            if let (Some(name), false) = (&nearest.distance_property, keys_only) {
+                properties.insert(name, Property::indexed(Value::Double(d)));
+            }
+            results.push(QueryResult {
+                key,
+                properties,
+                cursor: Vec::new(),
+                stamp,
+            });
+        }
         Ok(QueryBatch {
             results,
             end_cursor: Vec::new(),
