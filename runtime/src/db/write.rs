@@ -193,7 +193,10 @@ pub(crate) async fn prepare(
     let incomplete: Vec<usize> = (0..writes.len())
         .filter(|&i| {
             let w = &writes[i];
-            w.replicated() && !w.key.is_complete() && matches!(w.op, Op::Insert | Op::Upsert)
+            // Transforms too: the service answers no transform result for an entity whose
+            // id it allocated in the commit (the Firestore emulator, probed).
+            let keyed = w.replicated() || !w.transforms.is_empty();
+            keyed && !w.key.is_complete() && matches!(w.op, Op::Insert | Op::Upsert)
         })
         .collect();
     if !incomplete.is_empty() {

@@ -27,6 +27,7 @@ macro_rules! transforms_tests {
             transforms_in_a_transaction,
             transforms_write_an_indexed_value,
             transforms_through_an_embedded_entity,
+            transforms_as_the_first_call_with_an_id_to_allocate,
         );
     };
 }
@@ -299,4 +300,29 @@ pub async fn transforms_through_an_embedded_entity(t: Ctx) {
     assert_eq!(inner.get("n").map(|p| &p.value), Some(&Value::Integer(5)));
     // The typed entity still reads: `e` is a property its type does not declare.
     assert!(t.db.get(&key).await.unwrap().is_some());
+}
+
+/// A counter row whose id the write allocates.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Visits")]
+pub struct Visits {
+    #[key]
+    pub id: Option<KeyId>,
+    pub n: i64,
+}
+
+pub async fn transforms_as_the_first_call_with_an_id_to_allocate(t: Ctx) {
+    // The handle's first call: the cloud backend does not know yet whether the server has
+    // transforms, and asks with a lookup, which needs a complete key.
+    let written =
+        t.db.put_transformed(&Visits { id: None, n: 1 }, [Visits::N.increment(2)])
+            .await;
+    if unsupported(&t, &written) {
+        return;
+    }
+    assert_eq!(written.unwrap(), [Value::Integer(3)]);
+    let all = t.db.query::<Visits>().fetch().await.unwrap();
+    assert_eq!(all.items.len(), 1);
+    assert!(all.items[0].id.is_some(), "an id was allocated");
+    assert_eq!(all.items[0].n, 3);
 }

@@ -27,7 +27,7 @@ use super::{
 };
 use crate::error::{Error, ServiceCode};
 use crate::model::entity::Entity;
-use crate::model::key::{PartitionId, PathElement, RawKey};
+use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
 use crate::model::schema::{IndexSchema, Schema};
 use crate::model::sink::Form;
 use crate::model::value::{PropertyMap, Value};
@@ -521,7 +521,16 @@ impl Cloud {
         if let Some(known) = self.newer_surface.get() {
             return Ok(*known);
         }
-        let probe: Vec<RawKey> = mutations.iter().take(1).map(|m| m.key().clone()).collect();
+        // A lookup needs a complete key: an incomplete one (an id to allocate) is probed with
+        // the id 1 of its kind (reading it, there or not, changes nothing).
+        let probe: Vec<RawKey> = mutations
+            .iter()
+            .take(1)
+            .map(|m| match m.key().is_complete() {
+                true => Ok(m.key().clone()),
+                false => Ok(m.key().clone().completed(IdOrName::Id(KeyId::new(1)?))),
+            })
+            .collect::<Result<_, Error>>()?;
         self.lookup_keys(&probe, Read::Outside).await?;
         Ok(self.newer_surface.get().copied().unwrap_or(false))
     }
