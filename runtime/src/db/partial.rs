@@ -10,7 +10,7 @@ use crate::model::key::{Key, RawKey};
 use crate::query::write::Mask;
 
 use super::Db;
-use super::read::with_counters;
+use super::read::stamped;
 
 /// The paths a read of `E` needs: each property it declares, and their former names.
 pub(crate) fn declared_paths<E: Entity>() -> Vec<Vec<Cow<'static, str>>> {
@@ -68,23 +68,8 @@ impl Db {
         let owners = self.owners(keys)?;
         let paths = declared_paths::<E>();
         let found = self.scope.backend.lookup_masked(&owners, &paths).await?;
-        let mut rows = Vec::with_capacity(owners.len());
-        let mut slots = Vec::with_capacity(owners.len());
-        for (owner, slot) in owners.into_iter().zip(found) {
-            slots.push(slot.is_some());
-            if let Some((properties, _)) = slot {
-                rows.push((owner, properties));
-            }
-        }
-        with_counters(&self.scope, E::SCHEMA, &mut rows, None).await?;
-        let mut rows = rows.into_iter();
-        slots
-            .into_iter()
-            .map(|found| match found.then(|| rows.next()).flatten() {
-                Some((key, properties)) => E::from_entity(&key, properties).map(Some),
-                None => Ok(None),
-            })
-            .collect()
+        let read = stamped::<E>(&self.scope, owners, found).await?;
+        Ok(read.into_iter().map(|slot| slot.map(|(e, _)| e)).collect())
     }
 
     /// Reads the properties of a projection struct (`#[entity(projection(Card: a, b))]`) of
@@ -108,7 +93,7 @@ impl Db {
             .transpose()
     }
 
-    fn owners<E>(&self, keys: &[Key<E>]) -> Result<Vec<RawKey>, Error> {
+    pub(super) fn owners<E>(&self, keys: &[Key<E>]) -> Result<Vec<RawKey>, Error> {
         keys.iter().map(|k| self.scope.outgoing(k.raw())).collect()
     }
 }

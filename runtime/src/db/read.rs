@@ -2,7 +2,7 @@
 //! companions — a random replica of each replicated entity, every shard of every counter
 //! (R-S1, R-S2) — and turns what comes back into typed entities.
 
-use crate::backend::FoundEntity;
+use crate::backend::{FoundEntity, FoundStamped, Stamp};
 use crate::error::Error;
 use crate::format::companion::{check_owner, companion_key, from_replica, shard_count};
 use crate::model::entity::Entity;
@@ -173,4 +173,34 @@ pub(crate) async fn with_counters(
         fill_counters(schema, properties, &totals);
     }
     Ok(())
+}
+
+/// Typed entities from what a lookup of `owners` found outside a transaction, each with its
+/// stamp, their counters filled with one more lookup: one slot per key, in order.
+pub(crate) async fn stamped<E: Entity>(
+    scope: &Scope,
+    owners: Vec<RawKey>,
+    found: FoundStamped,
+) -> Result<Vec<Option<(E, Stamp)>>, Error> {
+    let mut rows = Vec::with_capacity(owners.len());
+    let mut stamps = Vec::with_capacity(owners.len());
+    let mut slots = Vec::with_capacity(owners.len());
+    for (owner, slot) in owners.into_iter().zip(found) {
+        slots.push(slot.is_some());
+        if let Some((properties, stamp)) = slot {
+            rows.push((owner, properties));
+            stamps.push(stamp);
+        }
+    }
+    with_counters(scope, E::SCHEMA, &mut rows, None).await?;
+    let mut read = rows.into_iter().zip(stamps);
+    slots
+        .into_iter()
+        .map(|found| match found.then(|| read.next()).flatten() {
+            Some(((key, properties), stamp)) => {
+                Ok(Some((E::from_entity(&key, properties)?, stamp)))
+            }
+            None => Ok(None),
+        })
+        .collect()
 }

@@ -6,13 +6,13 @@
 use crate::backend::Committed;
 use crate::error::Error;
 use crate::model::entity::Entity;
-use crate::model::key::{Key, RawKey};
+use crate::model::key::Key;
 use crate::model::scalar::Timestamp;
 use crate::query::results::Page;
 
 use super::Db;
 use super::query::{Query, next_cursor};
-use super::read::with_counters;
+use super::read::stamped;
 use super::write::{self, Op, Write};
 
 /// An entity with the version it was read at, and its times.
@@ -88,37 +88,20 @@ impl Db {
         &self,
         keys: &[Key<E>],
     ) -> Result<Vec<Option<Versioned<E>>>, Error> {
-        let owners: Vec<RawKey> = keys
-            .iter()
-            .map(|k| self.scope.outgoing(k.raw()))
-            .collect::<Result<_, _>>()?;
+        let owners = self.owners(keys)?;
         let found = self.scope.backend.lookup_stamped(&owners, None).await?;
-        let mut rows = Vec::with_capacity(owners.len());
-        let mut stamps = Vec::with_capacity(owners.len());
-        let mut slots = Vec::with_capacity(owners.len());
-        for (owner, slot) in owners.into_iter().zip(found) {
-            slots.push(slot.is_some());
-            if let Some((properties, stamp)) = slot {
-                rows.push((owner, properties));
-                stamps.push(stamp);
-            }
-        }
-        with_counters(&self.scope, E::SCHEMA, &mut rows, None).await?;
-        let mut read = rows.into_iter().zip(stamps);
-        slots
+        let read = stamped::<E>(&self.scope, owners, found).await?;
+        Ok(read
             .into_iter()
-            .map(|found| {
-                let Some(((key, properties), stamp)) = found.then(|| read.next()).flatten() else {
-                    return Ok(None);
-                };
-                Ok(Some(Versioned {
-                    entity: E::from_entity(&key, properties)?,
+            .map(|slot| {
+                slot.map(|(entity, stamp)| Versioned {
+                    entity,
                     version: stamp.version,
                     create_time: stamp.create_time,
                     update_time: stamp.update_time,
-                }))
+                })
             })
-            .collect()
+            .collect())
     }
 
     /// Writes `entity` as [`put`](Db::put) does, and reports the version it made and when.

@@ -37,24 +37,39 @@ pub(super) fn results(
                 result.version,
                 result.create_time,
                 result.update_time,
-            )),
+            )?),
         });
     }
     Ok(results)
 }
 
-/// An entity's version and times as the service reports them (a time out of range is left
-/// out).
+/// An entity's version and times as the service reports them: a negative version or a time
+/// outside the service's range is refused, never read as "no entity" or "no time".
 pub(super) fn stamp(
     version: i64,
     create_time: Option<prost_types::Timestamp>,
     update_time: Option<prost_types::Timestamp>,
-) -> Stamp {
-    Stamp {
-        version: u64::try_from(version).unwrap_or(0),
-        create_time: create_time.as_ref().and_then(checked_timestamp),
-        update_time: update_time.as_ref().and_then(checked_timestamp),
-    }
+) -> Result<Stamp, Error> {
+    let refused = |what: String| Error::InvalidValue {
+        kind: String::new(),
+        property: String::new(),
+        reason: format!("the server sent {what}"),
+    };
+    let time = |t: Option<prost_types::Timestamp>| match t {
+        None => Ok(None),
+        Some(t) => checked_timestamp(&t).map(Some).ok_or_else(|| {
+            refused(format!(
+                "a time outside the service's range ({} s)",
+                t.seconds
+            ))
+        }),
+    };
+    Ok(Stamp {
+        version: u64::try_from(version)
+            .map_err(|_| refused(format!("a negative version ({version})")))?,
+        create_time: time(create_time)?,
+        update_time: time(update_time)?,
+    })
 }
 
 /// Sets `mutation`'s conflict detection to `condition`: the whole commit fails if it does not

@@ -340,7 +340,7 @@ impl Cloud {
                     let key = self.partitions.raw_key(key)?;
                     let properties = PropertyMap::from_wire(entity.properties, &self.partitions)?;
                     let stamp =
-                        convert::stamp(result.version, result.create_time, result.update_time);
+                        convert::stamp(result.version, result.create_time, result.update_time)?;
                     found.insert(key, (properties, stamp));
                 }
                 pending = response.deferred;
@@ -502,7 +502,7 @@ impl Cloud {
                 .into_iter()
                 .map(|v| Ok(property_from_wire(v, &self.partitions)?.value))
                 .collect::<Result<_, Error>>()?;
-            let stamp = convert::stamp(result.version, result.create_time, result.update_time);
+            let stamp = convert::stamp(result.version, result.create_time, result.update_time)?;
             results.push(ChangeResult {
                 key,
                 stamp,
