@@ -20,6 +20,7 @@ struct Doc {
     #[key]
     id: KeyId,
     title: String,
+    #[vector_index(128)]
     emb: Vector,
 }
 

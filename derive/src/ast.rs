@@ -212,6 +212,14 @@ impl Field {
         }
     }
 
+    /// The dimension of a `Vector` field's `#[vector_index(n)]`.
+    pub(crate) fn vector_index(&self) -> Option<u64> {
+        self.flags
+            .vector_index
+            .filter(|_| self.stored() && is_vector(&self.ty))
+            .map(|c| c.value)
+    }
+
     /// The stored name of a `#[sharded_index]` field's indexed companion property.
     pub(crate) fn companion(&self) -> String {
         format!("{}_sharded", self.name.text())
@@ -400,6 +408,14 @@ impl Entity {
             }
         }
         properties
+    }
+
+    /// The vector field an `index(...)` ends with, when that field declares
+    /// `#[vector_index(n)]`: the index is then a vector index pre-filtered on the others.
+    pub(crate) fn vector_tail(&self, index: &Index) -> Option<&Field> {
+        let last = index.decl.items.last()?;
+        self.field(&last.field)
+            .filter(|f| !index.ancestor && f.vector_index().is_some())
     }
 
     /// The known fields a projection lists, each once, with the name that lists it.

@@ -132,6 +132,7 @@ impl EntityAttrs {
         blob,
         sharded,
         sharded_index,
+        vector_index,
         index
     )
 )]
@@ -334,6 +335,8 @@ pub(crate) struct FieldFlags {
     pub sharded: Option<Count>,
     /// `#[sharded_index(n)]` (R-S3).
     pub sharded_index: Option<Count>,
+    /// `#[vector_index(n)]`: a vector index of `n` dimensions.
+    pub vector_index: Option<Count>,
 }
 
 /// Reads the forwarded attributes of a field. Word attributes take no arguments; each
@@ -358,6 +361,7 @@ pub(crate) fn field_flags(
             "blob" => word(attr, &name, &mut flags.blob, errors),
             "sharded" => count(attr, &name, &mut flags.sharded, errors),
             "sharded_index" => count(attr, &name, &mut flags.sharded_index, errors),
+            "vector_index" => count(attr, &name, &mut flags.vector_index, errors),
             "index" => {
                 let given = flags.monotonic.replace(span).is_some();
                 let monotonic = attr
@@ -421,9 +425,14 @@ fn count(
 /// The integer of `#[name(n)]`.
 pub(crate) fn attr_count(attr: &syn::Attribute, name: &str) -> darling::Result<Count> {
     let usage = || {
-        darling::Error::custom(format!(
-            "write `#[{name}(n)]` with the number of shards or copies, e.g. `#[{name}(20)]`"
-        ))
+        darling::Error::custom(match name {
+            "vector_index" => "write `#[vector_index(n)]` with the vectors' number of dimensions, \
+                               e.g. `#[vector_index(768)]`"
+                .to_owned(),
+            _ => format!(
+                "write `#[{name}(n)]` with the number of shards or copies, e.g. `#[{name}(20)]`"
+            ),
+        })
     };
     let lit: syn::LitInt = attr
         .parse_args()

@@ -10,11 +10,13 @@ use std::collections::HashMap;
 
 use datastore_entity_names::{NameRole, NameViolation, check_bytes};
 use proc_macro2::Span;
+use syn::spanned::Spanned;
 
 use crate::ast::{
-    Entity, Field, Name, Origin, RESERVED_DESCRIPTORS, Role, ident_text, is_vec_u8, key_target,
-    unsupported_hint,
+    Entity, Field, Index, Name, Origin, RESERVED_DESCRIPTORS, Role, ident_text, is_vec_u8,
+    is_vector, key_target, unsupported_hint,
 };
+use crate::attr::IndexItem;
 use crate::errors::{self, Errors};
 
 pub(crate) fn check(entity: &Entity, hard: &mut Errors, soft: &mut Errors) {
@@ -35,6 +37,7 @@ pub(crate) fn check(entity: &Entity, hard: &mut Errors, soft: &mut Errors) {
     sharded_counters(entity, soft);
     sharded_indexes(entity, soft);
     replicated(entity, soft);
+    vector_indexes(entity, soft);
     monotonic_is_indexed(entity, soft);
     projections(entity, soft);
     index_declarations(entity, soft);
@@ -444,6 +447,12 @@ fn entity_only_attributes(entity: &Entity, errors: &mut Errors) {
                 format!("`#[sharded_index]` needs an entity with a key: {why}"),
             ));
         }
+        if let Some(count) = field.flags.vector_index {
+            errors.push(error(
+                count.span,
+                format!("`#[vector_index]` needs an entity with a key: {why}"),
+            ));
+        }
     }
     if let Some(count) = entity.replicated.as_ref().map(|r| &r.count) {
         errors.push(error(
@@ -614,6 +623,37 @@ fn replicated(entity: &Entity, errors: &mut Errors) {
     }
 }
 
+/// The service's bound on a vector index's dimension.
+const MAX_DIMENSION: u64 = 2048;
+
+/// A vector index is declared on a `Vector` field, of 1 to 2,048 dimensions (the service's
+/// bound).
+fn vector_indexes(entity: &Entity, errors: &mut Errors) {
+    for field in entity.fields.iter() {
+        let Some(count) = field.flags.vector_index else {
+            continue;
+        };
+        if field.vector_index().is_none() {
+            errors.push(error(
+                field.ty.span(),
+                format!(
+                    "`#[vector_index]` declares the index of a vector, but `{}` is not a \
+                     `Vector` or an `Option<Vector>`",
+                    field.ident
+                ),
+            ));
+        } else if !(1..=MAX_DIMENSION).contains(&count.value) {
+            errors.push(error(
+                count.span,
+                format!(
+                    "`#[vector_index({})]`: a vector index has 1 to 2,048 dimensions",
+                    count.value
+                ),
+            ));
+        }
+    }
+}
+
 /// R-I3: `#[index(monotonic)]` acknowledges the hotspot of an indexed value; an excluded
 /// field has no index to acknowledge.
 fn monotonic_is_indexed(entity: &Entity, errors: &mut Errors) {
@@ -727,6 +767,11 @@ fn index_declarations(entity: &Entity, errors: &mut Errors) {
             names.push((text.clone(), item.descending));
             match entity.field(&item.field) {
                 None => errors.push(error(item.field.span(), unknown_field(entity, &text))),
+                Some(field) if is_vector(&field.ty) && field.stored() => {
+                    if let Some(why) = vector_column(index, item, field) {
+                        errors.push(error(item.span, why));
+                    }
+                }
                 Some(field) => {
                     if let Some(why) = field.not_indexed() {
                         errors.push(error(
@@ -741,7 +786,12 @@ fn index_declarations(entity: &Entity, errors: &mut Errors) {
         if index.decl.items.len() < needed {
             errors.push(error(
                 index.decl.span,
-                if index.ancestor {
+                if entity.vector_tail(index).is_some() {
+                    "`#[vector_index(n)]` on the field is already the vector index without \
+                     filters\nhelp: an `index(...)` ending with a vector lists the properties a \
+                     search filters on first, then the vector"
+                        .to_owned()
+                } else if index.ancestor {
                     "`ancestor_index` needs at least one property".to_owned()
                 } else {
                     "a composite index has at least two properties: one property is already \
@@ -760,5 +810,38 @@ fn index_declarations(entity: &Entity, errors: &mut Errors) {
         } else {
             declared.push(signature);
         }
+    }
+}
+
+/// Why a vector cannot be this column of an index, if it cannot: only as the last column of an
+/// `index(...)` (not an ancestor one), ascending, of a field that declares its dimension.
+fn vector_column(index: &Index, item: &IndexItem, field: &Field) -> Option<String> {
+    let text = ident_text(&item.field);
+    let last = index
+        .decl
+        .items
+        .last()
+        .is_some_and(|l| l.field == item.field);
+    if index.ancestor {
+        Some(format!(
+            "`{text}` is a vector: an `ancestor_index` cannot hold one\nhelp: search it with \
+             `find_nearest` through `#[vector_index(n)]` or `index(..., {text})`"
+        ))
+    } else if !last {
+        Some(format!(
+            "`{text}` is a vector: it can only be the last property of an index, after the \
+             properties a search filters on first"
+        ))
+    } else if item.descending {
+        Some(format!(
+            "a vector index has no direction: write `{text}`, not `-{text}`"
+        ))
+    } else if field.vector_index().is_none() {
+        Some(format!(
+            "`{text}` is a vector: declare its dimension with `#[vector_index(n)]` on the field \
+             to search it pre-filtered through this index"
+        ))
+    } else {
+        None
     }
 }

@@ -31,6 +31,7 @@ use proc_macro::TokenStream;
         index,
         sharded,
         sharded_index,
+        vector_index,
         replicated
     )
 )]

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::format::companion::{COUNT, ENTITY, OWNER};
-use crate::model::schema::{Direction, IndexSchema, Schema};
+use crate::model::schema::{Direction, IndexSchema, Schema, field_path};
 
 /// Renders the composite indexes declared on `schemas` as an `index.yaml`, the file
 /// `gcloud datastore indexes create index.yaml` takes (R-I2).
@@ -36,6 +36,19 @@ pub fn index_yaml(schemas: &[&Schema]) -> String {
         .iter()
         .flat_map(|s| s.indexes.iter().map(move |i| (*s, i)))
         .collect();
+    let vectors: Vec<String> = schemas
+        .iter()
+        .flat_map(|s| s.vector_indexes.iter().map(|v| v.gcloud_command(s.kind)))
+        .collect();
+    if !vectors.is_empty() {
+        yaml.push_str(
+            "#\n# Vector indexes (#[vector_index(n)], index(..., vector)) cannot be written here;\n\
+             # create each with:\n",
+        );
+        for command in vectors {
+            let _ = writeln!(yaml, "#   {command}");
+        }
+    }
     if indexes.is_empty() {
         yaml.push_str("indexes: []\n");
         return yaml;
@@ -105,24 +118,24 @@ pub fn firestore_indexes_json(schemas: &[&Schema]) -> String {
             let fields: Vec<String> = index
                 .properties
                 .iter()
-                .map(|p| {
-                    let order = match p.direction {
-                        Direction::Ascending => "ASCENDING",
-                        Direction::Descending => "DESCENDING",
-                    };
-                    format!(
-                        "        {{ \"fieldPath\": {}, \"order\": \"{order}\" }}",
-                        json_string(&field_path(&[p.name]))
-                    )
-                })
+                .map(|p| field_json(p.name, p.direction))
                 .collect();
-            indexes.push(format!(
-                "    {{\n      \"collectionGroup\": {},\n      \"queryScope\": \"{scope}\",\n      \
-                 \"apiScope\": \"DATASTORE_MODE_API\",\n      \"density\": \"SPARSE_ALL\",\n      \
-                 \"fields\": [\n{}\n      ]\n    }}",
-                json_string(schema.kind),
-                fields.join(",\n")
-            ));
+            indexes.push(index_json(schema.kind, scope, &fields));
+        }
+    }
+    for schema in schemas {
+        for index in schema.vector_indexes {
+            let fields: Vec<String> = index
+                .filters
+                .iter()
+                .map(|p| field_json(p.name, p.direction))
+                .chain(std::iter::once(format!(
+                    "        {{ \"fieldPath\": {}, \"vectorConfig\": {{ \"dimension\": {}, \"flat\": {{}} }} }}",
+                    json_string(&field_path(&[index.property])),
+                    index.dimension
+                )))
+                .collect();
+            indexes.push(index_json(schema.kind, "COLLECTION", &fields));
         }
     }
     let mut overrides = Vec::new();
@@ -143,6 +156,29 @@ pub fn firestore_indexes_json(schemas: &[&Schema]) -> String {
         "{{\n  \"indexes\": [{}\n  ],\n  \"fieldOverrides\": [{}\n  ]\n}}\n",
         list(&indexes),
         list(&overrides)
+    )
+}
+
+/// One field of an index in `firestore.indexes.json`.
+fn field_json(name: &str, direction: Direction) -> String {
+    let order = match direction {
+        Direction::Ascending => "ASCENDING",
+        Direction::Descending => "DESCENDING",
+    };
+    format!(
+        "        {{ \"fieldPath\": {}, \"order\": \"{order}\" }}",
+        json_string(&field_path(&[name]))
+    )
+}
+
+/// One index of `firestore.indexes.json`, of these fields.
+fn index_json(kind: &str, scope: &str, fields: &[String]) -> String {
+    format!(
+        "    {{\n      \"collectionGroup\": {},\n      \"queryScope\": \"{scope}\",\n      \
+         \"apiScope\": \"DATASTORE_MODE_API\",\n      \"density\": \"SPARSE_ALL\",\n      \
+         \"fields\": [\n{}\n      ]\n    }}",
+        json_string(kind),
+        fields.join(",\n")
     )
 }
 
@@ -179,24 +215,6 @@ fn field_override(group: &str, path: &[&str], ttl: bool) -> String {
         json_string(group),
         json_string(&field_path(path))
     )
-}
-
-/// A Firestore field path: segments joined by `.`, each in backticks unless it is a simple
-/// name (`[A-Za-z_][A-Za-z_0-9]*`).
-fn field_path(segments: &[&str]) -> String {
-    segments
-        .iter()
-        .map(|s| {
-            let simple = s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-                && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if simple {
-                (*s).to_owned()
-            } else {
-                format!("`{}`", s.replace('\\', "\\\\"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(".")
 }
 
 /// A JSON string literal.

@@ -108,10 +108,10 @@ pub use model::property_type::{
     Flat, Growth, Increasing, Indexable, Projectable, Projects, PropertyType, Shape, Steady,
     WholeEntity,
 };
-pub use model::scalar::{Blob, GeoPoint, Timestamp, Vector};
+pub use model::scalar::{Blob, GeoPoint, Timestamp, Vector, VectorField};
 pub use model::schema::{
     CounterSchema, Direction, IndexSchema, IndexedProperty, PropertySchema, ReplicaSchema, Schema,
-    ShardedIndexSchema,
+    ShardedIndexSchema, VectorIndexSchema,
 };
 pub use model::value::MAX_NESTING;
 pub use model::value::{DecodeError, Property, PropertyMap, Value};

@@ -12,10 +12,10 @@ pub use crate::model::name::KeyName;
 pub use crate::model::property_type::{
     Flat, Indexable, Projectable, Projects, PropertyType, ShardIndexable, Steady, WholeEntity,
 };
-pub use crate::model::scalar::{Blob, Timestamp};
+pub use crate::model::scalar::{Blob, Timestamp, check_dimension};
 pub use crate::model::schema::{
     CounterSchema, Direction, IndexSchema, IndexedProperty, PropertySchema, ReplicaSchema, Schema,
-    ShardedIndexSchema,
+    ShardedIndexSchema, VectorIndexSchema,
 };
 pub use crate::model::sink::{Form, ValueWriter};
 pub use crate::model::stored::ValueRef;

@@ -739,7 +739,8 @@ async fn r_i2_strict_index_mode_refuses_a_query_no_declared_index_serves() {
 }
 
 /// Issue #29: a nearest-neighbour search on the embedded engine — only vectors of the query's
-/// dimension, the service's limit of 1 to 100, no order nor limit of the query's own.
+/// dimension, the service's limit of 1 to 100, no order nor limit of the query's own. (No
+/// vector index is declared: outside strict index mode.)
 #[tokio::test]
 async fn a_nearest_search_keeps_to_its_dimension_and_its_bounds() {
     use datastore_entity::{Distance, Vector};
@@ -752,7 +753,9 @@ async fn a_nearest_search_keeps_to_its_dimension_and_its_bounds() {
         emb: Vector,
     }
 
-    let db = Db::in_memory();
+    let db = Db::with_backend(std::sync::Arc::new(
+        Embedded::in_memory().strict_indexes(false),
+    ));
     for (id, v) in [("two", vec![1.0, 0.0]), ("three", vec![1.0, 0.0, 0.0])] {
         db.put(&Doc {
             id: KeyName::new(id).unwrap(),
@@ -799,5 +802,135 @@ async fn a_nearest_search_keeps_to_its_dimension_and_its_bounds() {
     assert!(
         matches!(threshold_alone, Err(Error::InvalidQuery { .. })),
         "{threshold_alone:?}"
+    );
+}
+
+/// Issue #29: in strict index mode a nearest-neighbour search needs the vector index the
+/// service would need — on the property, of the query vector's dimension, pre-filtered on
+/// exactly the properties filtered — and the error names the attribute and the `gcloud`
+/// command; a typed write of a vector of another dimension than its index's is refused,
+/// nothing written.
+#[tokio::test]
+async fn strict_mode_asks_for_the_vector_index_a_search_needs() {
+    use datastore_entity::{Distance, Vector};
+
+    #[derive(Entity, Debug, Clone, PartialEq)]
+    #[entity(index(topic, emb))]
+    struct Doc {
+        #[key]
+        id: KeyName,
+        topic: String,
+        lang: String,
+        #[vector_index(2)]
+        emb: Vector,
+        plain: Option<Vector>,
+    }
+
+    let db = Db::in_memory();
+    let doc = |id: &str, emb: Vec<f64>| Doc {
+        id: KeyName::new(id).unwrap(),
+        topic: "rust".into(),
+        lang: "en".into(),
+        emb: Vector::new(emb).unwrap(),
+        plain: None,
+    };
+    db.put(&doc("a", vec![1.0, 0.0])).await.unwrap();
+    let v = Vector::new(vec![1.0, 0.1]).unwrap();
+    let found = db
+        .query::<Doc>()
+        .find_nearest(Doc::EMB, &v, Distance::Euclidean, 3)
+        .fetch()
+        .await
+        .unwrap();
+    assert_eq!(found.items.len(), 1);
+    let prefiltered = db
+        .query::<Doc>()
+        .filter(Doc::TOPIC.eq("rust"))
+        .find_nearest(Doc::EMB, &v, Distance::Euclidean, 3)
+        .fetch()
+        .await
+        .unwrap();
+    assert_eq!(prefiltered.items.len(), 1);
+    let missing = |result: Result<Page<Doc>, Error>, wanted: &[&str]| match result {
+        Err(Error::MissingIndex {
+            message,
+            index_yaml,
+        }) => {
+            for text in wanted {
+                assert!(
+                    message.contains(text) || index_yaml.contains(text),
+                    "{text} in {message} / {index_yaml}"
+                );
+            }
+            assert!(
+                index_yaml.contains("gcloud firestore indexes composite create"),
+                "{index_yaml}"
+            );
+        }
+        other => panic!("{other:?}"),
+    };
+    // A filter on another property than the declared index's.
+    missing(
+        db.query::<Doc>()
+            .filter(Doc::LANG.eq("en"))
+            .find_nearest(Doc::EMB, &v, Distance::Euclidean, 3)
+            .fetch()
+            .await,
+        &["pre-filtered on lang", "index(lang, emb)"],
+    );
+    // A vector with no index.
+    missing(
+        db.query::<Doc>()
+            .find_nearest(Doc::PLAIN, &v, Distance::Euclidean, 3)
+            .fetch()
+            .await,
+        &["#[vector_index(2)]", "field-path=plain,vector-config"],
+    );
+    // A query vector of another dimension than the index's: refused by the typed query
+    // (on every backend), and by the engine's strict mode when sent untyped.
+    let three = Vector::new(vec![1.0, 0.0, 0.0]).unwrap();
+    let refused = db
+        .query::<Doc>()
+        .find_nearest(Doc::EMB, &three, Distance::Euclidean, 3)
+        .fetch()
+        .await;
+    assert!(
+        matches!(&refused, Err(Error::InvalidQuery { reason, .. }) if reason.contains("3 dimensions")),
+        "{refused:?}"
+    );
+    let untyped = QuerySpec {
+        partition: db.partition().clone(),
+        kind: Doc::KIND.to_owned(),
+        find_nearest: Some(datastore_entity::backend::FindNearest {
+            property: "emb".into(),
+            vector: three,
+            measure: Distance::Euclidean,
+            limit: 3,
+            distance_property: None,
+            threshold: None,
+        }),
+        ..QuerySpec::default()
+    };
+    missing(
+        db.backend()
+            .run_query(&untyped, None)
+            .await
+            .map(|_| unreachable!()),
+        &["3 dimensions", r#""dimension":"3""#],
+    );
+    // A typed write of a vector of another dimension: refused, nothing written.
+    let refused = db.put(&doc("b", vec![1.0, 0.0, 0.0])).await;
+    match refused {
+        Err(Error::InvalidVector { reason }) => {
+            assert!(
+                reason.contains("`emb`") && reason.contains("3 dimensions"),
+                "{reason}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        db.get(&Doc::key(KeyName::new("b").unwrap())).await.unwrap(),
+        None
     );
 }

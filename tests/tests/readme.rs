@@ -450,7 +450,13 @@ mod vectors_block {
             db.put(&Doc { id: KeyName::new(id)?, topic: topic.into(), emb }).await?;
         }
 #[derive(Entity, Debug, Clone, PartialEq)]
-struct Doc { #[key] id: KeyName, topic: String, emb: Vector }      // `emb` is excluded by itself
+#[entity(index(topic, emb))]                     // a vector index pre-filtered on `topic`
+struct Doc {
+    #[key] id: KeyName,
+    topic: String,
+    #[vector_index(3)]                           // the vector index: 3 dimensions
+    emb: Vector,                                 // excluded from the other indexes by itself
+}
 
 let v = Vector::new(vec![0.1, 0.2, 0.3])?;
 let page = db.query::<Doc>().find_nearest(Doc::EMB, &v, Distance::Euclidean, 10).fetch().await?;

@@ -676,3 +676,202 @@ async fn ancestor_indexes_count_once_per_ancestor() {
     // 100 × 99: 199 + 19,800 = 19,999.
     db.put(&note(100, 99)).await.unwrap();
 }
+
+/// Issue #29: vector indexes — `#[vector_index(n)]` alone, and an `index(...)` that ends with
+/// the vector for a pre-filtered search — in the schema, in `firestore.indexes.json` with their
+/// `vectorConfig`, and in `index.yaml` as the `gcloud` commands that create them (the file
+/// cannot hold them, and gcloud's parser still accepts it).
+#[test]
+fn vector_indexes_are_declared_in_the_schema_and_the_index_files() {
+    use datastore_entity::{Direction, IndexedProperty, Vector, VectorIndexSchema};
+
+    #[derive(Entity)]
+    #[entity(kind = "Doc", index(topic, -year, emb))]
+    struct Doc {
+        #[key]
+        id: KeyName,
+        topic: String,
+        year: i64,
+        #[vector_index(768)]
+        emb: Vector,
+        other: Option<Vector>,
+    }
+    let _ = |d: Doc| (d.id, d.topic, d.year, d.emb, d.other);
+    assert!(
+        Doc::SCHEMA.indexes.is_empty(),
+        "no composite index of its own"
+    );
+    assert_eq!(
+        Doc::SCHEMA.vector_indexes,
+        &[
+            VectorIndexSchema {
+                property: "emb",
+                dimension: 768,
+                filters: &[
+                    IndexedProperty {
+                        name: "topic",
+                        direction: Direction::Ascending
+                    },
+                    IndexedProperty {
+                        name: "year",
+                        direction: Direction::Descending
+                    },
+                ],
+            },
+            VectorIndexSchema {
+                property: "emb",
+                dimension: 768,
+                filters: &[],
+            },
+        ]
+    );
+    let json = datastore_entity::firestore_indexes_json(&[Doc::SCHEMA]);
+    let parsed: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let indexes = parsed["indexes"].as_array().unwrap();
+    assert_eq!(indexes.len(), 2);
+    assert_eq!(
+        indexes[0]["fields"],
+        serde_json::json!([
+            { "fieldPath": "topic", "order": "ASCENDING" },
+            { "fieldPath": "year", "order": "DESCENDING" },
+            { "fieldPath": "emb", "vectorConfig": { "dimension": 768, "flat": {} } }
+        ])
+    );
+    assert_eq!(
+        indexes[1]["fields"],
+        serde_json::json!([{ "fieldPath": "emb", "vectorConfig": { "dimension": 768, "flat": {} } }])
+    );
+    assert_eq!(indexes[1]["apiScope"], "DATASTORE_MODE_API");
+    let yaml = datastore_entity::index_yaml(&[Doc::SCHEMA]);
+    assert!(yaml.ends_with("indexes: []\n"), "{yaml}");
+    let commands: Vec<&str> = yaml
+        .lines()
+        .filter_map(|l| l.strip_prefix("#   "))
+        .collect();
+    assert_eq!(
+        commands,
+        [
+            "gcloud firestore indexes composite create --database='(default)' \
+             --collection-group='Doc' --query-scope=collection --api-scope=datastore-mode-api \
+             --field-config='field-path=topic,order=ascending' \
+             --field-config='field-path=year,order=descending' \
+             --field-config='field-path=emb,vector-config={\"dimension\":\"768\",\"flat\":\"{}\"}'",
+            "gcloud firestore indexes composite create --database='(default)' \
+             --collection-group='Doc' --query-scope=collection --api-scope=datastore-mode-api \
+             --field-config='field-path=emb,vector-config={\"dimension\":\"768\",\"flat\":\"{}\"}'",
+        ]
+    );
+    let Some((python, lib)) = gcloud_index_parser() else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("datastore-entity-vyaml-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("index.yaml");
+    std::fs::write(&file, &yaml).unwrap();
+    let out = Command::new(python)
+        .arg("-c")
+        .arg("import sys\nfrom googlecloudsdk.appengine.datastore import datastore_index\nprint(datastore_index.ParseIndexDefinitions(open(sys.argv[1])).indexes)")
+        .arg(&file)
+        .env("PYTHONPATH", format!("{0}:{0}/third_party", lib.display()))
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(
+        out.status.success(),
+        "gcloud's parser refused the file: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Issue #29: the `gcloud` command `index_yaml` writes for a vector index, run as written by a
+/// shell, sends the service the index `firestore_indexes_json` declares — gcloud's own parser
+/// checked, its request caught by a server on loopback (nothing leaves the machine).
+#[test]
+fn gcloud_sends_the_vector_index_the_json_declares() {
+    use std::io::{BufRead, BufReader, Read, Write};
+
+    #[derive(Entity)]
+    #[entity(kind = "Doc", index(topic, emb))]
+    struct Doc {
+        #[key]
+        id: KeyName,
+        topic: String,
+        #[vector_index(3)]
+        emb: datastore_entity::Vector,
+    }
+    let _ = |d: Doc| (d.id, d.topic, d.emb);
+    if gcloud_index_parser().is_none() {
+        assert!(std::env::var("CI").is_err(), "CI has the Google Cloud SDK");
+        eprintln!("skipped: the Google Cloud SDK (gcloud) is not installed");
+        return;
+    }
+    let json = datastore_entity::firestore_indexes_json(&[Doc::SCHEMA]);
+    let declared: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let yaml = datastore_entity::index_yaml(&[Doc::SCHEMA]);
+    let commands: Vec<&str> = yaml
+        .lines()
+        .filter_map(|l| l.strip_prefix("#   "))
+        .collect();
+    assert_eq!(commands.len(), 2);
+    for (i, command) in commands.into_iter().enumerate() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        // gcloud connects within a minute, or its error is shown below.
+        listener.set_nonblocking(true).unwrap();
+        let server = std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            let stream = loop {
+                match listener.accept() {
+                    Ok((stream, _)) => break stream,
+                    Err(_) if std::time::Instant::now() < deadline => {
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                    Err(_) => return Vec::new(),
+                }
+            };
+            stream.set_nonblocking(false).unwrap();
+            let mut reader = BufReader::new(stream);
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if let Some(n) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = n.trim().parse().unwrap();
+                }
+                if line.trim().is_empty() {
+                    break;
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            let answer = r#"{"name":"operations/o","done":true,"response":{}}"#;
+            let _ = write!(
+                reader.get_mut(),
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+            body
+        });
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .env("CLOUDSDK_CORE_PROJECT", "p")
+            .env("CLOUDSDK_AUTH_DISABLE_CREDENTIALS", "true")
+            .env("CLOUDSDK_CORE_DISABLE_PROMPTS", "1")
+            .env(
+                "CLOUDSDK_API_ENDPOINT_OVERRIDES_FIRESTORE",
+                format!("http://127.0.0.1:{port}/"),
+            )
+            .output()
+            .unwrap();
+        let body = server.join().unwrap();
+        let sent: serde_json::Value = serde_json::from_slice(&body).unwrap_or_else(|e| {
+            panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+        });
+        let expected = &declared["indexes"][i];
+        assert_eq!(sent["fields"], expected["fields"], "{command}");
+        assert_eq!(sent["apiScope"], expected["apiScope"]);
+        assert_eq!(sent["queryScope"], expected["queryScope"]);
+    }
+}

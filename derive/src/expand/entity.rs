@@ -271,6 +271,7 @@ fn schema(entity: &Entity) -> TokenStream {
     let mut counters = Vec::new();
     let mut sharded = Vec::new();
     let mut indexes = Vec::new();
+    let mut vectors = Vec::new();
     let mut replicas = quote!(#p::Option::None);
     if entity.is_entity() {
         for field in entity.sharded_indexes() {
@@ -302,25 +303,46 @@ fn schema(entity: &Entity) -> TokenStream {
                 #p::CounterSchema { field: #rust_name, name: #name, shards: #shards, kind: #kind }
             });
         }
-        indexes = entity
-            .indexes
-            .iter()
-            .map(|index| {
-                let ancestor = index.ancestor;
-                let items = entity
-                    .index_properties(index)
-                    .into_iter()
-                    .map(|(name, descending)| {
-                        let direction = if descending {
-                            quote!(#p::Direction::Descending)
-                        } else {
-                            quote!(#p::Direction::Ascending)
-                        };
-                        quote!(#p::IndexedProperty { name: #name, direction: #direction })
+        let columns = |index| {
+            let items = entity
+                .index_properties(index)
+                .into_iter()
+                .map(|(name, descending)| {
+                    let direction = if descending {
+                        quote!(#p::Direction::Descending)
+                    } else {
+                        quote!(#p::Direction::Ascending)
+                    };
+                    quote!(#p::IndexedProperty { name: #name, direction: #direction })
+                });
+            quote!(&[#(#items),*])
+        };
+        for index in &entity.indexes {
+            let properties = columns(index);
+            match entity.vector_tail(index) {
+                Some(field) => {
+                    let (name, dimension) =
+                        (field.name.text(), field.vector_index().map_or(0, count));
+                    vectors.push(quote! {
+                        #p::VectorIndexSchema { property: #name, dimension: #dimension, filters: #properties }
                     });
-                quote!(#p::IndexSchema { ancestor: #ancestor, properties: &[#(#items),*] })
-            })
-            .collect();
+                }
+                None => {
+                    let ancestor = index.ancestor;
+                    indexes.push(
+                        quote!(#p::IndexSchema { ancestor: #ancestor, properties: #properties }),
+                    );
+                }
+            }
+        }
+        for field in entity.stored() {
+            if let Some(dimension) = field.vector_index().map(count) {
+                let name = field.name.text();
+                vectors.push(quote! {
+                    #p::VectorIndexSchema { property: #name, dimension: #dimension, filters: &[] }
+                });
+            }
+        }
         if let Some(replicated) = &entity.replicated {
             let copies = count(replicated.count.value);
             let kind = entity.replica_kind();
@@ -341,6 +363,7 @@ fn schema(entity: &Entity) -> TokenStream {
             counters: &[#(#counters),*],
             sharded_indexes: &[#(#sharded),*],
             replicas: #replicas,
+            vector_indexes: &[#(#vectors),*],
         }
     }
 }
@@ -426,7 +449,18 @@ fn to_properties(entity: &Entity) -> TokenStream {
     puts.sort_by(|a, b| a.0.cmp(&b.0));
     let count = puts.len();
     let puts = puts.into_iter().map(|(_, put)| put);
+    // A vector of another dimension than its index's is refused before anything is written.
+    let dimensions = entity
+        .stored()
+        .filter(|_| entity.is_entity())
+        .filter_map(|field| {
+            let dimension = usize::try_from(field.vector_index()?).ok()?;
+            let (ident, name) = (&field.ident, field.name.text());
+            let kind = quote!(<Self as #p::Entity>::KIND);
+            Some(quote! { #p::check_dimension(#kind, #name, &self.#ident, #dimension)?; })
+        });
     quote! {{
+        #(#dimensions)*
         #[allow(unused_mut)]
         let mut __properties = #p::PropertyMap::in_form(__form, #count, 16 + 48 * #count);
         #(#puts)*

@@ -3,7 +3,7 @@
 
 use crate::error::Error;
 use crate::model::entity::Entity;
-use crate::model::scalar::Vector;
+use crate::model::scalar::{Vector, VectorField};
 use crate::model::value::Value;
 use crate::query::descriptor::PropertyPath;
 use crate::query::spec::{Distance, FindNearest};
@@ -14,16 +14,17 @@ impl<E: Entity> Query<E> {
     /// The `limit` entities whose vector `property` is nearest `vector` by `measure`, nearest
     /// first (1 to 100: the service's bound); the filters choose among them, and the query
     /// takes no order nor `limit` of its own. Only entities whose vector has `vector`'s
-    /// dimension are found. On Google Cloud it needs a vector index of the property (see
-    /// `gcloud firestore indexes composite create --field-config=vector-config=...`); the
-    /// embedded engine measures every entity the filters keep.
+    /// dimension are found. It needs a vector index of the property, pre-filtered on the
+    /// properties the query filters on (`#[vector_index(n)]`, `#[entity(index(..., vector))]`):
+    /// the service answers from it, and the embedded engine in strict index mode refuses a
+    /// search none serves (it measures every entity the filters keep).
     ///
     /// ```
     /// # use datastore_entity::prelude::*;
     /// use datastore_entity::{Distance, Vector};
     ///
     /// #[derive(Entity, Debug, Clone, PartialEq)]
-    /// struct Doc { #[key] id: KeyName, emb: Vector }
+    /// struct Doc { #[key] id: KeyName, #[vector_index(2)] emb: Vector }
     ///
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// let db = Db::in_memory();
@@ -39,15 +40,33 @@ impl<E: Entity> Query<E> {
     /// # Ok::<(), Error>(())
     /// # }).unwrap();
     /// ```
-    pub fn find_nearest<I>(
+    ///
+    /// A query vector of another dimension than the property's `#[vector_index(n)]` is
+    /// refused ([`Error::InvalidQuery`]): it could find nothing.
+    pub fn find_nearest<T: VectorField, I>(
         mut self,
-        property: PropertyPath<E, Vector, I>,
+        property: PropertyPath<E, T, I>,
         vector: &Vector,
         measure: Distance,
         limit: usize,
     ) -> Self {
+        let name = property.name();
+        if let Some(index) = E::SCHEMA
+            .vector_indexes
+            .iter()
+            .find(|index| index.property == name)
+            .filter(|index| usize::try_from(index.dimension) != Ok(vector.dimension()))
+        {
+            self.refuse(&format!(
+                "the query vector has {} dimensions, where the `#[vector_index({})]` of `{name}` \
+                 declares {}: it could find nothing",
+                vector.dimension(),
+                index.dimension,
+                index.dimension
+            ));
+        }
         self.spec.find_nearest = Some(FindNearest {
-            property: property.name().to_owned(),
+            property: name.to_owned(),
             vector: vector.clone(),
             measure,
             limit,

@@ -423,3 +423,49 @@ impl Vector {
         self.0
     }
 }
+
+/// A property type that holds a vector, `Vector` or `Option<Vector>`: what
+/// [`Query::find_nearest`](crate::Query::find_nearest) searches and `#[vector_index(n)]`
+/// indexes.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a vector: `find_nearest` searches a `Vector` or `Option<Vector>` property",
+    label = "not a vector property"
+)]
+pub trait VectorField {
+    /// The vector, if there is one.
+    fn vector(&self) -> Option<&Vector>;
+}
+
+impl VectorField for Vector {
+    fn vector(&self) -> Option<&Vector> {
+        Some(self)
+    }
+}
+
+impl VectorField for Option<Vector> {
+    fn vector(&self) -> Option<&Vector> {
+        self.as_ref()
+    }
+}
+
+/// Refuses a vector of another dimension than its field's `#[vector_index(n)]` declares: the
+/// service would store it and leave it out of the index, so no search would ever find it.
+/// Used by the derive.
+#[doc(hidden)]
+pub fn check_dimension(
+    kind: &str,
+    name: &str,
+    field: &impl VectorField,
+    dimension: usize,
+) -> Result<(), Error> {
+    match field.vector() {
+        Some(v) if v.dimension() != dimension => Err(Error::InvalidVector {
+            reason: format!(
+                "property `{name}` of a `{kind}` has {} dimensions, where its \
+                 `#[vector_index({dimension})]` declares {dimension}: no search would find it",
+                v.dimension()
+            ),
+        }),
+        _ => Ok(()),
+    }
+}

@@ -29,6 +29,10 @@ pub struct Schema {
     pub sharded_indexes: &'static [ShardedIndexSchema],
     /// The read replicas of `#[replicated(n)]` (R-S2).
     pub replicas: Option<ReplicaSchema>,
+    /// The vector indexes: `#[vector_index(n)]` on a `Vector` field, and each
+    /// `#[entity(index(...))]` that ends with such a field (a search pre-filtered on the
+    /// properties before it).
+    pub vector_indexes: &'static [VectorIndexSchema],
 }
 
 impl Schema {
@@ -40,6 +44,16 @@ impl Schema {
     /// The TTL property, if one is declared with `#[ttl]`.
     pub fn ttl(&self) -> Option<&PropertySchema> {
         self.properties.iter().find(|p| p.ttl)
+    }
+
+    /// The vector index a nearest-neighbour search of `property` with filters on exactly the
+    /// properties `filtered` (in any order, each once) needs, if declared.
+    pub fn vector_index(&self, property: &str, filtered: &[&str]) -> Option<&VectorIndexSchema> {
+        self.vector_indexes.iter().find(|index| {
+            index.property == property
+                && index.filters.len() == filtered.len()
+                && index.filters.iter().all(|f| filtered.contains(&f.name))
+        })
     }
 
     /// The counter of the Rust field `field`.
@@ -130,6 +144,19 @@ pub struct IndexedProperty {
     pub direction: Direction,
 }
 
+/// A vector index: what the service needs to answer a nearest-neighbour search of `property`
+/// (a flat index of vectors of `dimension` numbers), pre-filtered on the `filters` properties.
+#[derive(Debug, PartialEq, Eq)]
+pub struct VectorIndexSchema {
+    /// The stored name of the vector property.
+    pub property: &'static str,
+    /// The number of dimensions of the vectors the index holds.
+    pub dimension: u32,
+    /// The properties a search may filter on first, most significant first (none for
+    /// `#[vector_index(n)]` alone).
+    pub filters: &'static [IndexedProperty],
+}
+
 /// A `#[sharded(n)]` counter (R-S1): its value lives in `shards` entities of kind `kind`, root
 /// entities with scattered names derived from the owner's key.
 #[derive(Debug, PartialEq, Eq)]
@@ -169,4 +196,61 @@ pub struct ShardedIndexSchema {
     pub companion: &'static str,
     /// The number of shards.
     pub shards: u32,
+}
+
+/// A Firestore field path: segments joined by `.`, each in backticks unless it is a simple
+/// name (`[A-Za-z_][A-Za-z_0-9]*`).
+pub(crate) fn field_path(segments: &[&str]) -> String {
+    segments
+        .iter()
+        .map(|s| {
+            let simple = s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if simple {
+                (*s).to_owned()
+            } else {
+                format!("`{}`", s.replace('\\', "\\\\"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// The `gcloud` command that creates a vector index of `dimension` numbers on `property` of
+/// `kind`, pre-filtered on `filters` (`index.yaml` cannot hold one).
+pub(crate) fn vector_index_command(
+    kind: &str,
+    property: &str,
+    dimension: u64,
+    filters: &[(&str, Direction)],
+) -> String {
+    let quoted = |text: &str| format!("'{}'", text.replace('\'', r"'\''"));
+    let mut command = format!(
+        "gcloud firestore indexes composite create --database='(default)' --collection-group={} \
+         --query-scope=collection --api-scope=datastore-mode-api",
+        quoted(kind)
+    );
+    for (name, direction) in filters {
+        let order = match direction {
+            Direction::Ascending => "ascending",
+            Direction::Descending => "descending",
+        };
+        let config = format!("field-path={},order={order}", field_path(&[name]));
+        command.push_str(&format!(" --field-config={}", quoted(&config)));
+    }
+    let config = format!(
+        "field-path={},vector-config={{\"dimension\":\"{dimension}\",\"flat\":\"{{}}\"}}",
+        field_path(&[property])
+    );
+    command.push_str(&format!(" --field-config={}", quoted(&config)));
+    command
+}
+
+impl VectorIndexSchema {
+    /// The `gcloud` command that creates this index on `kind`.
+    pub fn gcloud_command(&self, kind: &str) -> String {
+        let filters: Vec<(&str, Direction)> =
+            self.filters.iter().map(|f| (f.name, f.direction)).collect();
+        vector_index_command(kind, self.property, self.dimension.into(), &filters)
+    }
 }

@@ -30,6 +30,17 @@ pub struct Embedded {
     pub other: Option<Vector>,
 }
 
+/// A point on a plane, searched by its position, pre-filtered on its label.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Point", index(label, emb))]
+pub struct Point {
+    #[key]
+    pub id: KeyName,
+    pub label: String,
+    #[vector_index(2)]
+    pub emb: Vector,
+}
+
 pub async fn vectors_round_trip_exactly(t: Ctx) {
     let doc = Embedded {
         id: KeyName::new("round").unwrap(),
@@ -96,11 +107,10 @@ pub async fn vectors_nearest_first_by_each_measure(t: Ctx) {
         ("far-east", "a", [3.0, 0.1]),
     ];
     for (id, label, v) in points {
-        t.db.put(&Embedded {
+        t.db.put(&Point {
             id: KeyName::new(id).unwrap(),
             label: label.into(),
             emb: Vector::new(v.to_vec()).unwrap(),
-            other: None,
         })
         .await
         .unwrap();
@@ -111,8 +121,8 @@ pub async fn vectors_nearest_first_by_each_measure(t: Ctx) {
         // every entity, in key order, no limit, no distance. It cannot referee; the engine
         // follows the service's documentation (below), and this records the emulator.
         let page =
-            t.db.query::<Embedded>()
-                .find_nearest(Embedded::EMB, &near, Distance::Euclidean, 1)
+            t.db.query::<Point>()
+                .find_nearest(Point::EMB, &near, Distance::Euclidean, 1)
                 .fetch()
                 .await
                 .unwrap();
@@ -120,47 +130,47 @@ pub async fn vectors_nearest_first_by_each_measure(t: Ctx) {
         assert_eq!(ids, ["east", "far-east", "north", "west"]);
         return;
     }
-    let ids = |found: &[(Embedded, f64)]| -> Vec<String> {
+    let ids = |found: &[(Point, f64)]| -> Vec<String> {
         found
             .iter()
             .map(|(e, _)| e.id.as_str().to_owned())
             .collect()
     };
     let euclid =
-        t.db.query::<Embedded>()
-            .find_nearest(Embedded::EMB, &near, Distance::Euclidean, 3)
+        t.db.query::<Point>()
+            .find_nearest(Point::EMB, &near, Distance::Euclidean, 3)
             .fetch_with_distance()
             .await
             .unwrap();
     assert_eq!(ids(&euclid), ["east", "north", "west"], "{euclid:?}");
     assert!((euclid[0].1 - 0.1f64.hypot(0.1)).abs() < 1e-9, "{euclid:?}");
     let dot =
-        t.db.query::<Embedded>()
-            .find_nearest(Embedded::EMB, &near, Distance::DotProduct, 2)
+        t.db.query::<Point>()
+            .find_nearest(Point::EMB, &near, Distance::DotProduct, 2)
             .fetch_with_distance()
             .await
             .unwrap();
     assert_eq!(ids(&dot), ["far-east", "east"], "larger is nearer: {dot:?}");
     let cosine =
-        t.db.query::<Embedded>()
-            .find_nearest(Embedded::EMB, &near, Distance::Cosine, 1)
+        t.db.query::<Point>()
+            .find_nearest(Point::EMB, &near, Distance::Cosine, 1)
             .fetch_with_distance()
             .await
             .unwrap();
     assert_eq!(ids(&cosine), ["far-east"], "{cosine:?}");
     // A pre-filter, and a threshold.
     let filtered =
-        t.db.query::<Embedded>()
-            .filter(Embedded::LABEL.eq("b"))
-            .find_nearest(Embedded::EMB, &near, Distance::Euclidean, 5)
+        t.db.query::<Point>()
+            .filter(Point::LABEL.eq("b"))
+            .find_nearest(Point::EMB, &near, Distance::Euclidean, 5)
             .fetch()
             .await
             .unwrap();
     assert_eq!(filtered.items.len(), 1);
     assert_eq!(filtered.items[0].id.as_str(), "west");
     let close =
-        t.db.query::<Embedded>()
-            .find_nearest(Embedded::EMB, &near, Distance::Euclidean, 5)
+        t.db.query::<Point>()
+            .find_nearest(Point::EMB, &near, Distance::Euclidean, 5)
             .distance_threshold(1.5)
             .fetch_with_distance()
             .await

@@ -14,10 +14,13 @@ use super::store::{Batch, Range, Store};
 use crate::error::Error;
 use crate::format::file::ENTITIES;
 use crate::model::key::RawKey;
+use crate::model::schema::{Direction, Schema, vector_index_command};
 use crate::model::stored::{ValueView, find_property};
 use crate::model::value::{Property, PropertyMap, Value};
 use crate::query::explain::{ExecutionStats, Explanation};
-use crate::query::spec::{FindNearest, QueryBatch, QueryResult, QuerySpec, ResultShape};
+use crate::query::spec::{
+    FilterNode, FindNearest, QueryBatch, QueryResult, QuerySpec, ResultShape,
+};
 
 /// The distance of the entity stored as `value` (an entities-table value) from the search's
 /// vector: `None` if its property is not a vector of the search's dimension.
@@ -38,10 +41,12 @@ fn measured(value: &[u8], nearest: &FindNearest, dimension: usize) -> Result<Opt
     ))
 }
 
-/// The declared composite indexes and the index mode: all a query's answer depends on
+/// The declared indexes and the index mode: all a query's answer depends on
 /// besides the store.
 pub(super) struct Answers<'a> {
     pub(super) composites: &'a HashMap<String, Vec<Composite>>,
+    /// The declared schemas, for their vector indexes.
+    pub(super) declared: &'a HashMap<usize, &'static Schema>,
     pub(super) strict: bool,
 }
 
@@ -91,6 +96,56 @@ impl Answers<'_> {
         }
     }
 
+    /// Strict index mode: the service answers a nearest-neighbour search from a vector index
+    /// of the vector's dimension on the property, pre-filtered on exactly the properties the
+    /// query filters on.
+    fn vector_index(&self, query: &QuerySpec, nearest: &FindNearest) -> Result<(), Error> {
+        let mut filtered: Vec<&str> = Vec::new();
+        for filter in query.filters.iter().flat_map(FilterNode::leaves) {
+            if !filtered.contains(&filter.property.as_str()) {
+                filtered.push(&filter.property);
+            }
+        }
+        let dimension = nearest.vector.dimension();
+        let declared = self.declared.values().any(|schema| {
+            schema.kind == query.kind
+                && schema
+                    .vector_index(&nearest.property, &filtered)
+                    .is_some_and(|index| usize::try_from(index.dimension) == Ok(dimension))
+        });
+        if declared {
+            return Ok(());
+        }
+        let filters: Vec<(&str, Direction)> = filtered
+            .iter()
+            .map(|f| (*f, Direction::Ascending))
+            .collect();
+        let dimension = u64::try_from(dimension).unwrap_or(u64::MAX);
+        let command = vector_index_command(&query.kind, &nearest.property, dimension, &filters);
+        Err(Error::MissingIndex {
+            message: format!(
+                "no vector index of {dimension} dimensions on `{}` of kind `{}`{} (the embedded \
+                 engine refuses, in strict index mode, what the service would refuse): declare \
+                 `#[vector_index({dimension})]` on the field{}",
+                nearest.property,
+                query.kind,
+                match filtered.is_empty() {
+                    true => String::new(),
+                    false => format!(", pre-filtered on {}", filtered.join(", ")),
+                },
+                match filtered.is_empty() {
+                    true => String::new(),
+                    false => format!(
+                        " and `index({}, {})` on the entity",
+                        filtered.join(", "),
+                        nearest.property
+                    ),
+                },
+            ),
+            index_yaml: format!("# create it with:\n#   {command}\n"),
+        })
+    }
+
     /// A nearest-neighbour search: every entity the filters keep, measured against the vector
     /// (exactly: the engine reads them all, where the service reads its vector index), the
     /// nearest `limit` within the threshold, nearest first (then in key order), each with its
@@ -118,6 +173,9 @@ impl Answers<'_> {
                  or keys: no orders, no projection"
                     .to_owned(),
             ));
+        }
+        if self.strict {
+            self.vector_index(query, nearest)?;
         }
         // The keys the filters keep (from the indexes where a plan allows), then each one's
         // vector read where it lies, without decoding the entity; only the nearest are read.

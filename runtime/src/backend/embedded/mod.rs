@@ -49,7 +49,7 @@ mod store;
 mod tests;
 mod transactions;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -120,8 +120,9 @@ struct State {
     strict: bool,
     /// Declared composite indexes, by kind.
     composites: HashMap<String, Vec<Composite>>,
-    /// The schemas already declared (by address): declaring again costs a set lookup.
-    declared: HashSet<usize>,
+    /// The schemas declared, by address (declaring again costs a lookup); their vector
+    /// indexes are what strict mode checks a nearest-neighbour search against.
+    declared: HashMap<usize, &'static Schema>,
     /// Past versions: what transactions and `read_time` reads read.
     history: History,
     /// The open transactions.
@@ -407,7 +408,7 @@ impl State {
             store,
             strict: true,
             composites: HashMap::new(),
-            declared: HashSet::new(),
+            declared: HashMap::new(),
             history: History::new(),
             transactions: Transactions::default(),
             locks: Locks::default(),
@@ -621,7 +622,7 @@ impl State {
     /// (and, in a file, recorded), so queries can use them at once.
     fn declare(&mut self, schema: &'static Schema) -> Result<(), Error> {
         let address = std::ptr::from_ref(schema).addr();
-        if self.declared.contains(&address) {
+        if self.declared.contains_key(&address) {
             return Ok(());
         }
         let new = records::new_indexes(self.composites(schema.kind), schema);
@@ -633,7 +634,7 @@ impl State {
                 .or_default()
                 .extend(new);
         }
-        self.declared.insert(address);
+        self.declared.insert(address, schema);
         Ok(())
     }
 
@@ -791,9 +792,11 @@ impl State {
 
     /// What answers queries, with the declared indexes and the index mode.
     fn answers(&self) -> Answers<'_> {
+        let (composites, declared, strict) = (&self.composites, &self.declared, self.strict);
         Answers {
-            composites: &self.composites,
-            strict: self.strict,
+            composites,
+            declared,
+            strict,
         }
     }
 }

@@ -1,4 +1,5 @@
-// Issue #29: a vector cannot be a column of a composite index: it has no index entries.
+// Issue #29: an index may end with a vector (a search pre-filtered on the properties before
+// it) only when the field declares the vectors' dimension with `#[vector_index(n)]`.
 use datastore_entity::prelude::*;
 use datastore_entity::Vector;
 
