@@ -258,8 +258,11 @@ fn schema(entity: &Entity) -> TokenStream {
             let ttl = field.flags.ttl.is_some();
             let ty = &field.ty;
             let nested = match field.flags.blob.or(field.json) {
-                Some(_) => quote!(|| #p::Option::None),
-                None => quote_spanned!(ty.span()=> || (&#p::Probe::<#ty>::new()).embedded()),
+                Some(_) => quote!(|| (#p::Option::None, false)),
+                None => quote_spanned!(ty.span()=> || {
+                    let __probe = &#p::Probe::<#ty>::new();
+                    (__probe.embedded(), __probe.repeated())
+                }),
             };
             let aliases = field.aliases.iter().map(|a| a.text());
             let flatten = field.flatten.is_some();
@@ -283,7 +286,7 @@ fn schema(entity: &Entity) -> TokenStream {
             let shards = field.flags.sharded_index.map_or(0, |c| count(c.value));
             properties.push(quote!(
                 #p::PropertySchema::new(
-                    #companion, #rust_name, false, false, &[], false, || #p::Option::None
+                    #companion, #rust_name, false, false, &[], false, || (#p::Option::None, false)
                 )
             ));
             sharded.push(quote! {

@@ -12,13 +12,6 @@ use crate::query::write::Mask;
 use super::Db;
 use super::read::stamped;
 
-/// The paths a read of `E` needs: each property it declares, and their former names.
-pub(crate) fn declared_paths<E: Entity>() -> Vec<Vec<Cow<'static, str>>> {
-    Mask::declared_names(E::SCHEMA)
-        .map(|name| vec![name])
-        .collect()
-}
-
 impl Db {
     /// Reads one entity by key, only the properties its type declares: the others (another
     /// program's, a wider struct's) stay on the server, unread and unsent. For a large entity
@@ -66,7 +59,7 @@ impl Db {
         keys: &[Key<E>],
     ) -> Result<Vec<Option<E>>, Error> {
         let owners = self.owners(keys)?;
-        let paths = declared_paths::<E>();
+        let paths = Mask::read_paths(E::SCHEMA);
         let found = self.scope.backend.lookup_masked(&owners, &paths).await?;
         let read = stamped::<E>(&self.scope, owners, found).await?;
         Ok(read.into_iter().map(|slot| slot.map(|(e, _)| e)).collect())

@@ -280,8 +280,7 @@ impl<E: Entity> Query<E> {
     /// of a kind with large properties it does not need leaves them on the server. The
     /// entities are what [`fetch`](Query::fetch) returns.
     pub fn partial(mut self) -> Self {
-        let paths = Mask::declared_names(E::SCHEMA).map(|name| vec![name]);
-        self.spec.property_mask = Some(paths.collect());
+        self.spec.property_mask = Some(Mask::read_paths(E::SCHEMA));
         self
     }
 

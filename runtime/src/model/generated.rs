@@ -136,6 +136,8 @@ pub trait PropertyProbe<T> {
     ) -> Result<T, DecodeError>;
     /// The schema of an embedded entity type.
     fn embedded(&self) -> Option<&'static Schema>;
+    /// Whether the value is stored as an array.
+    fn repeated(&self) -> bool;
 }
 
 impl<T: PropertyType> PropertyProbe<T> for Probe<T> {
@@ -175,6 +177,9 @@ impl<T: PropertyType> PropertyProbe<T> for Probe<T> {
     fn embedded(&self) -> Option<&'static Schema> {
         T::EMBEDDED
     }
+    fn repeated(&self) -> bool {
+        T::REPEATED
+    }
 }
 
 /// Never runs: the field's assertion fails to compile when this is chosen.
@@ -207,6 +212,10 @@ pub trait PropertyFallback<T> {
     }
     /// See [`PropertyProbe::embedded`].
     fn embedded(&self) -> Option<&'static Schema> {
+        unreachable!("the derive's assertion rejects this field type")
+    }
+    /// See [`PropertyProbe::repeated`].
+    fn repeated(&self) -> bool {
         unreachable!("the derive's assertion rejects this field type")
     }
 }

@@ -31,6 +31,10 @@ pub trait PropertyType: Sized {
     /// The schema of an embedded entity type, `None` for plain values.
     const EMBEDDED: Option<&'static Schema> = None;
 
+    /// Whether the value is stored as an array (a `Vec`): a path into an embedded entity
+    /// does not reach through one.
+    const REPEATED: bool = false;
+
     /// The value, as the store holds it.
     fn to_value(&self) -> Value;
 
@@ -436,6 +440,7 @@ impl<T: PropertyType> PropertyType for Option<T> {
     type Operand = T::Operand;
     type Growth = T::Growth;
     const EMBEDDED: Option<&'static Schema> = T::EMBEDDED;
+    const REPEATED: bool = T::REPEATED;
     fn to_value(&self) -> Value {
         match self {
             Some(v) => v.to_value(),
@@ -475,6 +480,7 @@ impl<T: PropertyType> PropertyType for Vec<T> {
     type Operand = T::Operand;
     type Growth = T::Growth;
     const EMBEDDED: Option<&'static Schema> = T::EMBEDDED;
+    const REPEATED: bool = true;
     fn to_value(&self) -> Value {
         Value::Array(self.iter().map(T::to_value).collect())
     }
@@ -513,6 +519,7 @@ impl<T: PropertyType> PropertyType for Box<T> {
     type Operand = T::Operand;
     type Growth = T::Growth;
     const EMBEDDED: Option<&'static Schema> = T::EMBEDDED;
+    const REPEATED: bool = T::REPEATED;
     fn to_value(&self) -> Value {
         (**self).to_value()
     }

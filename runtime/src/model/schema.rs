@@ -79,12 +79,13 @@ pub struct PropertySchema {
     /// `#[property(flatten)]`: the embedded entity is stored as top-level `name.sub`
     /// properties (a `Vec` of them as one array per sub-property).
     pub flatten: bool,
-    embedded: fn() -> Option<&'static Schema>,
+    /// The schema of an embedded entity type, and whether the value is an array.
+    nested: fn() -> (Option<&'static Schema>, bool),
 }
 
 impl PropertySchema {
-    /// Describes a property; `embedded` returns the schema of an embedded entity type. Used by
-    /// the derive.
+    /// Describes a property; `nested` returns the schema of an embedded entity type and
+    /// whether the value is an array. Used by the derive.
     #[doc(hidden)]
     pub const fn new(
         name: &'static str,
@@ -93,7 +94,7 @@ impl PropertySchema {
         ttl: bool,
         aliases: &'static [&'static str],
         flatten: bool,
-        embedded: fn() -> Option<&'static Schema>,
+        nested: fn() -> (Option<&'static Schema>, bool),
     ) -> PropertySchema {
         PropertySchema {
             name,
@@ -102,13 +103,18 @@ impl PropertySchema {
             ttl,
             aliases,
             flatten,
-            embedded,
+            nested,
         }
     }
 
     /// The schema of an embedded entity, whose properties are indexed as `name.inner` (R-P2).
     pub fn embedded(&self) -> Option<&'static Schema> {
-        (self.embedded)()
+        (self.nested)().0
+    }
+
+    /// Whether the property is stored as an array (a `Vec` field).
+    pub fn repeated(&self) -> bool {
+        (self.nested)().1
     }
 }
 
@@ -122,6 +128,7 @@ impl std::fmt::Debug for PropertySchema {
             .field("aliases", &self.aliases)
             .field("flatten", &self.flatten)
             .field("embedded", &self.embedded().map(|s| s.kind))
+            .field("repeated", &self.repeated())
             .finish()
     }
 }

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use crate::model::key::RawKey;
 use crate::model::scalar::Timestamp;
-use crate::model::schema::Schema;
+use crate::model::schema::{PropertySchema, Schema};
 use crate::model::value::{Property, PropertyMap, Value};
 use crate::query::spec::Stamp;
 
@@ -153,20 +153,21 @@ impl Mask {
 
     /// The paths of a declared mask, each one name long.
     pub fn declared_names(schema: &'static Schema) -> impl Iterator<Item = Cow<'static, str>> {
-        schema.properties.iter().flat_map(|property| {
-            let flattened = property.embedded().filter(|_| property.flatten);
-            // `#[property(flatten)]`: its `name.sub` properties.
-            let subs = flattened.into_iter().flat_map(move |inner| {
-                inner
-                    .properties
-                    .iter()
-                    .map(move |sub| Cow::Owned(format!("{}.{}", property.name, sub.name)))
-            });
-            let own = flattened.is_none().then_some(Cow::Borrowed(property.name));
-            own.into_iter()
-                .chain(subs)
-                .chain(property.aliases.iter().map(|&alias| Cow::Borrowed(alias)))
-        })
+        schema.properties.iter().flat_map(stored_names)
+    }
+
+    /// The paths a read of the type `schema` describes needs: each property it declares (and
+    /// its former names), and inside an embedded entity only the properties its type declares
+    /// (not inside an array of them, which a path does not reach through).
+    pub fn read_paths(schema: &'static Schema) -> Vec<Vec<Cow<'static, str>>> {
+        let mut paths = Vec::new();
+        read_paths(
+            schema,
+            &mut vec![std::ptr::from_ref(schema)],
+            &[],
+            &mut paths,
+        );
+        paths
     }
 
     /// The paths, `None` for the whole entity.
@@ -219,6 +220,52 @@ impl Mask {
                 }
                 stored
             }
+        }
+    }
+}
+
+/// The stored names of one declared property: its own (or, flattened, its `name.sub`
+/// properties), then its former names.
+fn stored_names(property: &'static PropertySchema) -> impl Iterator<Item = Cow<'static, str>> {
+    let flattened = property.embedded().filter(|_| property.flatten);
+    // `#[property(flatten)]`: its `name.sub` properties.
+    let subs = flattened.into_iter().flat_map(move |inner| {
+        inner
+            .properties
+            .iter()
+            .map(move |sub| Cow::Owned(format!("{}.{}", property.name, sub.name)))
+    });
+    let own = flattened.is_none().then_some(Cow::Borrowed(property.name));
+    own.into_iter()
+        .chain(subs)
+        .chain(property.aliases.iter().map(|&alias| Cow::Borrowed(alias)))
+}
+
+/// [`Mask::read_paths`] of `schema`, each behind `prefix`; `seen` holds the schemas being
+/// walked, so a type that embeds itself is read whole at its second level.
+fn read_paths(
+    schema: &'static Schema,
+    seen: &mut Vec<*const Schema>,
+    prefix: &[Cow<'static, str>],
+    out: &mut Vec<Vec<Cow<'static, str>>>,
+) {
+    let behind = |name: Cow<'static, str>| prefix.iter().cloned().chain([name]).collect();
+    for property in schema.properties {
+        let inner = property.embedded().filter(|inner| {
+            !property.flatten
+                && !property.repeated()
+                && !inner.properties.is_empty()
+                && !seen.contains(&std::ptr::from_ref(*inner))
+        });
+        match inner {
+            Some(inner) => {
+                seen.push(std::ptr::from_ref(inner));
+                let path: Vec<_> = behind(Cow::Borrowed(property.name));
+                read_paths(inner, seen, &path, out);
+                seen.pop();
+                out.extend(property.aliases.iter().map(|&a| behind(Cow::Borrowed(a))));
+            }
+            None => out.extend(stored_names(property).map(behind)),
         }
     }
 }

@@ -19,6 +19,7 @@ macro_rules! partial_tests {
             partial_paths_into_embedded_entities,
             partial_queries_return_only_the_masked_properties,
             partial_a_projection_struct_by_key,
+            partial_typed_reads_reach_into_embedded_entities,
         );
     };
 }
@@ -204,4 +205,121 @@ pub async fn partial_a_projection_struct_by_key(t: Ctx) {
             .unwrap()
             .is_none()
     );
+}
+
+/// An address, as a profile stores it.
+#[derive(Entity, Debug, Clone, PartialEq)]
+pub struct Address {
+    pub city: String,
+    pub zip: String,
+    #[exclude_from_index]
+    pub notes: String,
+}
+
+/// A person's profile, with addresses embedded.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Profile")]
+pub struct Profile {
+    #[key]
+    pub id: KeyName,
+    pub name: String,
+    pub home: Address,
+    pub past: Vec<Address>,
+    pub work: Option<Address>,
+}
+
+/// Only the city of an address.
+#[derive(Entity, Debug, Clone, PartialEq)]
+pub struct City {
+    pub city: String,
+}
+
+/// The same kind, only the cities.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Profile")]
+pub struct ProfileCities {
+    #[key]
+    pub id: KeyName,
+    pub home: City,
+    pub past: Vec<City>,
+    pub work: Option<City>,
+}
+
+pub async fn partial_typed_reads_reach_into_embedded_entities(t: Ctx) {
+    // The mask of a narrower struct reaches into an embedded entity (`home.city`), not through
+    // an array of them (`past`, whole: a path through an array reads nothing).
+    assert_eq!(
+        datastore_entity::backend::Mask::read_paths(ProfileCities::SCHEMA),
+        paths(&[&["home", "city"], &["past"], &["work", "city"]])
+    );
+    let address = |city: &str| Address {
+        city: city.into(),
+        zip: "00000".into(),
+        notes: "n".repeat(500),
+    };
+    for (id, work) in [("with-work", Some(address("Lyon"))), ("no-work", None)] {
+        t.db.put(&Profile {
+            id: KeyName::new(id).unwrap(),
+            name: "Ada".into(),
+            home: address("Paris"),
+            past: vec![address("Rome"), address("Oslo")],
+            work,
+        })
+        .await
+        .unwrap();
+    }
+    let city = |c: &str| City { city: c.into() };
+    let read =
+        t.db.get_many_partial(&[
+            ProfileCities::key(KeyName::new("with-work").unwrap()),
+            ProfileCities::key(KeyName::new("no-work").unwrap()),
+        ])
+        .await
+        .unwrap();
+    let expected = |id: &str, work: Option<City>| ProfileCities {
+        id: KeyName::new(id).unwrap(),
+        home: city("Paris"),
+        past: vec![city("Rome"), city("Oslo")],
+        work,
+    };
+    assert_eq!(
+        read,
+        [
+            Some(expected("with-work", Some(city("Lyon")))),
+            Some(expected("no-work", None))
+        ]
+    );
+    let mut page =
+        t.db.query::<ProfileCities>()
+            .partial()
+            .fetch()
+            .await
+            .unwrap()
+            .items;
+    page.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+    assert_eq!(
+        page,
+        [
+            expected("no-work", None),
+            expected("with-work", Some(city("Lyon")))
+        ]
+    );
+    // What the service sent for `home`: only its city.
+    let raw =
+        t.db.bind(&ProfileCities::key(KeyName::new("with-work").unwrap()))
+            .unwrap()
+            .into_raw();
+    let found =
+        t.db.backend()
+            .lookup_masked(std::slice::from_ref(&raw), &paths(&[&["home", "city"]]))
+            .await
+            .unwrap();
+    let (properties, _) = found[0].as_ref().expect("there");
+    if masks_honoured(&t) {
+        let home = properties.get("home").expect("home");
+        let Value::Entity(home) = &home.value else {
+            panic!("{home:?}")
+        };
+        assert_eq!(home.iter().map(|(n, _)| n).collect::<Vec<_>>(), ["city"]);
+    }
 }
