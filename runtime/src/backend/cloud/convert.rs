@@ -264,7 +264,8 @@ impl Partitions {
             vector_property: Some(pb::PropertyReference {
                 name: nearest.property.clone(),
             }),
-            query_vector: Some(self.value(&Value::Vector(nearest.vector.clone()), false)),
+            // As every vector value: meaning 31, excluded from indexes on the array itself.
+            query_vector: Some(self.value(&Value::Vector(nearest.vector.clone()), true)),
             distance_measure: match nearest.measure {
                 Distance::Euclidean => M::Euclidean,
                 Distance::Cosine => M::Cosine,
@@ -491,6 +492,47 @@ mod tests {
         assert_eq!(
             property_from_wire(projected, &p).unwrap().value,
             Value::Integer(42)
+        );
+    }
+
+    /// Issue #29: no emulator answers a nearest-neighbour search (the Firestore emulator takes
+    /// it and ignores it), so the message is checked against the service's reference: the
+    /// vector as an array of doubles with meaning 31 (excluded from indexes on the array), the
+    /// measure, the limit, the distance property and the threshold.
+    #[test]
+    fn a_nearest_search_is_sent_as_the_service_documents_it() {
+        use crate::model::scalar::Vector;
+        let nearest = FindNearest {
+            property: "emb".into(),
+            vector: Vector::new(vec![0.5, -1.0]).unwrap(),
+            measure: Distance::DotProduct,
+            limit: 7,
+            distance_property: Some("d".into()),
+            threshold: Some(0.25),
+        };
+        let sent = partitions().find_nearest(&nearest);
+        assert_eq!(sent.vector_property.unwrap().name, "emb");
+        assert_eq!(
+            sent.distance_measure,
+            pb::find_nearest::DistanceMeasure::DotProduct as i32
+        );
+        assert_eq!(sent.limit, Some(7));
+        assert_eq!(sent.distance_result_property, "d");
+        assert_eq!(sent.distance_threshold, Some(0.25));
+        let vector = sent.query_vector.unwrap();
+        assert_eq!(vector.meaning, 31);
+        assert!(vector.exclude_from_indexes);
+        let Some(pb::value::ValueType::ArrayValue(array)) = vector.value_type else {
+            panic!("{vector:?}")
+        };
+        let doubles: Vec<Option<pb::value::ValueType>> =
+            array.values.into_iter().map(|v| v.value_type).collect();
+        assert_eq!(
+            doubles,
+            [
+                Some(pb::value::ValueType::DoubleValue(0.5)),
+                Some(pb::value::ValueType::DoubleValue(-1.0))
+            ]
         );
     }
 }
