@@ -30,6 +30,9 @@ pub enum Backend {
     Datastore,
     /// Google's Firestore emulator in Datastore mode: today's production service.
     Firestore,
+    /// The cloud backend talking to `datastore-entity-server` (the embedded engine in memory,
+    /// behind Google's gRPC API), started in this test binary.
+    Server,
 }
 
 /// The project the emulators are asked about.
@@ -39,7 +42,7 @@ impl Backend {
     /// The Debian package that ships the emulator, and its launcher's file name.
     fn package(self) -> Option<(&'static str, &'static str)> {
         match self {
-            Backend::Embedded | Backend::File => None,
+            Backend::Embedded | Backend::File | Backend::Server => None,
             Backend::Datastore => Some((
                 "google-cloud-cli-datastore-emulator",
                 "cloud_datastore_emulator",
@@ -53,7 +56,7 @@ impl Backend {
 
     /// Whether this is one of Google's emulators.
     pub fn is_emulator(self) -> bool {
-        !self.is_embedded()
+        matches!(self, Backend::Datastore | Backend::Firestore)
     }
 
     /// Whether this is the embedded engine (in memory or in a file).
@@ -254,6 +257,37 @@ pub fn shared_emulator(backend: Backend) -> Option<&'static Emulator> {
     }
 }
 
+/// The address (`127.0.0.1:PORT`) of `datastore-entity-server` for this test binary: the
+/// embedded engine in memory, served on a free loopback port from a thread of its own (each
+/// test has its own runtime; the server outlives them all).
+pub fn server_host() -> &'static str {
+    static HOST: OnceLock<String> = OnceLock::new();
+    HOST.get_or_init(|| {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("a runtime for the server");
+            runtime.block_on(async {
+                let options = datastore_entity_server::Options {
+                    port: 0,
+                    ..Default::default()
+                };
+                let server = datastore_entity_server::Server::start(options)
+                    .await
+                    .expect("the server starts");
+                sender
+                    .send(server.emulator_host())
+                    .expect("the harness waits");
+                server.stopping().await;
+            });
+        });
+        receiver.recv().expect("the server's address")
+    })
+}
+
 /// The loopback address of `backend`'s emulator for this test binary (`127.0.0.1:PORT`), as
 /// other clients take it in `DATASTORE_EMULATOR_HOST`.
 pub fn emulator_host(backend: Backend) -> Result<String, String> {
@@ -400,6 +434,11 @@ pub async fn db(backend: Backend, test: &str) -> Option<Db> {
     let root = match backend {
         Backend::Embedded => Db::in_memory(),
         Backend::File => file_db().clone(),
+        Backend::Server => Db::cloud_builder(PROJECT)
+            .endpoint(format!("http://{}", server_host()))
+            .build()
+            .await
+            .expect("the server is up"),
         emulated => match emulator(emulated) {
             Ok(emulator) => Db::cloud_builder(PROJECT)
                 .endpoint(format!("http://127.0.0.1:{}", emulator.port))

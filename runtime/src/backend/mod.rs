@@ -27,6 +27,8 @@ pub use crate::query::write::{
 pub mod cloud;
 pub mod embedded;
 pub(crate) mod retry;
+#[cfg(feature = "cloud")]
+pub mod serve;
 
 /// A boxed future, so the trait can be used as `dyn Backend`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -258,7 +258,7 @@ pub async fn cursor_of_another_query(t: Ctx) {
     match t.backend {
         // Stricter than the service, deliberately (R-Q3): a cursor belongs to its query, so
         // one of another query (or namespace) is refused instead of resuming somewhere.
-        Backend::Embedded | Backend::File => {
+        Backend::Embedded | Backend::File | Backend::Server => {
             for other in [&descending, &filtered, &by_group, &other_namespace] {
                 assert!(
                     matches!(other, Err(Error::InvalidCursor { .. })),

@@ -335,7 +335,7 @@ pub async fn tx_a_scanned_range_and_a_later_insert_into_it(t: Ctx) {
         // Optimistic concurrency (the legacy emulator, and the embedded engine, which re-runs
         // a transaction's queries at commit): the insert goes through at once, and the
         // transaction is aborted at commit, since what it scanned changed.
-        Backend::Datastore | Backend::Embedded | Backend::File => {
+        Backend::Datastore | Backend::Embedded | Backend::File | Backend::Server => {
             outcome.aborted_after_the_insert(balance)
         }
         // Pessimistic locking (Firestore in Datastore mode): the insert is held back until the
@@ -369,7 +369,9 @@ pub async fn tx_a_query_without_an_ancestor(t: Ctx) {
         // ancestor query.
         Backend::Firestore => outcome.committed_before_the_insert(balance),
         // The embedded engine runs them too, optimistically: aborted at commit.
-        Backend::Embedded | Backend::File => outcome.aborted_after_the_insert(balance),
+        Backend::Embedded | Backend::File | Backend::Server => {
+            outcome.aborted_after_the_insert(balance)
+        }
     }
 }
 
@@ -535,7 +537,7 @@ pub async fn tx_read_only_reads_one_snapshot(t: Ctx) {
     // Firestore and the engine read from a snapshot: one attempt. The legacy emulator is
     // optimistic: the attempt that straddled the transfer failed and ran again.
     let expected_attempts = match t.backend {
-        Backend::Firestore | Backend::Embedded | Backend::File => 1,
+        Backend::Firestore | Backend::Embedded | Backend::File | Backend::Server => 1,
         Backend::Datastore => 2,
     };
     assert_eq!(attempts.load(Ordering::SeqCst), expected_attempts);
@@ -615,7 +617,9 @@ pub async fn tx_read_only_at_a_past_read_time(t: Ctx) {
         })
         .await;
     match t.backend {
-        Backend::Firestore | Backend::Embedded | Backend::File => assert_eq!(read, Ok((5, 5))),
+        Backend::Firestore | Backend::Embedded | Backend::File | Backend::Server => {
+            assert_eq!(read, Ok((5, 5)))
+        }
         // The legacy emulator accepts a read time and ignores it: it reads the current data.
         // Production (Firestore in Datastore mode) and its emulator honour it.
         Backend::Datastore => assert_eq!(read, Ok((9, 9))),

@@ -1,0 +1,405 @@
+//! Google's Datastore API answered by any [`Backend`]: the calls of the service's gRPC
+//! interface (`google.datastore.v1.Datastore`) on its own messages, so that every client
+//! written for the service — Google's, in any language, and this crate's cloud backend — can
+//! use the embedded engine (or any backend) as it uses the service. The
+//! `datastore-entity-server` crate serves it over the network.
+//!
+//! Each request is checked as the service checks it and translated into the backend's calls;
+//! what a backend cannot do (GQL, `distinct_on`, a conflict resolved other than by failing) is
+//! refused with `UNIMPLEMENTED`, never ignored.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use datastore_entity::backend::embedded::Embedded;
+//! use datastore_entity::backend::serve::Service;
+//! use gcloud_sdk::google::datastore::v1 as pb;
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let service = Service::new(Arc::new(Embedded::in_memory().strict_indexes(false)));
+//! let key = pb::Key {
+//!     partition_id: None,
+//!     path: vec![pb::key::PathElement {
+//!         kind: "Task".into(),
+//!         id_type: Some(pb::key::path_element::IdType::Name("a".into())),
+//!     }],
+//! };
+//! let found = service
+//!     .lookup(pb::LookupRequest { project_id: "p".into(), keys: vec![key], ..Default::default() })
+//!     .await
+//!     .unwrap();
+//! assert_eq!((found.found.len(), found.missing.len()), (0, 1));
+//! # });
+//! ```
+
+mod request;
+mod response;
+
+use std::sync::Arc;
+
+use gcloud_sdk::google::datastore::v1 as pb;
+use tonic::Status;
+
+pub(crate) use self::request::status;
+use self::request::{Read, Scope, invalid, path, transaction_mode};
+use crate::backend::{Backend, TransactionId, TransactionMode};
+use crate::error::Error;
+use crate::model::key::PartitionId;
+use crate::model::scalar::Timestamp;
+use crate::model::stored::ValueView;
+use crate::model::value::Value;
+use crate::model::wire::timestamp;
+use crate::model::wire_map::wire_value;
+
+/// The Datastore API over a backend. Cheap to clone: clones share the backend.
+#[derive(Clone)]
+pub struct Service {
+    backend: Arc<dyn Backend>,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service").finish_non_exhaustive()
+    }
+}
+
+impl Service {
+    /// The API answered by `backend`.
+    pub fn new(backend: Arc<dyn Backend>) -> Service {
+        Service { backend }
+    }
+
+    /// The backend that answers.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    /// Runs `read` as `how` says: in a transaction given or begun, or in a read-only snapshot
+    /// ended after it. Returns a transaction it began.
+    async fn reading<T>(
+        &self,
+        how: Read,
+        partition: &PartitionId,
+        read: impl AsyncFnOnce(Option<&TransactionId>) -> Result<T, Error>,
+    ) -> Result<(Option<TransactionId>, T), Status> {
+        let backend = &*self.backend;
+        match how {
+            Read::Now => Ok((None, read(None).await.map_err(status)?)),
+            Read::In(id) => Ok((None, read(Some(&id)).await.map_err(status)?)),
+            Read::Begin(mode) => {
+                let id = backend
+                    .begin_transaction(partition, &mode)
+                    .await
+                    .map_err(status)?;
+                match read(Some(&id)).await {
+                    Ok(value) => Ok((Some(id), value)),
+                    Err(error) => {
+                        let _ = backend.rollback(&id).await;
+                        Err(status(error))
+                    }
+                }
+            }
+            Read::Snapshot(read_time) => {
+                let mode = TransactionMode::ReadOnly { read_time };
+                let id = backend
+                    .begin_transaction(partition, &mode)
+                    .await
+                    .map_err(status)?;
+                let value = read(Some(&id)).await;
+                let _ = backend.rollback(&id).await;
+                Ok((None, value.map_err(status)?))
+            }
+        }
+    }
+
+    /// `Lookup`: entities by key, found and missing, in a transaction or not, through a
+    /// property mask.
+    pub async fn lookup(&self, request: pb::LookupRequest) -> Result<pb::LookupResponse, Status> {
+        let scope = Scope::new(&request.project_id, &request.database_id)?;
+        let keys = scope.complete_keys(request.keys)?;
+        let paths = match request.property_mask {
+            Some(mask) => Some(
+                mask.paths
+                    .iter()
+                    .map(|p| path(p))
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            None => None,
+        };
+        let partition = match keys.first().and_then(|k| k.partition()) {
+            Some(p) => p.clone(),
+            None => scope.partition(None)?,
+        };
+        let how = scope.read(request.read_options)?;
+        let backend = &*self.backend;
+        let (transaction, found) = self
+            .reading(how, &partition, async |t| {
+                backend.lookup_stamped(&keys, t).await
+            })
+            .await?;
+        let mut response = pb::LookupResponse::default();
+        for (key, slot) in keys.iter().zip(found) {
+            match slot {
+                Some((properties, stamp)) => {
+                    let properties = match &paths {
+                        Some(paths) => properties.selected(paths),
+                        None => properties,
+                    };
+                    response.found.push(scope.found(key, properties, &stamp));
+                }
+                None => response.missing.push(scope.missing(key)),
+            }
+        }
+        response.transaction = transaction.map(|t| t.0).unwrap_or_default();
+        response.read_time = Some(timestamp(Timestamp::now()));
+        Ok(response)
+    }
+
+    /// `RunQuery`: one batch of a query's results (the client asks again from its end cursor
+    /// while the batch says `NOT_FINISHED`).
+    pub async fn run_query(
+        &self,
+        request: pb::RunQueryRequest,
+    ) -> Result<pb::RunQueryResponse, Status> {
+        use pb::run_query_request::QueryType;
+        let scope = Scope::new(&request.project_id, &request.database_id)?;
+        let query = match request.query_type {
+            Some(QueryType::Query(query)) => query,
+            Some(QueryType::GqlQuery(_)) => {
+                return Err(Status::unimplemented(
+                    "GQL is not served by this server: send a structured query.",
+                ));
+            }
+            None => return Err(invalid("A query is required.")),
+        };
+        if request.explain_options.is_some() {
+            return Err(Status::unimplemented(
+                "Query Explain is not served by this server yet.",
+            ));
+        }
+        let (mut spec, paging) = scope.query(request.partition_id, query)?;
+        if let Some(mask) = request.property_mask {
+            spec.property_mask = Some(
+                mask.paths
+                    .iter()
+                    .map(|p| path(p))
+                    .collect::<Result<Vec<_>, _>>()?,
+            );
+        }
+        if spec.find_nearest.is_none() {
+            let asked = paging
+                .limit
+                .map_or(response_batch(), |l| l.min(response_batch()));
+            spec.limit = Some(paging.offset.saturating_add(asked));
+        }
+        let how = scope.read(request.read_options)?;
+        let backend = &*self.backend;
+        let partition = spec.partition.clone();
+        let (transaction, answer) = self
+            .reading(how, &partition, async |t| backend.run_query(&spec, t).await)
+            .await?;
+        let mut batch = scope.batch(&spec.shape, &paging, answer, spec.start_cursor.clone());
+        batch.read_time = Some(timestamp(Timestamp::now()));
+        Ok(pb::RunQueryResponse {
+            batch: Some(batch),
+            transaction: transaction.map(|t| t.0).unwrap_or_default(),
+            ..pb::RunQueryResponse::default()
+        })
+    }
+
+    /// `RunAggregationQuery`: each aggregation of a query's rows, under its alias, from one
+    /// snapshot.
+    pub async fn run_aggregation_query(
+        &self,
+        request: pb::RunAggregationQueryRequest,
+    ) -> Result<pb::RunAggregationQueryResponse, Status> {
+        use pb::run_aggregation_query_request::QueryType;
+        let scope = Scope::new(&request.project_id, &request.database_id)?;
+        let query = match request.query_type {
+            Some(QueryType::AggregationQuery(query)) => query,
+            Some(QueryType::GqlQuery(_)) => {
+                return Err(Status::unimplemented(
+                    "GQL is not served by this server: send a structured query.",
+                ));
+            }
+            None => return Err(invalid("An aggregation query is required.")),
+        };
+        if request.explain_options.is_some() {
+            return Err(Status::unimplemented(
+                "Query Explain is not served by this server yet.",
+            ));
+        }
+        let (spec, aggregations) = scope.aggregation(request.partition_id, query)?;
+        let how = match scope.read(request.read_options)? {
+            // Several aggregations see one snapshot.
+            Read::Now if aggregations.len() > 1 => Read::Snapshot(None),
+            how => how,
+        };
+        let backend = &*self.backend;
+        let (transaction, values) = self
+            .reading(how, &spec.partition, async |t| {
+                let mut values: Vec<(String, Value)> = Vec::with_capacity(aggregations.len());
+                for (alias, aggregation) in &aggregations {
+                    let value = backend.run_aggregation(&spec, aggregation, t).await?;
+                    values.push((alias.clone(), value));
+                }
+                Ok(values)
+            })
+            .await?;
+        let aggregate_properties = values
+            .into_iter()
+            .map(|(alias, value)| {
+                let wire = wire_value(ValueView::of(&value), false, &scope.partitions);
+                (alias, wire)
+            })
+            .collect();
+        Ok(pb::RunAggregationQueryResponse {
+            batch: Some(pb::AggregationResultBatch {
+                aggregation_results: vec![pb::AggregationResult {
+                    aggregate_properties,
+                }],
+                more_results: pb::query_result_batch::MoreResultsType::NoMoreResults as i32,
+                read_time: Some(timestamp(Timestamp::now())),
+            }),
+            transaction: transaction.map(|t| t.0).unwrap_or_default(),
+            ..pb::RunAggregationQueryResponse::default()
+        })
+    }
+
+    /// `BeginTransaction`.
+    pub async fn begin_transaction(
+        &self,
+        request: pb::BeginTransactionRequest,
+    ) -> Result<pb::BeginTransactionResponse, Status> {
+        let scope = Scope::new(&request.project_id, &request.database_id)?;
+        let mode = transaction_mode(request.transaction_options.unwrap_or_default())?;
+        let partition = scope.partition(None)?;
+        let id = self
+            .backend
+            .begin_transaction(&partition, &mode)
+            .await
+            .map_err(status)?;
+        Ok(pb::BeginTransactionResponse { transaction: id.0 })
+    }
+
+    /// `Commit`: in a transaction, in a single-use one, or not; each mutation's result in
+    /// order (an allocated key where one was incomplete), and the commit's time.
+    pub async fn commit(&self, request: pb::CommitRequest) -> Result<pb::CommitResponse, Status> {
+        use pb::commit_request::{Mode, TransactionSelector as Selector};
+        let scope = Scope::new(&request.project_id, &request.database_id)?;
+        let changes = request
+            .mutations
+            .into_iter()
+            .map(|m| scope.change(m))
+            .collect::<Result<Vec<_>, _>>()?;
+        let incomplete: Vec<bool> = changes
+            .iter()
+            .map(|c| !c.mutation.key().is_complete())
+            .collect();
+        let transactional = match Mode::try_from(request.mode) {
+            Ok(Mode::Transactional) => true,
+            Ok(Mode::NonTransactional) => false,
+            _ => request.transaction_selector.is_some(),
+        };
+        let backend = &*self.backend;
+        let committed = match (transactional, request.transaction_selector) {
+            (true, Some(Selector::Transaction(id))) => {
+                backend
+                    .commit_changes(changes, Some(&TransactionId(id)))
+                    .await
+            }
+            (true, Some(Selector::SingleUseTransaction(options))) => {
+                let mode = transaction_mode(options)?;
+                let partition = scope.partition(None)?;
+                backend.begin_with_commit(changes, &partition, &mode).await
+            }
+            (true, None) => {
+                return Err(invalid(
+                    "A transactional commit needs a transaction or single_use options.",
+                ));
+            }
+            (false, None) => backend.commit_changes(changes, None).await,
+            (false, Some(_)) => {
+                return Err(invalid(
+                    "A non-transactional commit cannot have a transaction.",
+                ));
+            }
+        }
+        .map_err(status)?;
+        let mutation_results = committed
+            .results
+            .into_iter()
+            .zip(incomplete)
+            .map(|(result, incomplete)| pb::MutationResult {
+                key: incomplete.then(|| scope.partitions.key(&result.key)),
+                version: i64::try_from(result.stamp.version).unwrap_or(i64::MAX),
+                create_time: result.stamp.create_time.map(timestamp),
+                update_time: result.stamp.update_time.map(timestamp),
+                conflict_detected: false,
+                transform_results: result
+                    .transform_results
+                    .iter()
+                    .map(|v| wire_value(ValueView::of(v), false, &scope.partitions))
+                    .collect(),
+            })
+            .collect();
+        Ok(pb::CommitResponse {
+            mutation_results,
+            index_updates: 0,
+            commit_time: committed.commit_time.map(timestamp),
+        })
+    }
+
+    /// `Rollback`.
+    pub async fn rollback(
+        &self,
+        request: pb::RollbackRequest,
+    ) -> Result<pb::RollbackResponse, Status> {
+        Scope::new(&request.project_id, &request.database_id)?;
+        self.backend
+            .rollback(&TransactionId(request.transaction))
+            .await
+            .map_err(status)?;
+        Ok(pb::RollbackResponse {})
+    }
+
+    /// `AllocateIds`: incomplete keys completed with ids never used.
+    pub async fn allocate_ids(
+        &self,
+        request: pb::AllocateIdsRequest,
+    ) -> Result<pb::AllocateIdsResponse, Status> {
+        let scope = Scope::new(&request.project_id, &request.database_id)?;
+        let keys = request
+            .keys
+            .into_iter()
+            .map(|k| {
+                let key = scope.key(k)?;
+                match key.is_complete() {
+                    false => Ok(key),
+                    true => Err(invalid(format!(
+                        "The key {key:?} is complete: only an incomplete key gets an id."
+                    ))),
+                }
+            })
+            .collect::<Result<Vec<_>, Status>>()?;
+        let keys = self.backend.allocate_ids(keys).await.map_err(status)?;
+        Ok(pb::AllocateIdsResponse {
+            keys: keys.iter().map(|k| scope.partitions.key(k)).collect(),
+        })
+    }
+
+    /// `ReserveIds`: the ids of complete keys, never to be allocated.
+    pub async fn reserve_ids(
+        &self,
+        request: pb::ReserveIdsRequest,
+    ) -> Result<pb::ReserveIdsResponse, Status> {
+        let scope = Scope::new(&request.project_id, &request.database_id)?;
+        let keys = scope.complete_keys(request.keys)?;
+        self.backend.reserve_ids(keys).await.map_err(status)?;
+        Ok(pb::ReserveIdsResponse {})
+    }
+}
+
+/// Results in one batch of a query's answer.
+fn response_batch() -> usize {
+    response::BATCH
+}

@@ -1,0 +1,322 @@
+//! Google's Datastore API (`google.datastore.v1.Datastore`, over gRPC) answered by the
+//! embedded engine of `datastore-entity`, in memory or in a file, with the emulators'
+//! conventions: `GET /` answers `Ok`, `POST /reset` drops all data, `POST /shutdown` stops
+//! the server. Every client written for the service or its emulators — Google's Python, Node,
+//! Go and Java clients, NDB, this crate's cloud backend — points `DATASTORE_EMULATOR_HOST` at
+//! it, and several processes share one file's data through it.
+//!
+//! ```no_run
+//! use datastore_entity_server::{Options, Server};
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let server = Server::start(Options { port: 0, ..Options::default() }).await?;
+//! println!("export DATASTORE_EMULATOR_HOST={}", server.emulator_host());
+//! // … run the clients …
+//! server.stop().await;
+//! # Ok::<(), datastore_entity::Error>(())
+//! # });
+//! ```
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use datastore_entity::Error;
+use datastore_entity::backend::Backend;
+use datastore_entity::backend::embedded::Embedded;
+use datastore_entity::backend::serve::Service;
+use gcloud_sdk::google::datastore::v1 as pb;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tonic::Status;
+use tonic::body::Body;
+use tonic::server::{Grpc, UnaryService};
+use tonic_prost::ProstCodec;
+
+/// The largest request the server reads, as the service bounds its requests (10 MiB, with room
+/// for the message's framing): a larger one is refused with `RESOURCE_EXHAUSTED`.
+pub const MAX_REQUEST_BYTES: usize = 11 << 20;
+
+/// Where and how to serve.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The address to listen on (`127.0.0.1` by default).
+    pub host: String,
+    /// The port (`8081` by default, the emulators'; `0` picks a free one).
+    pub port: u16,
+    /// Keep the data in this file (`Db::open`'s format), created if missing; in memory when
+    /// `None`.
+    pub data: Option<PathBuf>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            host: "127.0.0.1".to_owned(),
+            port: 8081,
+            data: None,
+        }
+    }
+}
+
+/// A running server; [`stop`](Server::stop) it to end it gracefully (requests in flight are
+/// answered, every acknowledged write is in the file).
+#[derive(Debug)]
+pub struct Server {
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// What every connection shares: the API over the current backend, and how to start over.
+struct Shared {
+    service: RwLock<Service>,
+    data: Option<PathBuf>,
+    stop: watch::Sender<bool>,
+}
+
+impl Server {
+    /// Opens the store and listens on `options.host:options.port`.
+    pub async fn start(options: Options) -> Result<Server, Error> {
+        let backend = open(options.data.as_ref())?;
+        let listener = TcpListener::bind((options.host.as_str(), options.port))
+            .await
+            .map_err(|e| Error::Unavailable {
+                reason: format!("cannot listen on {}:{}: {e}", options.host, options.port),
+            })?;
+        let addr = listener.local_addr().map_err(|e| Error::Unavailable {
+            reason: e.to_string(),
+        })?;
+        let (stop, stopped) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            service: RwLock::new(Service::new(backend)),
+            data: options.data,
+            stop: stop.clone(),
+        });
+        let task = tokio::spawn(accept(listener, shared, stopped));
+        tracing::info!(%addr, "datastore-entity-server listening");
+        Ok(Server { addr, stop, task })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// What `DATASTORE_EMULATOR_HOST` should be set to: `host:port`.
+    pub fn emulator_host(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// Resolves when the server was asked to stop (`POST /shutdown`, or [`stop`](Server::stop)).
+    pub async fn stopping(&self) {
+        until_stopped(&mut self.stop.subscribe()).await;
+    }
+
+    /// Stops listening, lets the requests in flight finish, and closes the store.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+/// The store: the file's, or a new one in memory; strict index mode off, as the emulators.
+fn open(data: Option<&PathBuf>) -> Result<Arc<dyn Backend>, Error> {
+    let engine = match data {
+        Some(path) => Embedded::open(path)?,
+        None => Embedded::in_memory(),
+    };
+    Ok(Arc::new(engine.strict_indexes(false)))
+}
+
+/// Accepts connections until told to stop, then waits for each to end gracefully.
+async fn accept(listener: TcpListener, shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
+    let mut connections = JoinSet::new();
+    let each = stopped.clone();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    connections.spawn(connection(stream, Arc::clone(&shared), each.clone()));
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            () = until_stopped(&mut stopped) => break,
+        }
+        while connections.try_join_next().is_some() {}
+    }
+    drop(listener);
+    while connections.join_next().await.is_some() {}
+}
+
+/// Serves one connection (HTTP/2 for gRPC, HTTP/1.1 for the emulators' plain endpoints).
+async fn connection(
+    stream: tokio::net::TcpStream,
+    shared: Arc<Shared>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+        let shared = Arc::clone(&shared);
+        async move { Ok::<_, Infallible>(handle(&shared, request).await) }
+    });
+    let connection = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(connection);
+    tokio::select! {
+        _ = connection.as_mut() => {}
+        () = until_stopped(&mut stopped) => {
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
+        }
+    }
+}
+
+/// Resolves once the server is told to stop.
+async fn until_stopped(stopped: &mut watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|s| *s).await;
+}
+
+/// One request: a gRPC call, or one of the emulators' plain endpoints.
+async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
+    let grpc = request
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/grpc"));
+    if grpc {
+        let service = shared.service.read().map(|s| s.clone()).ok();
+        return match service {
+            Some(service) => call(service, request).await,
+            None => Status::internal("the server's state is poisoned").into_http(),
+        };
+    }
+    match (request.method(), request.uri().path()) {
+        (&Method::GET, "/") => plain(StatusCode::OK, "Ok\n"),
+        (&Method::POST, "/reset") => match reset(shared).await {
+            Ok(()) => plain(StatusCode::OK, "Resetting...\n"),
+            Err(error) => plain(StatusCode::INTERNAL_SERVER_ERROR, &format!("{error}\n")),
+        },
+        (&Method::POST, "/shutdown") => {
+            let _ = shared.stop.send(true);
+            plain(StatusCode::OK, "Shutting down...\n")
+        }
+        _ => plain(
+            StatusCode::NOT_FOUND,
+            "Not found: this server answers gRPC, GET /, POST /reset and POST /shutdown\n",
+        ),
+    }
+}
+
+fn plain(status: StatusCode, text: &str) -> Response<Body> {
+    let mut response = Response::new(Body::new(Full::new(Bytes::from(text.to_owned()))));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// Drops all data: a new store in memory, or the file removed and created anew once the
+/// requests that use the old one are done.
+async fn reset(shared: &Shared) -> Result<(), Error> {
+    let fresh: Arc<dyn Backend> = Arc::new(Embedded::in_memory().strict_indexes(false));
+    let old = {
+        let mut service = shared.service.write().map_err(|_| poisoned())?;
+        std::mem::replace(&mut *service, Service::new(fresh))
+    };
+    let Some(path) = &shared.data else {
+        return Ok(());
+    };
+    let mut old = Some(old);
+    for _ in 0..200 {
+        if old
+            .as_ref()
+            .is_some_and(|s| Arc::strong_count(s.backend()) == 1)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(old.take());
+    std::fs::remove_file(path).map_err(|e| Error::Storage {
+        reason: format!("cannot remove {}: {e}", path.display()),
+    })?;
+    let backend = open(Some(path))?;
+    *shared.service.write().map_err(|_| poisoned())? = Service::new(backend);
+    Ok(())
+}
+
+fn poisoned() -> Error {
+    Error::Storage {
+        reason: "the server's state is poisoned".to_owned(),
+    }
+}
+
+/// A unary call handled once by `F`.
+struct Unary<F>(Option<F>);
+
+impl<Req, Res, F, Fut> UnaryService<Req> for Unary<F>
+where
+    F: FnOnce(Req) -> Fut,
+    Fut: Future<Output = Result<Res, Status>> + Send + 'static,
+{
+    type Response = Res;
+    type Future = Pin<Box<dyn Future<Output = Result<tonic::Response<Res>, Status>> + Send>>;
+
+    fn call(&mut self, request: tonic::Request<Req>) -> Self::Future {
+        match self.0.take() {
+            Some(handle) => {
+                let answer = handle(request.into_inner());
+                Box::pin(async move { answer.await.map(tonic::Response::new) })
+            }
+            None => Box::pin(async { Err(Status::internal("a unary call was answered twice")) }),
+        }
+    }
+}
+
+/// Routes a gRPC call to the method its path names.
+async fn call(service: Service, request: Request<Incoming>) -> Response<Body> {
+    macro_rules! routes {
+        ($($method:ident: $name:literal, $req:ty => $res:ty;)*) => {
+            match request.uri().path() {
+                $(concat!("/google.datastore.v1.Datastore/", $name) => {
+                    let mut grpc = Grpc::new(ProstCodec::<$res, $req>::default())
+                        .max_decoding_message_size(MAX_REQUEST_BYTES)
+                        .max_encoding_message_size(usize::MAX);
+                    let handler = Unary(Some(move |r: $req| async move { service.$method(r).await }));
+                    grpc.unary(handler, request).await
+                })*
+                path => Status::unimplemented(format!(
+                    "{path} is not a method of google.datastore.v1.Datastore this server serves"
+                ))
+                .into_http(),
+            }
+        };
+    }
+    routes! {
+        lookup: "Lookup", pb::LookupRequest => pb::LookupResponse;
+        run_query: "RunQuery", pb::RunQueryRequest => pb::RunQueryResponse;
+        run_aggregation_query: "RunAggregationQuery",
+            pb::RunAggregationQueryRequest => pb::RunAggregationQueryResponse;
+        begin_transaction: "BeginTransaction",
+            pb::BeginTransactionRequest => pb::BeginTransactionResponse;
+        commit: "Commit", pb::CommitRequest => pb::CommitResponse;
+        rollback: "Rollback", pb::RollbackRequest => pb::RollbackResponse;
+        allocate_ids: "AllocateIds", pb::AllocateIdsRequest => pb::AllocateIdsResponse;
+        reserve_ids: "ReserveIds", pb::ReserveIdsRequest => pb::ReserveIdsResponse;
+    }
+}

@@ -1,0 +1,88 @@
+//! `datastore-entity-server`: Google's Datastore API on a port, answered by the embedded
+//! engine, in memory or in a file. Any client of the service (or of its emulators) uses it
+//! through `DATASTORE_EMULATOR_HOST`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use datastore_entity_server::{Options, Server};
+
+const USAGE: &str = "usage: datastore-entity-server [--host HOST] [--port PORT] [--data FILE]
+
+  --host HOST   the address to listen on (default 127.0.0.1)
+  --port PORT   the port (default 8081; 0 picks a free one)
+  --data FILE   keep the data in FILE (created if missing; in memory otherwise)
+
+Stops on Ctrl-C or POST /shutdown; POST /reset drops all data; GET / answers Ok.";
+
+fn options() -> Result<Options, String> {
+    let mut options = Options::default();
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let (name, inline) = match arg.split_once('=') {
+            Some((name, value)) => (name.to_owned(), Some(value.to_owned())),
+            None => (arg.clone(), None),
+        };
+        if name == "--help" || name == "-h" {
+            return Err(String::new());
+        }
+        let mut value = || {
+            inline
+                .clone()
+                .or_else(|| args.next())
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        match name.as_str() {
+            "--host" => options.host = value()?,
+            "--port" => {
+                let text = value()?;
+                options.port = text
+                    .parse()
+                    .map_err(|_| format!("--port {text}: not a port number"))?;
+            }
+            "--data" => options.data = Some(PathBuf::from(value()?)),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    Ok(options)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let options = match options() {
+        Ok(options) => options,
+        Err(message) if message.is_empty() => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(message) => {
+            eprintln!("{message}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let server = match Server::start(options).await {
+        Ok(server) => server,
+        Err(error) => {
+            eprintln!("datastore-entity-server: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "[datastore-entity] API endpoint: http://{}",
+        server.emulator_host()
+    );
+    println!(
+        "[datastore-entity] If you are using a library that supports the \
+         DATASTORE_EMULATOR_HOST environment variable, run:\n\n   export \
+         DATASTORE_EMULATOR_HOST={}\n",
+        server.emulator_host()
+    );
+    println!("[datastore-entity] Dev App Server is now running.");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = server.stopping() => {}
+    }
+    server.stop().await;
+    println!("[datastore-entity] stopped");
+    ExitCode::SUCCESS
+}
