@@ -31,7 +31,7 @@ use datastore_entity::backend::Backend;
 use datastore_entity::backend::embedded::Embedded;
 use datastore_entity::backend::serve::Service;
 use gcloud_sdk::google::datastore::v1 as pb;
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -44,7 +44,7 @@ use tonic::server::{Grpc, UnaryService};
 use tonic_prost::ProstCodec;
 
 /// The largest request the server reads, as the service bounds its requests (10 MiB, with room
-/// for the message's framing): a larger one is refused with `RESOURCE_EXHAUSTED`.
+/// for the message's framing): a larger one is refused with `RESOURCE_EXHAUSTED`, unread.
 pub const MAX_REQUEST_BYTES: usize = 11 << 20;
 
 /// Where and how to serve.
@@ -288,14 +288,32 @@ where
     }
 }
 
-/// Routes a gRPC call to the method its path names.
+/// Routes a gRPC call to the method its path names, its body read first (refused past
+/// [`MAX_REQUEST_BYTES`] with `RESOURCE_EXHAUSTED`, as gRPC servers refuse a message larger
+/// than they take).
 async fn call(service: Service, request: Request<Incoming>) -> Response<Body> {
+    let (parts, body) = request.into_parts();
+    let body = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) if error.is::<LengthLimitError>() => {
+            return Status::resource_exhausted(format!(
+                "the request is larger than the {} bytes this server takes (the service \
+                 takes requests of up to 10 MiB)",
+                MAX_REQUEST_BYTES
+            ))
+            .into_http();
+        }
+        Err(error) => {
+            return Status::cancelled(format!("the request was cut: {error}")).into_http();
+        }
+    };
+    let request = Request::from_parts(parts, Full::new(body));
     macro_rules! routes {
         ($($method:ident: $name:literal, $req:ty => $res:ty;)*) => {
             match request.uri().path() {
                 $(concat!("/google.datastore.v1.Datastore/", $name) => {
                     let mut grpc = Grpc::new(ProstCodec::<$res, $req>::default())
-                        .max_decoding_message_size(MAX_REQUEST_BYTES)
+                        .max_decoding_message_size(usize::MAX)
                         .max_encoding_message_size(usize::MAX);
                     let handler = Unary(Some(move |r: $req| async move { service.$method(r).await }));
                     grpc.unary(handler, request).await

@@ -179,6 +179,9 @@ impl Scope {
             .key
             .ok_or_else(|| invalid("An entity in a mutation needs a key."))?;
         let key = self.key(key)?;
+        for (name, value) in &entity.properties {
+            filled(name, value)?;
+        }
         let properties =
             PropertyMap::from_wire(entity.properties, &self.partitions).map_err(status)?;
         Ok((key, properties))
@@ -520,6 +523,22 @@ impl Scope {
             path: path(&transform.property)?,
             kind,
         })
+    }
+}
+
+/// Refuses a value that holds nothing (no type set), at any depth, as the service does.
+fn filled(name: &str, value: &pb::Value) -> Result<(), Status> {
+    use pb::value::ValueType as V;
+    match &value.value_type {
+        None => Err(invalid(format!(
+            "The value \"{name}\" does not contain a value."
+        ))),
+        Some(V::ArrayValue(array)) => array.values.iter().try_for_each(|v| filled(name, v)),
+        Some(V::EntityValue(entity)) => entity
+            .properties
+            .iter()
+            .try_for_each(|(inner, v)| filled(&format!("{name}.{inner}"), v)),
+        Some(_) => Ok(()),
     }
 }
 

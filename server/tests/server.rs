@@ -1,0 +1,303 @@
+//! `datastore-entity-server` as a user meets it: the emulators' plain endpoints, bad requests
+//! answered with the service's statuses (and the server still serving), data in a file that
+//! outlives the server, projects isolated, many clients at once.
+
+use std::time::Duration;
+
+use datastore_entity::prelude::*;
+use datastore_entity_server::{Options, Server};
+use gcloud_sdk::google::datastore::v1 as pb;
+use pb::datastore_client::DatastoreClient;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tonic::Code;
+use tonic::transport::Channel;
+
+#[derive(Entity, Debug, Clone, PartialEq)]
+struct Counter {
+    #[key]
+    name: KeyName,
+    n: i64,
+}
+
+fn counter(name: &str, n: i64) -> Counter {
+    Counter {
+        name: KeyName::new(name).unwrap(),
+        n,
+    }
+}
+
+async fn start(data: Option<std::path::PathBuf>) -> Server {
+    Server::start(Options {
+        port: 0,
+        data,
+        ..Options::default()
+    })
+    .await
+    .expect("the server starts")
+}
+
+async fn db(server: &Server, project: &str) -> Db {
+    Db::cloud_builder(project)
+        .endpoint(format!("http://{}", server.emulator_host()))
+        .build()
+        .await
+        .expect("a handle on the server")
+}
+
+/// One plain HTTP/1.1 request; the status line and the body.
+async fn http(server: &Server, method: &str, path: &str) -> (String, String) {
+    let mut stream = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        server.emulator_host()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let status = response.lines().next().unwrap_or_default().to_owned();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plain_endpoints_answer_as_the_emulators_do() {
+    let server = start(None).await;
+    let (status, body) = http(&server, "GET", "/").await;
+    assert!(status.contains("200"), "{status}");
+    assert_eq!(body, "Ok\n");
+    let (status, _) = http(&server, "GET", "/elsewhere").await;
+    assert!(status.contains("404"), "{status}");
+    let db = db(&server, "p").await;
+    let key = db.put(&counter("a", 1)).await.unwrap();
+    assert!(db.get(&key).await.unwrap().is_some());
+    let (status, _) = http(&server, "POST", "/reset").await;
+    assert!(status.contains("200"), "{status}");
+    assert_eq!(
+        db.get(&key).await.unwrap(),
+        None,
+        "reset dropped everything"
+    );
+    db.put(&counter("a", 2)).await.unwrap();
+    assert_eq!(db.get(&key).await.unwrap(), Some(counter("a", 2)));
+    let (status, _) = http(&server, "POST", "/shutdown").await;
+    assert!(status.contains("200"), "{status}");
+    tokio::time::timeout(Duration::from_secs(10), server.stopping())
+        .await
+        .expect("POST /shutdown stops the server");
+    server.stop().await;
+}
+
+fn key(kind: &str, name: &str) -> pb::Key {
+    pb::Key {
+        partition_id: None,
+        path: vec![pb::key::PathElement {
+            kind: kind.into(),
+            id_type: Some(pb::key::path_element::IdType::Name(name.into())),
+        }],
+    }
+}
+
+fn lookup(keys: Vec<pb::Key>) -> pb::LookupRequest {
+    pb::LookupRequest {
+        project_id: "p".into(),
+        keys,
+        ..pb::LookupRequest::default()
+    }
+}
+
+/// The call was refused with `code`, its message saying `text`.
+fn refused<T>(result: Result<tonic::Response<T>, tonic::Status>, code: Code, text: &str) {
+    let status = result.map(|_| ()).expect_err("refused");
+    assert_eq!(status.code(), code, "{status:?}");
+    assert!(status.message().contains(text), "{text} in {status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_the_services_status_and_the_server_keeps_serving() {
+    let server = start(None).await;
+    let channel = Channel::from_shared(format!("http://{}", server.emulator_host()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = DatastoreClient::new(channel).max_encoding_message_size(64 << 20);
+    // No project.
+    let mut request = lookup(vec![key("K", "a")]);
+    request.project_id.clear();
+    refused(
+        client.lookup(request).await,
+        Code::InvalidArgument,
+        "project_id",
+    );
+    // A key without a path, an incomplete key, a key of another project.
+    let empty = pb::Key::default();
+    refused(
+        client.lookup(lookup(vec![empty])).await,
+        Code::InvalidArgument,
+        "at least one path element",
+    );
+    let mut incomplete = key("K", "a");
+    incomplete.path[0].id_type = None;
+    refused(
+        client.lookup(lookup(vec![incomplete])).await,
+        Code::InvalidArgument,
+        "incomplete",
+    );
+    let mut foreign = key("K", "a");
+    foreign.partition_id = Some(pb::PartitionId {
+        project_id: "other".into(),
+        ..pb::PartitionId::default()
+    });
+    refused(
+        client.lookup(lookup(vec![foreign])).await,
+        Code::InvalidArgument,
+        "mismatched partition",
+    );
+    // A value of no known type.
+    let mut properties = std::collections::HashMap::new();
+    properties.insert("x".to_owned(), pb::Value::default());
+    let unknown = pb::CommitRequest {
+        project_id: "p".into(),
+        mode: pb::commit_request::Mode::NonTransactional as i32,
+        mutations: vec![pb::Mutation {
+            operation: Some(pb::mutation::Operation::Upsert(pb::Entity {
+                key: Some(key("K", "v")),
+                properties,
+            })),
+            ..pb::Mutation::default()
+        }],
+        ..pb::CommitRequest::default()
+    };
+    refused(
+        client.commit(unknown).await,
+        Code::InvalidArgument,
+        "does not contain a value",
+    );
+    // A transaction that does not exist.
+    let mut request = lookup(vec![key("K", "a")]);
+    request.read_options = Some(pb::ReadOptions {
+        consistency_type: Some(pb::read_options::ConsistencyType::Transaction(
+            b"nope".to_vec(),
+        )),
+    });
+    refused(
+        client.lookup(request).await,
+        Code::InvalidArgument,
+        "transaction",
+    );
+    let rollback = pb::RollbackRequest {
+        project_id: "p".into(),
+        transaction: vec![1, 2, 3],
+        ..pb::RollbackRequest::default()
+    };
+    assert!(client.rollback(rollback).await.is_err());
+    // GQL: not served, said so.
+    let gql = pb::RunQueryRequest {
+        project_id: "p".into(),
+        query_type: Some(pb::run_query_request::QueryType::GqlQuery(pb::GqlQuery {
+            query_string: "SELECT * FROM K".into(),
+            ..pb::GqlQuery::default()
+        })),
+        ..pb::RunQueryRequest::default()
+    };
+    refused(client.run_query(gql).await, Code::Unimplemented, "GQL");
+    // A 20 MiB message.
+    let mut big = std::collections::HashMap::new();
+    big.insert(
+        "blob".to_owned(),
+        pb::Value {
+            value_type: Some(pb::value::ValueType::StringValue("x".repeat(20 << 20))),
+            exclude_from_indexes: true,
+            meaning: 0,
+        },
+    );
+    let huge = pb::CommitRequest {
+        project_id: "p".into(),
+        mode: pb::commit_request::Mode::NonTransactional as i32,
+        mutations: vec![pb::Mutation {
+            operation: Some(pb::mutation::Operation::Upsert(pb::Entity {
+                key: Some(key("K", "big")),
+                properties: big,
+            })),
+            ..pb::Mutation::default()
+        }],
+        ..pb::CommitRequest::default()
+    };
+    refused(
+        client.commit(huge).await,
+        Code::ResourceExhausted,
+        "larger than the",
+    );
+    // Still serving, and nothing of the refused writes was kept.
+    let found = client
+        .lookup(lookup(vec![key("K", "v"), key("K", "big")]))
+        .await
+        .expect("the server still serves")
+        .into_inner();
+    assert_eq!((found.found.len(), found.missing.len()), (0, 2));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_in_a_file_outlives_the_server_and_projects_are_isolated() {
+    let dir = std::env::temp_dir().join(format!("datastore-entity-server-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("data.redb");
+    let server = start(Some(path.clone())).await;
+    let (a, b) = (
+        db(&server, "project-a").await,
+        db(&server, "project-b").await,
+    );
+    let key = a.put(&counter("shared-name", 1)).await.unwrap();
+    b.put(&counter("shared-name", 2)).await.unwrap();
+    let key_b = b
+        .bind(&Counter::key(KeyName::new("shared-name").unwrap()))
+        .unwrap();
+    assert_eq!(a.get(&key).await.unwrap(), Some(counter("shared-name", 1)));
+    assert_eq!(
+        b.get(&key_b).await.unwrap(),
+        Some(counter("shared-name", 2))
+    );
+    server.stop().await;
+    let server = start(Some(path)).await;
+    let a = db(&server, "project-a").await;
+    assert_eq!(
+        a.get(&key).await.unwrap(),
+        Some(counter("shared-name", 1)),
+        "acknowledged before the stop, there after it"
+    );
+    server.stop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_clients_at_once_lose_no_increment() {
+    let server = start(None).await;
+    let key = db(&server, "p").await.put(&counter("c", 0)).await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..6 {
+        let db = db(&server, "p").await;
+        let key = key.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..10 {
+                db.transaction(async |tx| {
+                    let mut c = tx.get(&key).await?.expect("created");
+                    c.n += 1;
+                    tx.put(&c).await?;
+                    Ok::<_, Error>(())
+                })
+                .await
+                .expect("a transaction commits, retried on contention");
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let db = db(&server, "p").await;
+    assert_eq!(db.get(&key).await.unwrap().map(|c| c.n), Some(60));
+    server.stop().await;
+}
