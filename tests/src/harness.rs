@@ -354,6 +354,54 @@ pub fn ndb_python() -> Result<std::path::PathBuf, String> {
         .clone()
 }
 
+/// Google's Node client (`@google-cloud/datastore`, pinned by `server/clients/package.json`
+/// and its lock file), installed with `npm ci` under `target/node-clients` on first use: the
+/// directory to run `node` in. An error says why it is not there (no `npm`, no registry).
+pub fn node_clients() -> Result<std::path::PathBuf, String> {
+    static DIR: OnceLock<Result<std::path::PathBuf, String>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map_or_else(|| root.join("target"), std::path::PathBuf::from);
+        let dir = target.join("node-clients");
+        let pinned = root.join("server/clients");
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for file in ["package.json", "package-lock.json"] {
+            let wanted = std::fs::read(pinned.join(file)).map_err(|e| format!("{file}: {e}"))?;
+            if std::fs::read(dir.join(file)).ok().as_ref() != Some(&wanted) {
+                std::fs::write(dir.join(file), &wanted).map_err(|e| format!("{file}: {e}"))?;
+                let _ = std::fs::remove_dir_all(dir.join("node_modules"));
+            }
+        }
+        if !dir.join("node_modules/@google-cloud/datastore").exists() {
+            eprintln!("installing @google-cloud/datastore into {}", dir.display());
+            let output = Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund", "--ignore-scripts"])
+                .current_dir(&dir)
+                .output()
+                .map_err(|e| format!("cannot run npm: {e}"))?;
+            if !output.status.success() {
+                return Err(format!(
+                    "npm ci failed: {}",
+                    String::from_utf8_lossy(&output.stderr)
+                ));
+            }
+        }
+        Ok(dir)
+    })
+    .clone()
+}
+
+/// The environment a client no one here wrote runs in, against `host`: the emulator variable,
+/// and no lookup of Google's metadata server (nothing leaves the machine).
+pub fn client_env(host: &str) -> [(&'static str, String); 3] {
+    [
+        ("DATASTORE_EMULATOR_HOST", host.to_owned()),
+        ("METADATA_SERVER_DETECTION", "none".to_owned()),
+        ("GCE_METADATA_HOST", "127.0.0.1:9".to_owned()),
+    ]
+}
+
 /// Another client's write: `mutations` (the REST API's JSON) committed straight to the
 /// emulator of `backend` over HTTP, bypassing this crate and its rules (the data other
 /// programs leave behind). Returns the response body.
