@@ -2,6 +2,7 @@
 //! answered with the service's statuses (and the server still serving), data in a file that
 //! outlives the server, projects isolated, many clients at once.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use datastore_entity::prelude::*;
@@ -108,6 +109,35 @@ fn lookup(keys: Vec<pb::Key>) -> pb::LookupRequest {
     }
 }
 
+/// One property `name` of this type (none: a value of no type).
+fn one(name: &str, value_type: Option<pb::value::ValueType>) -> HashMap<String, pb::Value> {
+    let value = pb::Value {
+        value_type,
+        exclude_from_indexes: false,
+        meaning: 0,
+    };
+    HashMap::from([(name.to_owned(), value)])
+}
+
+/// A non-transactional upsert of `K:name` with `properties`.
+fn upsert(
+    name: &str,
+    properties: std::collections::HashMap<String, pb::Value>,
+) -> pb::CommitRequest {
+    pb::CommitRequest {
+        project_id: "p".into(),
+        mode: pb::commit_request::Mode::NonTransactional as i32,
+        mutations: vec![pb::Mutation {
+            operation: Some(pb::mutation::Operation::Upsert(pb::Entity {
+                key: Some(key("K", name)),
+                properties,
+            })),
+            ..pb::Mutation::default()
+        }],
+        ..pb::CommitRequest::default()
+    }
+}
+
 /// The call was refused with `code`, its message saying `text`.
 fn refused<T>(result: Result<tonic::Response<T>, tonic::Status>, code: Code, text: &str) {
     let status = result.map(|_| ()).expect_err("refused");
@@ -157,24 +187,23 @@ async fn bad_requests_get_the_services_status_and_the_server_keeps_serving() {
         "mismatched partition",
     );
     // A value of no known type.
-    let mut properties = std::collections::HashMap::new();
-    properties.insert("x".to_owned(), pb::Value::default());
-    let unknown = pb::CommitRequest {
-        project_id: "p".into(),
-        mode: pb::commit_request::Mode::NonTransactional as i32,
-        mutations: vec![pb::Mutation {
-            operation: Some(pb::mutation::Operation::Upsert(pb::Entity {
-                key: Some(key("K", "v")),
-                properties,
-            })),
-            ..pb::Mutation::default()
-        }],
-        ..pb::CommitRequest::default()
-    };
+    let unknown = upsert("v", one("x", None));
     refused(
         client.commit(unknown).await,
         Code::InvalidArgument,
         "does not contain a value",
+    );
+    // An entity value with a key of its own: refused, not dropped.
+    let inner = pb::Entity {
+        key: Some(key("Inner", "k")),
+        properties: HashMap::new(),
+    };
+    let nested = Some(pb::value::ValueType::EntityValue(inner));
+    let keyed = upsert("keyed", one("nested", nested));
+    refused(
+        client.commit(keyed).await,
+        Code::Unimplemented,
+        "has a key of its own",
     );
     // A transaction that does not exist.
     let mut request = lookup(vec![key("K", "a")]);
@@ -205,27 +234,8 @@ async fn bad_requests_get_the_services_status_and_the_server_keeps_serving() {
     };
     refused(client.run_query(gql).await, Code::Unimplemented, "GQL");
     // A 20 MiB message.
-    let mut big = std::collections::HashMap::new();
-    big.insert(
-        "blob".to_owned(),
-        pb::Value {
-            value_type: Some(pb::value::ValueType::StringValue("x".repeat(20 << 20))),
-            exclude_from_indexes: true,
-            meaning: 0,
-        },
-    );
-    let huge = pb::CommitRequest {
-        project_id: "p".into(),
-        mode: pb::commit_request::Mode::NonTransactional as i32,
-        mutations: vec![pb::Mutation {
-            operation: Some(pb::mutation::Operation::Upsert(pb::Entity {
-                key: Some(key("K", "big")),
-                properties: big,
-            })),
-            ..pb::Mutation::default()
-        }],
-        ..pb::CommitRequest::default()
-    };
+    let text = Some(pb::value::ValueType::StringValue("x".repeat(20 << 20)));
+    let huge = upsert("big", one("blob", text));
     refused(
         client.commit(huge).await,
         Code::ResourceExhausted,
@@ -233,11 +243,15 @@ async fn bad_requests_get_the_services_status_and_the_server_keeps_serving() {
     );
     // Still serving, and nothing of the refused writes was kept.
     let found = client
-        .lookup(lookup(vec![key("K", "v"), key("K", "big")]))
+        .lookup(lookup(vec![
+            key("K", "v"),
+            key("K", "big"),
+            key("K", "keyed"),
+        ]))
         .await
         .expect("the server still serves")
         .into_inner();
-    assert_eq!((found.found.len(), found.missing.len()), (0, 2));
+    assert_eq!((found.found.len(), found.missing.len()), (0, 3));
     server.stop().await;
 }
 

@@ -5,7 +5,7 @@
 //! `datastore-entity-server` crate serves it over the network.
 //!
 //! Each request is checked as the service checks it and translated into the backend's calls;
-//! what a backend cannot do (GQL, `distinct_on`, a conflict resolved other than by failing) is
+//! what a backend cannot do (GQL, Query Explain, a conflict resolved other than by failing) is
 //! refused with `UNIMPLEMENTED`, never ignored.
 //!
 //! ```
@@ -185,7 +185,7 @@ impl Service {
                     .collect::<Result<Vec<_>, _>>()?,
             );
         }
-        if spec.find_nearest.is_none() {
+        if spec.find_nearest.is_none() && paging.distinct.is_empty() {
             let asked = paging
                 .limit
                 .map_or(response_batch(), |l| l.min(response_batch()));
@@ -197,6 +197,10 @@ impl Service {
         let (transaction, answer) = self
             .reading(how, &partition, async |t| backend.run_query(&spec, t).await)
             .await?;
+        let answer = match paging.distinct.is_empty() {
+            true => answer,
+            false => response::distinct(answer, &paging),
+        };
         let mut batch = scope.batch(&spec.shape, &paging, answer, spec.start_cursor.clone());
         batch.read_time = Some(timestamp(Timestamp::now()));
         Ok(pb::RunQueryResponse {

@@ -101,10 +101,12 @@ pub(super) enum Read {
     Snapshot(Option<Timestamp>),
 }
 
-/// What a query asks for besides its spec: results to skip first, and at most how many.
+/// What a query asks for besides its spec: results to skip first, at most how many, and the
+/// properties whose values each result must be the first of (`distinct_on`).
 pub(super) struct Paging {
     pub(super) offset: usize,
     pub(super) limit: Option<usize>,
+    pub(super) distinct: Vec<String>,
 }
 
 impl Scope {
@@ -223,11 +225,11 @@ impl Scope {
             }
             _ => return Err(invalid("A query can only have one kind.")),
         };
-        if !query.distinct_on.is_empty() {
-            return Err(Status::unimplemented(
-                "distinct_on is not served by this server's engine.",
-            ));
-        }
+        let distinct: Vec<String> = query
+            .distinct_on
+            .into_iter()
+            .map(|p| reference(Some(p)))
+            .collect::<Result<_, _>>()?;
         let mut spec = QuerySpec {
             partition,
             kind,
@@ -278,7 +280,33 @@ impl Scope {
         if let Some(nearest) = query.find_nearest {
             spec.find_nearest = Some(self.find_nearest(nearest)?);
         }
-        Ok((spec, Paging { offset, limit }))
+        // The distinct properties lead the order: given first, or implied.
+        if !distinct.is_empty() {
+            let leading = spec.orders.iter().take(distinct.len());
+            if spec.orders.is_empty() {
+                spec.orders = distinct
+                    .iter()
+                    .map(|p| PropertyOrder {
+                        property: p.clone(),
+                        direction: Direction::Ascending,
+                    })
+                    .collect();
+            } else if leading.len() < distinct.len()
+                || !leading.into_iter().all(|o| distinct.contains(&o.property))
+            {
+                return Err(invalid(
+                    "The properties of distinct_on must be the first properties of the order.",
+                ));
+            }
+        }
+        Ok((
+            spec,
+            Paging {
+                offset,
+                limit,
+                distinct,
+            },
+        ))
     }
 
     /// The top-level filter: an AND's members (an ancestor among them) or one filter.
@@ -395,9 +423,9 @@ impl Scope {
             return Err(invalid("An aggregation query needs a nested query."));
         };
         let (mut spec, paging) = self.query(partition, nested)?;
-        if paging.offset > 0 {
+        if paging.offset > 0 || !paging.distinct.is_empty() {
             return Err(Status::unimplemented(
-                "An offset in an aggregation's query is not served by this server.",
+                "An offset or distinct_on in an aggregation's query is not served by this server.",
             ));
         }
         spec.limit = paging.limit;
@@ -526,7 +554,8 @@ impl Scope {
     }
 }
 
-/// Refuses a value that holds nothing (no type set), at any depth, as the service does.
+/// Refuses a value that holds nothing (no type set), at any depth, as the service does; and an
+/// entity value with a key, which the engine would lose.
 fn filled(name: &str, value: &pb::Value) -> Result<(), Status> {
     use pb::value::ValueType as V;
     match &value.value_type {
@@ -534,6 +563,14 @@ fn filled(name: &str, value: &pb::Value) -> Result<(), Status> {
             "The value \"{name}\" does not contain a value."
         ))),
         Some(V::ArrayValue(array)) => array.values.iter().try_for_each(|v| filled(name, v)),
+        // The engine keeps an embedded entity's properties, not a key of its own: refused
+        // rather than dropped.
+        Some(V::EntityValue(entity)) if entity.key.is_some() => {
+            Err(Status::unimplemented(format!(
+                "The entity value \"{name}\" has a key of its own, which this server does not \
+                 keep yet; it is refused rather than dropped."
+            )))
+        }
         Some(V::EntityValue(entity)) => entity
             .properties
             .iter()
