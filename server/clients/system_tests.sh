@@ -7,6 +7,7 @@
 #   server/clients/system_tests.sh HOST:PORT PROJECT OUT
 set -euo pipefail
 host=$1 project=$2 out=$3
+case $out in /*) ;; *) out=$PWD/$out ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
 venv=$target/ndb-venv

@@ -57,6 +57,10 @@ pub struct Options {
     /// Keep the data in this file (`Db::open`'s format), created if missing; in memory when
     /// `None`.
     pub data: Option<PathBuf>,
+    /// How long past versions are kept for reads at a `read_time`
+    /// ([`Embedded::keep_versions`]); the engine's default (an hour, at most a million
+    /// changes) when `None`. Past versions are held in memory.
+    pub keep_versions: Option<Duration>,
 }
 
 impl Default for Options {
@@ -65,6 +69,7 @@ impl Default for Options {
             host: "127.0.0.1".to_owned(),
             port: 8081,
             data: None,
+            keep_versions: None,
         }
     }
 }
@@ -82,13 +87,14 @@ pub struct Server {
 struct Shared {
     service: RwLock<Service>,
     data: Option<PathBuf>,
+    keep_versions: Option<Duration>,
     stop: watch::Sender<bool>,
 }
 
 impl Server {
     /// Opens the store and listens on `options.host:options.port`.
     pub async fn start(options: Options) -> Result<Server, Error> {
-        let backend = open(options.data.as_ref())?;
+        let backend = open(options.data.as_ref(), options.keep_versions)?;
         let listener = TcpListener::bind((options.host.as_str(), options.port))
             .await
             .map_err(|e| Error::Unavailable {
@@ -101,6 +107,7 @@ impl Server {
         let shared = Arc::new(Shared {
             service: RwLock::new(Service::new(backend)),
             data: options.data,
+            keep_versions: options.keep_versions,
             stop: stop.clone(),
         });
         let task = tokio::spawn(accept(listener, shared, stopped));
@@ -131,10 +138,17 @@ impl Server {
 }
 
 /// The store: the file's, or a new one in memory; strict index mode off, as the emulators.
-fn open(data: Option<&PathBuf>) -> Result<Arc<dyn Backend>, Error> {
+fn open(
+    data: Option<&PathBuf>,
+    keep_versions: Option<Duration>,
+) -> Result<Arc<dyn Backend>, Error> {
     let engine = match data {
         Some(path) => Embedded::open(path)?,
         None => Embedded::in_memory(),
+    };
+    let engine = match keep_versions {
+        Some(retention) => engine.keep_versions(retention),
+        None => engine,
     };
     Ok(Arc::new(engine.strict_indexes(false)))
 }
@@ -233,7 +247,7 @@ fn plain(status: StatusCode, text: &str) -> Response<Body> {
 /// Drops all data: a new store in memory, or the file removed and created anew once the
 /// requests that use the old one are done.
 async fn reset(shared: &Shared) -> Result<(), Error> {
-    let fresh: Arc<dyn Backend> = Arc::new(Embedded::in_memory().strict_indexes(false));
+    let fresh = open(None, shared.keep_versions)?;
     let old = {
         let mut service = shared.service.write().map_err(|_| poisoned())?;
         std::mem::replace(&mut *service, Service::new(fresh))
@@ -255,7 +269,7 @@ async fn reset(shared: &Shared) -> Result<(), Error> {
     std::fs::remove_file(path).map_err(|e| Error::Storage {
         reason: format!("cannot remove {}: {e}", path.display()),
     })?;
-    let backend = open(Some(path))?;
+    let backend = open(Some(path), shared.keep_versions)?;
     *shared.service.write().map_err(|_| poisoned())? = Service::new(backend);
     Ok(())
 }

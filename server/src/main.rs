@@ -12,6 +12,9 @@ const USAGE: &str = "usage: datastore-entity-server [--host HOST] [--port PORT] 
   --host HOST   the address to listen on (default 127.0.0.1)
   --port PORT   the port (default 8081; 0 picks a free one)
   --data FILE   keep the data in FILE (created if missing; in memory otherwise)
+  --keep-versions SECONDS
+                keep past versions this long, for reads at a read_time (default 3600,
+                at most a million changes; 0 keeps none, and holds less memory)
 
 Stops on Ctrl-C or POST /shutdown; POST /reset drops all data; GET / answers Ok.";
 
@@ -41,10 +44,25 @@ fn options() -> Result<Options, String> {
                     .map_err(|_| format!("--port {text}: not a port number"))?;
             }
             "--data" => options.data = Some(PathBuf::from(value()?)),
+            "--keep-versions" => {
+                let text = value()?;
+                let seconds: u64 = text
+                    .parse()
+                    .map_err(|_| format!("--keep-versions {text}: not a number of seconds"))?;
+                options.keep_versions = Some(std::time::Duration::from_secs(seconds));
+            }
             other => return Err(format!("unknown argument {other}")),
         }
     }
     Ok(options)
+}
+
+/// A line on standard output; a closed output (a parent that stopped reading) does not stop
+/// the server.
+fn say(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}").and_then(|()| out.flush());
 }
 
 #[tokio::main]
@@ -67,22 +85,18 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    println!(
-        "[datastore-entity] API endpoint: http://{}",
-        server.emulator_host()
-    );
-    println!(
-        "[datastore-entity] If you are using a library that supports the \
-         DATASTORE_EMULATOR_HOST environment variable, run:\n\n   export \
-         DATASTORE_EMULATOR_HOST={}\n",
-        server.emulator_host()
-    );
-    println!("[datastore-entity] Dev App Server is now running.");
+    say(&format!(
+        "[datastore-entity] API endpoint: http://{host}\n[datastore-entity] If you are using a \
+         library that supports the DATASTORE_EMULATOR_HOST environment variable, run:\n\n   \
+         export DATASTORE_EMULATOR_HOST={host}\n\n[datastore-entity] Dev App Server is now \
+         running.",
+        host = server.emulator_host()
+    ));
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         () = server.stopping() => {}
     }
     server.stop().await;
-    println!("[datastore-entity] stopped");
+    say("[datastore-entity] stopped");
     ExitCode::SUCCESS
 }
