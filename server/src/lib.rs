@@ -26,10 +26,10 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use datastore_entity::Error;
 use datastore_entity::backend::Backend;
 use datastore_entity::backend::embedded::Embedded;
 use datastore_entity::backend::serve::Service;
+use datastore_entity::{Error, Schema};
 use gcloud_sdk::google::datastore::v1 as pb;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Incoming;
@@ -42,6 +42,8 @@ use tonic::Status;
 use tonic::body::Body;
 use tonic::server::{Grpc, UnaryService};
 use tonic_prost::ProstCodec;
+
+mod index_yaml;
 
 /// The largest request the server reads, as the service bounds its requests (10 MiB, with room
 /// for the message's framing): a larger one is refused with `RESOURCE_EXHAUSTED`, unread.
@@ -61,6 +63,11 @@ pub struct Options {
     /// ([`Embedded::keep_versions`]); the engine's default (an hour, at most a million
     /// changes) when `None`. Past versions are held in memory.
     pub keep_versions: Option<Duration>,
+    /// Serve only the queries the composite indexes of this `index.yaml` serve, as the
+    /// service does (and the legacy emulator with `--require_indexes`): another is refused
+    /// with `FAILED_PRECONDITION` and the index it needs. `None`: every query is served, as
+    /// on the Firestore emulator.
+    pub require_indexes: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -70,6 +77,7 @@ impl Default for Options {
             port: 8081,
             data: None,
             keep_versions: None,
+            require_indexes: None,
         }
     }
 }
@@ -86,15 +94,32 @@ pub struct Server {
 /// What every connection shares: the API over the current backend, and how to start over.
 struct Shared {
     service: RwLock<Service>,
+    store: Store,
+    stop: watch::Sender<bool>,
+}
+
+/// How the store is opened (again, after a reset).
+#[derive(Clone)]
+struct Store {
     data: Option<PathBuf>,
     keep_versions: Option<Duration>,
-    stop: watch::Sender<bool>,
+    /// The schemas of `index.yaml`'s indexes, with strict index mode; none: every query.
+    required: Option<Vec<&'static Schema>>,
 }
 
 impl Server {
     /// Opens the store and listens on `options.host:options.port`.
     pub async fn start(options: Options) -> Result<Server, Error> {
-        let backend = open(options.data.as_ref(), options.keep_versions)?;
+        let store = Store {
+            data: options.data,
+            keep_versions: options.keep_versions,
+            required: options
+                .require_indexes
+                .as_deref()
+                .map(index_yaml::schemas)
+                .transpose()?,
+        };
+        let backend = store.open().await?;
         let listener = TcpListener::bind((options.host.as_str(), options.port))
             .await
             .map_err(|e| Error::Unavailable {
@@ -106,8 +131,7 @@ impl Server {
         let (stop, stopped) = watch::channel(false);
         let shared = Arc::new(Shared {
             service: RwLock::new(Service::new(backend)),
-            data: options.data,
-            keep_versions: options.keep_versions,
+            store,
             stop: stop.clone(),
         });
         let task = tokio::spawn(accept(listener, shared, stopped));
@@ -137,20 +161,24 @@ impl Server {
     }
 }
 
-/// The store: the file's, or a new one in memory; strict index mode off, as the emulators.
-fn open(
-    data: Option<&PathBuf>,
-    keep_versions: Option<Duration>,
-) -> Result<Arc<dyn Backend>, Error> {
-    let engine = match data {
-        Some(path) => Embedded::open(path)?,
-        None => Embedded::in_memory(),
-    };
-    let engine = match keep_versions {
-        Some(retention) => engine.keep_versions(retention),
-        None => engine,
-    };
-    Ok(Arc::new(engine.strict_indexes(false)))
+impl Store {
+    /// The store: the file's, or a new one in memory; in strict index mode with the required
+    /// indexes declared, or serving every query as the Firestore emulator does.
+    async fn open(&self) -> Result<Arc<dyn Backend>, Error> {
+        let engine = match &self.data {
+            Some(path) => Embedded::open(path)?,
+            None => Embedded::in_memory(),
+        };
+        let engine = match self.keep_versions {
+            Some(retention) => engine.keep_versions(retention),
+            None => engine,
+        };
+        let engine = engine.strict_indexes(self.required.is_some());
+        for schema in self.required.iter().flatten() {
+            engine.declare(schema).await?;
+        }
+        Ok(Arc::new(engine))
+    }
 }
 
 /// Accepts connections until told to stop, then waits for each to end gracefully.
@@ -247,12 +275,16 @@ fn plain(status: StatusCode, text: &str) -> Response<Body> {
 /// Drops all data: a new store in memory, or the file removed and created anew once the
 /// requests that use the old one are done.
 async fn reset(shared: &Shared) -> Result<(), Error> {
-    let fresh = open(None, shared.keep_versions)?;
+    let memory = Store {
+        data: None,
+        ..shared.store.clone()
+    };
+    let fresh = memory.open().await?;
     let old = {
         let mut service = shared.service.write().map_err(|_| poisoned())?;
         std::mem::replace(&mut *service, Service::new(fresh))
     };
-    let Some(path) = &shared.data else {
+    let Some(path) = &shared.store.data else {
         return Ok(());
     };
     let mut old = Some(old);
@@ -269,7 +301,7 @@ async fn reset(shared: &Shared) -> Result<(), Error> {
     std::fs::remove_file(path).map_err(|e| Error::Storage {
         reason: format!("cannot remove {}: {e}", path.display()),
     })?;
-    let backend = open(Some(path), shared.keep_versions)?;
+    let backend = shared.store.open().await?;
     *shared.service.write().map_err(|_| poisoned())? = Service::new(backend);
     Ok(())
 }

@@ -12,6 +12,9 @@ const USAGE: &str = "usage: datastore-entity-server [--host HOST] [--port PORT] 
   --host HOST   the address to listen on (default 127.0.0.1)
   --port PORT   the port (default 8081; 0 picks a free one)
   --data FILE   keep the data in FILE (created if missing; in memory otherwise)
+  --require-indexes FILE
+                serve only the queries the composite indexes of this index.yaml serve
+                (as the service does); every query otherwise, as the Firestore emulator
   --keep-versions SECONDS
                 keep past versions this long, for reads at a read_time (default 3600,
                 at most a million changes; 0 keeps none, and holds less memory)
@@ -44,6 +47,7 @@ fn options() -> Result<Options, String> {
                     .map_err(|_| format!("--port {text}: not a port number"))?;
             }
             "--data" => options.data = Some(PathBuf::from(value()?)),
+            "--require-indexes" => options.require_indexes = Some(PathBuf::from(value()?)),
             "--keep-versions" => {
                 let text = value()?;
                 let seconds: u64 = text

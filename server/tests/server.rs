@@ -315,3 +315,81 @@ async fn many_clients_at_once_lose_no_increment() {
     assert_eq!(db.get(&key).await.unwrap().map(|c| c.n), Some(60));
     server.stop().await;
 }
+
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Post")]
+struct Post {
+    #[key]
+    id: KeyName,
+    author: String,
+    topic: String,
+    rank: i64,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_an_index_yaml_only_the_queries_it_serves_are_answered() {
+    let dir = std::env::temp_dir().join(format!("datastore-entity-indexes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let yaml = dir.join("index.yaml");
+    std::fs::write(
+        &yaml,
+        "indexes:\n- kind: Post\n  ancestor: no\n  properties:\n  - name: author\n  - name: rank\n    direction: desc\n",
+    )
+    .unwrap();
+    let server = Server::start(Options {
+        port: 0,
+        require_indexes: Some(yaml),
+        ..Options::default()
+    })
+    .await
+    .expect("the server starts");
+    let db = db(&server, "p").await;
+    for (id, author, rank) in [("a", "ann", 1), ("b", "ann", 3), ("c", "bob", 2)] {
+        db.put(&Post {
+            id: KeyName::new(id).unwrap(),
+            author: author.into(),
+            topic: "t".into(),
+            rank,
+        })
+        .await
+        .unwrap();
+    }
+    let served = db
+        .query::<Post>()
+        .filter(Post::AUTHOR.eq("ann"))
+        .order(Post::RANK.desc())
+        .fetch()
+        .await
+        .unwrap();
+    assert_eq!(
+        served.items.iter().map(|p| p.rank).collect::<Vec<_>>(),
+        [3, 1],
+        "the declared index serves it"
+    );
+    let refused = db
+        .query::<Post>()
+        .filter(Post::TOPIC.eq("t"))
+        .order(Post::RANK.desc())
+        .fetch()
+        .await;
+    match refused {
+        Err(Error::MissingIndex { index_yaml, .. }) => {
+            assert!(index_yaml.contains("name: topic"), "{index_yaml}");
+        }
+        other => panic!("expected the missing index, got {other:?}"),
+    }
+    server.stop().await;
+    // A file that is not an index.yaml: the server does not start, and says why.
+    std::fs::write(dir.join("bad.yaml"), "- kind: Post\n  colour: red\n").unwrap();
+    let refused = Server::start(Options {
+        port: 0,
+        require_indexes: Some(dir.join("bad.yaml")),
+        ..Options::default()
+    })
+    .await;
+    assert!(
+        matches!(&refused, Err(Error::Storage { reason }) if reason.contains("not part of an index.yaml")),
+        "{refused:?}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
