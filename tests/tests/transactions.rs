@@ -941,3 +941,50 @@ async fn an_idle_or_old_transaction_is_ended_and_its_locks_freed() {
         Err(Error::TransactionClosed)
     );
 }
+
+/// A read-only transaction at a past `read_time` ends with a commit of nothing — as Google's
+/// Python client ends one — though what it read has changed since: it read one snapshot, and
+/// does not abort. (Found by the Python client's system test `test_get_w_read_time` against the
+/// server.)
+#[tokio::test]
+async fn a_read_only_transaction_commits_nothing_without_aborting() {
+    use datastore_entity::Value;
+    use datastore_entity::backend::embedded::Embedded;
+    use datastore_entity::backend::{Backend, TransactionMode};
+
+    let engine = std::sync::Arc::new(Embedded::in_memory());
+    let db = Db::with_backend(engine.clone());
+    let mut ann = account("ann");
+    let key = db.put(&ann).await.unwrap();
+    let raw = db.bind(&key).unwrap().into_raw();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let then = Timestamp::now();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    ann.balance = 10;
+    db.put(&ann).await.unwrap();
+    let partition = raw.partition().cloned().unwrap_or_default();
+    let mode = TransactionMode::ReadOnly {
+        read_time: Some(then),
+    };
+    let snapshot = engine.begin_transaction(&partition, &mode).await.unwrap();
+    let old = engine
+        .lookup(std::slice::from_ref(&raw), Some(&snapshot))
+        .await
+        .unwrap();
+    let balance = old[0]
+        .as_ref()
+        .and_then(|p| p.get("balance"))
+        .map(|p| p.value.clone());
+    assert_eq!(
+        balance,
+        Some(Value::Integer(0)),
+        "the entity as it was then"
+    );
+    let committed = engine.commit(Vec::new(), Some(&snapshot)).await;
+    assert_eq!(committed.unwrap(), Vec::new(), "ends without aborting");
+    assert_eq!(
+        engine.commit(Vec::new(), Some(&snapshot)).await,
+        Err(Error::TransactionClosed),
+        "and is ended"
+    );
+}

@@ -50,7 +50,20 @@ pub(super) struct Answers<'a> {
     pub(super) strict: bool,
 }
 
-impl Answers<'_> {
+impl<'a> Answers<'a> {
+    /// The answers of these declared indexes and schemas, in this index mode.
+    pub(super) fn of(
+        composites: &'a HashMap<String, Vec<Composite>>,
+        declared: &'a HashMap<usize, &'static Schema>,
+        strict: bool,
+    ) -> Answers<'a> {
+        Answers {
+            composites,
+            declared,
+            strict,
+        }
+    }
+
     /// How many results a one-branch query has, counted from its plan's index entries when
     /// the plan allows it ([`exec::count`]).
     pub(super) fn count(

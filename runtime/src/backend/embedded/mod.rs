@@ -661,8 +661,9 @@ impl State {
                 code: ServiceCode::InvalidArgument,
                 message: "a read-only transaction cannot write".to_owned(),
             }),
-            Some(t) => self.check_conflicts(t),
-            None => Ok(()),
+            // A read-only transaction read one snapshot: its commit only ends it.
+            Some(t) if !t.read_only => self.check_conflicts(t),
+            _ => Ok(()),
         }
         // Every mutation's own rules before anything is written; each entity is checked as it
         // will be stored, then what exists, in `commit::write`.
@@ -792,11 +793,6 @@ impl State {
 
     /// What answers queries, with the declared indexes and the index mode.
     fn answers(&self) -> Answers<'_> {
-        let (composites, declared, strict) = (&self.composites, &self.declared, self.strict);
-        Answers {
-            composites,
-            declared,
-            strict,
-        }
+        Answers::of(&self.composites, &self.declared, self.strict)
     }
 }
