@@ -45,6 +45,9 @@ use tonic_prost::ProstCodec;
 
 mod index_yaml;
 
+/// The page cache of a file's store by default: 64 MiB.
+pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
+
 /// The largest request the server reads, as the service bounds its requests (10 MiB, with room
 /// for the message's framing): a larger one is refused with `RESOURCE_EXHAUSTED`, unread.
 pub const MAX_REQUEST_BYTES: usize = 11 << 20;
@@ -68,6 +71,9 @@ pub struct Options {
     /// with `FAILED_PRECONDITION` and the index it needs. `None`: every query is served, as
     /// on the Firestore emulator.
     pub require_indexes: Option<PathBuf>,
+    /// The page cache of a file's store, in bytes ([`Embedded::open_with_cache`]): what the
+    /// server holds of the file in memory. 64 MiB by default; `None`: redb's default (1 GiB).
+    pub cache_bytes: Option<usize>,
 }
 
 impl Default for Options {
@@ -78,6 +84,7 @@ impl Default for Options {
             data: None,
             keep_versions: None,
             require_indexes: None,
+            cache_bytes: Some(DEFAULT_CACHE_BYTES),
         }
     }
 }
@@ -103,6 +110,7 @@ struct Shared {
 struct Store {
     data: Option<PathBuf>,
     keep_versions: Option<Duration>,
+    cache_bytes: Option<usize>,
     /// The schemas of `index.yaml`'s indexes, with strict index mode; none: every query.
     required: Option<Vec<&'static Schema>>,
 }
@@ -113,6 +121,7 @@ impl Server {
         let store = Store {
             data: options.data,
             keep_versions: options.keep_versions,
+            cache_bytes: options.cache_bytes,
             required: options
                 .require_indexes
                 .as_deref()
@@ -166,7 +175,7 @@ impl Store {
     /// indexes declared, or serving every query as the Firestore emulator does.
     async fn open(&self) -> Result<Arc<dyn Backend>, Error> {
         let engine = match &self.data {
-            Some(path) => Embedded::open(path)?,
+            Some(path) => Embedded::open_with_cache(path, self.cache_bytes)?,
             None => Embedded::in_memory(),
         };
         let engine = match self.keep_versions {

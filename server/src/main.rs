@@ -15,6 +15,8 @@ const USAGE: &str = "usage: datastore-entity-server [--host HOST] [--port PORT] 
   --require-indexes FILE
                 serve only the queries the composite indexes of this index.yaml serve
                 (as the service does); every query otherwise, as the Firestore emulator
+  --cache-mib MIB
+                the page cache of the --data file, in MiB (default 64)
   --keep-versions SECONDS
                 keep past versions this long, for reads at a read_time (default 3600,
                 at most a million changes; 0 keeps none, and holds less memory)
@@ -48,6 +50,13 @@ fn options() -> Result<Options, String> {
             }
             "--data" => options.data = Some(PathBuf::from(value()?)),
             "--require-indexes" => options.require_indexes = Some(PathBuf::from(value()?)),
+            "--cache-mib" => {
+                let text = value()?;
+                let mib: usize = text
+                    .parse()
+                    .map_err(|_| format!("--cache-mib {text}: not a number of MiB"))?;
+                options.cache_bytes = Some(mib << 20);
+            }
             "--keep-versions" => {
                 let text = value()?;
                 let seconds: u64 = text

@@ -41,6 +41,7 @@ mod ids;
 mod index;
 mod locks;
 mod merge;
+mod open;
 mod plan;
 mod records;
 mod scan;
@@ -59,7 +60,7 @@ use self::history::{AsOf, History};
 use self::ids::Ids;
 use self::index::Composite;
 use self::locks::{Locking, Locks};
-use self::store::{Batch, Memory, Redb, Store};
+use self::store::{Batch, Memory, Store};
 use self::transactions::{Transaction, Transactions};
 use super::{
     Backend, BoxFuture, Change, Committed, FoundEntity, FoundStamped, ReadFound, TransactionId,
@@ -146,13 +147,7 @@ impl Embedded {
     /// The engine persisted in the `redb` file at `path` (created if missing), in strict
     /// index mode. Every acknowledged write is on disk; the file is one process's at a time.
     pub fn open(path: impl AsRef<Path>) -> Result<Embedded, Error> {
-        let store = Redb::open(path.as_ref())?;
-        let mut state = State::new(Box::new(store));
-        state.load(path.as_ref())?;
-        Ok(Embedded {
-            state: Mutex::new(state),
-            released: tokio::sync::Notify::new(),
-        })
+        Embedded::open_with_cache(path, None)
     }
 
     fn with_store(store: Box<dyn Store + Send>) -> Embedded {

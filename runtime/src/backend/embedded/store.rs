@@ -245,7 +245,7 @@ type WriteTable<'t> = redb::Table<'t, &'static [u8], &'static [u8]>;
 impl Redb {
     /// Opens (or creates) the file at `path`. Another process holding it open is a clear
     /// error, never a shared, corrupting use.
-    pub(crate) fn open(path: &Path) -> Result<Redb, Error> {
+    pub(crate) fn open(path: &Path, cache_bytes: Option<usize>) -> Result<Redb, Error> {
         let shown = path.display().to_string();
         // An empty file is not a new database: it is one that lost everything (a truncation,
         // a failed copy). A new database is made by opening a path where no file exists.
@@ -261,7 +261,13 @@ impl Redb {
             Redb::check_ours(path, &shown)?;
         }
         let owned = path.to_owned();
-        Redb::with_opener(shown, Box::new(move || redb::Database::create(&owned)))
+        Redb::with_opener(
+            shown,
+            Box::new(move || match cache_bytes {
+                Some(bytes) => redb::Builder::new().set_cache_size(bytes).create(&owned),
+                None => redb::Database::create(&owned),
+            }),
+        )
     }
 
     /// Whether the existing file at `path` is a store of this engine, looked at without
@@ -766,7 +772,7 @@ pub(crate) mod tests {
         assert_eq!(read(&store, 3).unwrap(), Some(vec![3; 1000]));
         drop(store);
 
-        let store = Redb::open(&path).unwrap();
+        let store = Redb::open(&path, None).unwrap();
         assert_eq!(read(&store, 1).unwrap(), Some(vec![1; 1000]));
         assert_eq!(read(&store, 2).unwrap(), None);
         assert_eq!(read(&store, 3).unwrap(), Some(vec![3; 1000]));
