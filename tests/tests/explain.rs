@@ -209,3 +209,38 @@ async fn the_emulators_answer_to_explain_is_recorded() {
         assert!(plan.stats.is_none(), "{backend:?}: {plan:?}");
     }
 }
+
+/// The engine served to the cloud backend explains as Google Cloud does: its indexes named as
+/// the service names them, and, analyzed, what it read with the reads it bills.
+#[tokio::test]
+async fn the_servers_explain_is_the_engines_plan_as_the_service_says_it() {
+    use datastore_entity_tests::harness::server_host;
+    let db = Db::cloud_builder(PROJECT)
+        .endpoint(format!("http://{}", server_host()))
+        .build()
+        .await
+        .unwrap()
+        .namespace("explain-served")
+        .unwrap();
+    let posts: Vec<Post> = (1..=4)
+        .map(|i| post(i, ["ann", "bob"][(i % 2) as usize], "x"))
+        .collect();
+    db.put_many(&posts).await.unwrap();
+    let query = || db.query::<Post>().filter(Post::AUTHOR.eq("ann"));
+    let plan = query().explain().await.unwrap();
+    assert_eq!(plan.plan, "the service's plan");
+    assert_eq!(plan.indexes_used, ["Post (author ASC, __name__ ASC)"]);
+    assert!(plan.stats.is_none(), "{plan}");
+    let (page, plan) = query().explain_analyze().await.unwrap();
+    assert_eq!(page.items, query().fetch().await.unwrap().items);
+    assert_eq!(page.items.len(), 2);
+    let stats = plan.stats.expect("analyzed");
+    assert_eq!(
+        (stats.results_returned, stats.entities_scanned),
+        (2, 2),
+        "{stats:?}"
+    );
+    assert!((2..=3).contains(&stats.index_entries_scanned), "{stats:?}");
+    assert_eq!(stats.read_operations, Some(2));
+    assert!(stats.execution_duration.is_some_and(|d| !d.is_zero()));
+}

@@ -255,17 +255,34 @@ pub trait Backend: Send + Sync + 'static {
         })
     }
 
-    /// How a query is answered (Query Explain), and with `analyze` its answer (one batch) and
-    /// what it read. A backend that cannot tell refuses with [`Error::Unsupported`] (the
-    /// default).
+    /// How a query is answered (Query Explain), and with `analyze` its answer (one batch, read
+    /// in `transaction` if given) and what it read. A backend that cannot tell refuses with
+    /// [`Error::Unsupported`] (the default).
     fn explain<'a>(
         &'a self,
         query: &'a QuerySpec,
         analyze: bool,
+        transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<(Option<QueryBatch>, Explanation), Error>> {
-        let _ = (query, analyze);
+        let _ = (query, analyze, transaction);
         Box::pin(std::future::ready(Err(Error::Unsupported {
             reason: "this backend cannot explain queries".to_owned(),
+        })))
+    }
+
+    /// How an aggregation over a query's rows is answered, and with `analyze` its value (read
+    /// in `transaction` if given) and what it read. A backend that cannot tell refuses with
+    /// [`Error::Unsupported`] (the default).
+    fn explain_aggregation<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        aggregation: &'a Aggregation,
+        analyze: bool,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<(Option<Value>, Explanation), Error>> {
+        let _ = (query, aggregation, analyze, transaction);
+        Box::pin(std::future::ready(Err(Error::Unsupported {
+            reason: "this backend cannot explain aggregations".to_owned(),
         })))
     }
 

@@ -426,7 +426,7 @@ impl<E: Entity> Query<E> {
                     .to_owned(),
             });
         }
-        backend.explain(&self.spec, analyze).await
+        backend.explain(&self.spec, analyze, None).await
     }
 
     /// How many results the query has (a COUNT aggregation: the service counts index entries,

@@ -713,9 +713,11 @@ impl Cloud {
         &self,
         spec: &QuerySpec,
         analyze: bool,
+        transaction: Option<&TransactionId>,
     ) -> Result<(Option<QueryBatch>, Explanation), Error> {
         use pb::query_result_batch::MoreResultsType as More;
-        let request = self.run_query_request(spec, spec.limit, Read::Outside, Some(analyze));
+        let read = Read::of(transaction);
+        let request = self.run_query_request(spec, spec.limit, read, Some(analyze));
         let response = call!(self, run_query, about_query("run_query", spec), request)
             .map_err(|e| query_error(&spec.kind, spec.start_cursor.is_some(), e))?;
         let explained = response.explain_metrics.is_some();
@@ -823,8 +825,9 @@ impl Backend for Cloud {
         &'a self,
         query: &'a QuerySpec,
         analyze: bool,
+        transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<(Option<QueryBatch>, Explanation), Error>> {
-        Box::pin(self.explain_query(query, analyze))
+        Box::pin(self.explain_query(query, analyze, transaction))
     }
 
     fn run_aggregation<'a>(

@@ -18,6 +18,14 @@ pub(super) enum Plan {
 }
 
 impl Plan {
+    /// The rows the aggregation reads.
+    pub(super) fn rows(&self) -> &QuerySpec {
+        match self {
+            Plan::Count { rows, .. } => rows,
+            Plan::Fold(fold) => &fold.rows,
+        }
+    }
+
     /// The plan of `aggregation` over `query`, refused as the service refuses it.
     pub(super) fn new(query: &QuerySpec, aggregation: &Aggregation) -> Result<Plan, Error> {
         // The query is refused as a query would be (the service validates both alike).

@@ -279,46 +279,24 @@ impl<'a> Answers<'a> {
             .collect()
     }
 
-    /// How `query` is answered (the plan of each branch of its filter), and, with `analyze`,
-    /// its answer and what it read.
-    pub(super) fn explain(
-        &self,
-        store: &dyn Store,
-        query: &QuerySpec,
-        analyze: bool,
-    ) -> Result<(Option<QueryBatch>, Explanation), Error> {
+    /// How `query` is answered: the plan of each branch of its filter, in words.
+    pub(super) fn plan(&self, query: &QuerySpec) -> Result<Explanation, Error> {
         let prepared = Prepared::new(query)?;
-        let mut explanation = explain::explain(&prepared, &self.plans(&prepared)?);
-        if !analyze {
-            return Ok((None, explanation));
-        }
-        let counting = Counting::new(store);
-        let batch = self.answer(&counting, query)?;
-        explanation.stats = Some(counting.stats(batch.results.len()));
-        Ok((Some(batch), explanation))
+        Ok(explain::explain(&prepared, &self.plans(&prepared)?))
     }
 }
 
-/// A view of a store that counts what is read through it (for Query Explain): index entries
-/// (every entry scanned in a table other than the entities one) and entities (read by key).
-/// It writes nothing.
-pub(crate) struct Counting<'s> {
-    inner: &'s dyn Store,
+/// What a query read (for Query Explain): index entries (every entry scanned in a table other
+/// than the entities one) and entities (read by key).
+#[derive(Default)]
+pub(super) struct Tally {
     entries: std::cell::Cell<u64>,
     entities: std::cell::Cell<u64>,
 }
 
-impl<'s> Counting<'s> {
-    pub(crate) fn new(inner: &'s dyn Store) -> Counting<'s> {
-        Counting {
-            inner,
-            entries: std::cell::Cell::new(0),
-            entities: std::cell::Cell::new(0),
-        }
-    }
-
+impl Tally {
     /// What was read, for a query that returned `results` results.
-    pub(crate) fn stats(&self, results: usize) -> ExecutionStats {
+    pub(super) fn stats(&self, results: usize) -> ExecutionStats {
         ExecutionStats {
             results_returned: results as u64,
             index_entries_scanned: self.entries.get(),
@@ -327,11 +305,23 @@ impl<'s> Counting<'s> {
             execution_duration: None,
         }
     }
+}
+
+/// A view of a store that counts what is read through it in a [`Tally`]. It writes nothing.
+pub(super) struct Counting<'s> {
+    inner: &'s dyn Store,
+    tally: &'s Tally,
+}
+
+impl<'s> Counting<'s> {
+    pub(super) fn new(inner: &'s dyn Store, tally: &'s Tally) -> Counting<'s> {
+        Counting { inner, tally }
+    }
 
     fn count(&self, table: &str) {
         let counter = match table {
-            ENTITIES => &self.entities,
-            _ => &self.entries,
+            ENTITIES => &self.tally.entities,
+            _ => &self.tally.entries,
         };
         counter.set(counter.get() + 1);
     }

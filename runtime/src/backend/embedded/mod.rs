@@ -32,6 +32,7 @@
 //!   (ids written without being reserved may be, as by the service: R-K3).
 
 mod aggregate;
+mod analyze;
 mod answer;
 mod commit;
 mod exec;
@@ -317,11 +318,22 @@ impl Backend for Embedded {
         &'a self,
         query: &'a QuerySpec,
         analyze: bool,
+        transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<(Option<QueryBatch>, Explanation), Error>> {
-        ready({
-            let state = self.state();
-            state.answers().explain(&*state.store, query, analyze)
-        })
+        ready(self.state().explain(query, analyze, transaction))
+    }
+
+    fn explain_aggregation<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        aggregation: &'a Aggregation,
+        analyze: bool,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<(Option<Value>, Explanation), Error>> {
+        ready(
+            self.state()
+                .explain_aggregation(query, aggregation, analyze, transaction),
+        )
     }
 
     fn run_aggregation<'a>(
@@ -330,7 +342,10 @@ impl Backend for Embedded {
         aggregation: &'a Aggregation,
         transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<Value, Error>> {
-        ready(self.state().aggregate(query, aggregation, transaction))
+        ready(
+            self.state()
+                .aggregate(query, aggregation, transaction, None),
+        )
     }
 
     fn begin_transaction<'a>(
@@ -736,7 +751,17 @@ impl State {
         transaction: Option<&TransactionId>,
     ) -> Result<QueryBatch, Error> {
         let version = self.read_version(transaction, false)?;
-        let mut batch = self.answers().answer(&self.view(version), query)?;
+        let batch = self.answers().answer(&self.view(version), query)?;
+        self.finish_query(query, transaction, batch)
+    }
+
+    /// A query's answer through its property mask; in a transaction, its reads recorded.
+    fn finish_query(
+        &mut self,
+        query: &QuerySpec,
+        transaction: Option<&TransactionId>,
+        mut batch: QueryBatch,
+    ) -> Result<QueryBatch, Error> {
         if let Some(paths) = query.property_mask.as_deref() {
             for result in &mut batch.results {
                 result.properties = result.properties.selected(paths);
@@ -755,35 +780,6 @@ impl State {
             }
         }
         Ok(batch)
-    }
-
-    /// An aggregation over the rows of `query`, read from the indexes ([`aggregate::Plan`]):
-    /// a count reads keys only (outside a transaction, only index entries), a sum or an
-    /// average the property's index values.
-    fn aggregate(
-        &mut self,
-        query: &QuerySpec,
-        aggregation: &Aggregation,
-        transaction: Option<&TransactionId>,
-    ) -> Result<Value, Error> {
-        match aggregate::Plan::new(query, aggregation)? {
-            aggregate::Plan::Count { rows, keys_only } => {
-                // Outside a transaction (which records the rows it read), count index entries.
-                let counted = match transaction {
-                    None if keys_only => self.answers().count(&*self.store, &rows)?,
-                    _ => None,
-                };
-                let counted = match counted {
-                    Some(counted) => counted,
-                    None => self.run_query(&rows, transaction)?.results.len(),
-                };
-                Ok(Value::Integer(i64::try_from(counted).unwrap_or(i64::MAX)))
-            }
-            aggregate::Plan::Fold(fold) => {
-                let batch = self.run_query(&fold.rows, transaction)?;
-                Ok(fold.over(&batch))
-            }
-        }
     }
 
     /// What answers queries, with the declared indexes and the index mode.

@@ -5,8 +5,8 @@
 //! `datastore-entity-server` crate serves it over the network.
 //!
 //! Each request is checked as the service checks it and translated into the backend's calls;
-//! what a backend cannot do (GQL, Query Explain, a conflict resolved other than by failing) is
-//! refused with `UNIMPLEMENTED`, never ignored.
+//! what a backend cannot do (GQL, a conflict resolved other than by failing, Query Explain on a
+//! backend that cannot explain) is refused with `UNIMPLEMENTED`, never ignored.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -41,7 +41,7 @@ use tonic::Status;
 
 pub(crate) use self::request::status;
 use self::request::{Read, Scope, invalid, path, transaction_mode};
-use crate::backend::{Backend, TransactionId, TransactionMode};
+use crate::backend::{Backend, QueryBatch, ResultShape, TransactionId, TransactionMode};
 use crate::error::Error;
 use crate::model::key::PartitionId;
 use crate::model::scalar::Timestamp;
@@ -49,6 +49,7 @@ use crate::model::stored::ValueView;
 use crate::model::value::Value;
 use crate::model::wire::timestamp;
 use crate::model::wire_map::wire_value;
+use crate::query::explain::Explanation;
 
 /// The Datastore API over a backend. Cheap to clone: clones share the backend.
 #[derive(Clone)]
@@ -171,11 +172,7 @@ impl Service {
             }
             None => return Err(invalid("A query is required.")),
         };
-        if request.explain_options.is_some() {
-            return Err(Status::unimplemented(
-                "Query Explain is not served by this server yet.",
-            ));
-        }
+        let explain = request.explain_options.map(|o| o.analyze);
         let (mut spec, paging) = scope.query(request.partition_id, query)?;
         if let Some(mask) = request.property_mask {
             spec.property_mask = Some(
@@ -194,18 +191,40 @@ impl Service {
         let how = scope.read(request.read_options)?;
         let backend = &*self.backend;
         let partition = spec.partition.clone();
-        let (transaction, answer) = self
-            .reading(how, &partition, async |t| backend.run_query(&spec, t).await)
+        let started = std::time::Instant::now();
+        let (transaction, (answer, explained)) = self
+            .reading(how, &partition, async |t| match explain {
+                None => Ok((backend.run_query(&spec, t).await?, None)),
+                Some(analyze) => {
+                    let (answer, explained) = backend.explain(&spec, analyze, t).await?;
+                    let answer = answer.unwrap_or(QueryBatch {
+                        results: Vec::new(),
+                        end_cursor: Vec::new(),
+                        more_results: false,
+                    });
+                    Ok((answer, Some(explained)))
+                }
+            })
             .await?;
+        let took = started.elapsed();
         let answer = match paging.distinct.is_empty() {
             true => answer,
             false => response::distinct(answer, &paging),
         };
         let mut batch = scope.batch(&spec.shape, &paging, answer, spec.start_cursor.clone());
         batch.read_time = Some(timestamp(Timestamp::now()));
+        let explain_metrics = explained.map(|explained| {
+            let billed = match spec.shape {
+                ResultShape::Full => batch.entity_results.len().max(1),
+                // The service bills a keys-only or projection query as one read.
+                _ => 1,
+            };
+            response::explain_metrics(&spec.kind, &[explained], billed, took)
+        });
         Ok(pb::RunQueryResponse {
             batch: Some(batch),
             transaction: transaction.map(|t| t.0).unwrap_or_default(),
+            explain_metrics,
             ..pb::RunQueryResponse::default()
         })
     }
@@ -227,11 +246,7 @@ impl Service {
             }
             None => return Err(invalid("An aggregation query is required.")),
         };
-        if request.explain_options.is_some() {
-            return Err(Status::unimplemented(
-                "Query Explain is not served by this server yet.",
-            ));
-        }
+        let explain = request.explain_options.map(|o| o.analyze);
         let (spec, aggregations) = scope.aggregation(request.partition_id, query)?;
         let how = match scope.read(request.read_options)? {
             // Several aggregations see one snapshot.
@@ -239,32 +254,58 @@ impl Service {
             how => how,
         };
         let backend = &*self.backend;
-        let (transaction, values) = self
+        let started = std::time::Instant::now();
+        let (transaction, (values, explained)) = self
             .reading(how, &spec.partition, async |t| {
                 let mut values: Vec<(String, Value)> = Vec::with_capacity(aggregations.len());
+                let mut explained: Vec<Explanation> = Vec::new();
                 for (alias, aggregation) in &aggregations {
-                    let value = backend.run_aggregation(&spec, aggregation, t).await?;
-                    values.push((alias.clone(), value));
+                    let Some(analyze) = explain else {
+                        let value = backend.run_aggregation(&spec, aggregation, t).await?;
+                        values.push((alias.clone(), value));
+                        continue;
+                    };
+                    let (value, this) = backend
+                        .explain_aggregation(&spec, aggregation, analyze, t)
+                        .await?;
+                    values.extend(value.map(|v| (alias.clone(), v)));
+                    explained.push(this);
                 }
-                Ok(values)
+                Ok((values, explained))
             })
             .await?;
-        let aggregate_properties = values
-            .into_iter()
-            .map(|(alias, value)| {
-                let wire = wire_value(ValueView::of(&value), false, &scope.partitions);
-                (alias, wire)
-            })
-            .collect();
+        let took = started.elapsed();
+        // One read per thousand index entries read, at least one: as the service bills.
+        let explain_metrics = explain.map(|_| {
+            let scanned: u64 = explained
+                .iter()
+                .filter_map(|e| e.stats.as_ref())
+                .map(|s| s.index_entries_scanned)
+                .sum();
+            let billed = usize::try_from(scanned.div_ceil(1000).max(1)).unwrap_or(usize::MAX);
+            response::explain_metrics(&spec.kind, &explained, billed, took)
+        });
+        let results = match values.is_empty() {
+            // Explained, not run: no result.
+            true => Vec::new(),
+            false => vec![pb::AggregationResult {
+                aggregate_properties: values
+                    .into_iter()
+                    .map(|(alias, value)| {
+                        let wire = wire_value(ValueView::of(&value), false, &scope.partitions);
+                        (alias, wire)
+                    })
+                    .collect(),
+            }],
+        };
         Ok(pb::RunAggregationQueryResponse {
             batch: Some(pb::AggregationResultBatch {
-                aggregation_results: vec![pb::AggregationResult {
-                    aggregate_properties,
-                }],
+                aggregation_results: results,
                 more_results: pb::query_result_batch::MoreResultsType::NoMoreResults as i32,
                 read_time: Some(timestamp(Timestamp::now())),
             }),
             transaction: transaction.map(|t| t.0).unwrap_or_default(),
+            explain_metrics,
             ..pb::RunAggregationQueryResponse::default()
         })
     }
