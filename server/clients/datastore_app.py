@@ -42,6 +42,15 @@ got = client.get(client.key("Task", "write"))
 check(dict(got), dict(task), "a round trip")
 check(got.exclude_from_indexes, {"notes"}, "exclusions")
 
+# An embedded entity with a key of its own keeps it.
+home = datastore.Entity(key=client.key("Address", "home"))
+home.update({"city": "Lyon"})
+holder = datastore.Entity(key=client.key("Holder", "h"))
+holder["home"] = home
+client.put(holder)
+kept = client.get(holder.key)["home"]
+check((kept.key.flat_path, dict(kept)), (("Address", "home"), {"city": "Lyon"}), "an embedded key")
+
 # Many at once, by allocated ids.
 keys = client.allocate_ids(client.key("Task"), 20)
 check(len({k.id for k in keys}), 20, "20 distinct allocated ids")

@@ -193,18 +193,6 @@ async fn bad_requests_get_the_services_status_and_the_server_keeps_serving() {
         Code::InvalidArgument,
         "does not contain a value",
     );
-    // An entity value with a key of its own: refused, not dropped.
-    let inner = pb::Entity {
-        key: Some(key("Inner", "k")),
-        properties: HashMap::new(),
-    };
-    let nested = Some(pb::value::ValueType::EntityValue(inner));
-    let keyed = upsert("keyed", one("nested", nested));
-    refused(
-        client.commit(keyed).await,
-        Code::Unimplemented,
-        "has a key of its own",
-    );
     // A transaction that does not exist.
     let mut request = lookup(vec![key("K", "a")]);
     request.read_options = Some(pb::ReadOptions {
@@ -284,6 +272,69 @@ async fn data_in_a_file_outlives_the_server_and_projects_are_isolated() {
         "acknowledged before the stop, there after it"
     );
     server.stop().await;
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// An entity value with a key of its own (NDB's `LocalStructuredProperty(keep_keys=True)`, an
+/// entity Google's clients embed whole) keeps its key, in memory and in a file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entity_values_own_key_is_kept_in_memory_and_in_a_file() {
+    let dir = std::env::temp_dir().join(format!("datastore-entity-keyed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("data.redb");
+    let text = |s: &str| pb::Value {
+        value_type: Some(pb::value::ValueType::StringValue(s.into())),
+        ..pb::Value::default()
+    };
+    let inner = pb::Entity {
+        key: Some(key("Inner", "k")),
+        properties: HashMap::from([("city".to_owned(), text("Lyon"))]),
+    };
+    let nested = Some(pb::value::ValueType::EntityValue(inner));
+    let embedded = |response: pb::LookupResponse| -> pb::Entity {
+        let entity = response.found[0].entity.clone().unwrap();
+        match entity.properties["nested"].value_type.clone() {
+            Some(pb::value::ValueType::EntityValue(e)) => e,
+            other => panic!("an entity value, not {other:?}"),
+        }
+    };
+    for data in [None, Some(path.clone())] {
+        let server = start(data.clone()).await;
+        let mut client = DatastoreClient::connect(format!("http://{}", server.emulator_host()))
+            .await
+            .unwrap();
+        client
+            .commit(upsert("keyed", one("nested", nested.clone())))
+            .await
+            .unwrap();
+        let mut reads = vec![embedded(
+            client
+                .lookup(lookup(vec![key("K", "keyed")]))
+                .await
+                .unwrap()
+                .into_inner(),
+        )];
+        if data.is_some() {
+            server.stop().await;
+            let server = start(data).await;
+            let mut client = DatastoreClient::connect(format!("http://{}", server.emulator_host()))
+                .await
+                .unwrap();
+            let found = client.lookup(lookup(vec![key("K", "keyed")])).await;
+            reads.push(embedded(found.unwrap().into_inner()));
+            server.stop().await;
+        } else {
+            server.stop().await;
+        }
+        for read in reads {
+            let kept = read.key.expect("the embedded entity's key is kept");
+            assert_eq!(kept.path, key("Inner", "k").path);
+            assert_eq!(
+                read.properties,
+                HashMap::from([("city".to_owned(), text("Lyon"))])
+            );
+        }
+    }
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -474,7 +474,25 @@ impl fmt::Debug for RawKey {
     }
 }
 
-/// The name of the key as a property, in filters and orders (`__key__`).
+/// The name of the key as a property, in filters and orders (`__key__`); and, in an embedded
+/// entity's properties, the property that holds the entity's own key where it has one.
+///
+/// The service's entity values may carry a key (NDB's `LocalStructuredProperty(keep_keys=True)`,
+/// an entity Google's clients embed whole). Read from the service, that key is this property of
+/// the [`Value::Entity`](crate::Value::Entity), excluded from indexes; a
+/// [`Value::Key`](crate::Value::Key) under this name in an embedded entity is sent as the
+/// entity's key. A rewrite loses nothing.
+///
+/// ```
+/// use datastore_entity::{KEY_PROPERTY, PathElement, Property, PropertyMap, RawKey, Value};
+/// let owner = RawKey::new(None, vec![PathElement::new("Person", None)?])?;
+/// let mut home = PropertyMap::new();
+/// home.insert("city", Property::indexed(Value::String("Lyon".into())));
+/// home.insert(KEY_PROPERTY, Property::excluded(Value::Key(owner)));
+/// let embedded = Value::Entity(home);
+/// # let _ = embedded;
+/// # Ok::<(), datastore_entity::Error>(())
+/// ```
 pub const KEY_PROPERTY: &str = "__key__";
 
 /// The key of an entity of type `E`: its kind is always `E::KIND` (the methods that need the

@@ -24,7 +24,7 @@ use crate::model::value::{Measured, Repr, Wire};
 #[cfg(feature = "cloud")]
 use crate::model::wire::{Partitions, timestamp};
 #[cfg(feature = "cloud")]
-use crate::model::wire_map::{array, scalar, wire_value};
+use crate::model::wire_map::{array, scalar, wire_entity, wire_value};
 
 /// The form an entity's properties are built in: the stored form, or the wire form of one
 /// Google Cloud database. Chosen by the `Db`; not a public API.
@@ -377,10 +377,7 @@ impl<'a> ValueWriter<'a> {
             #[cfg(feature = "cloud")]
             Target::Wire(w) => {
                 let properties = properties.into_wire(w.partitions, w.excluded);
-                w.push(V::EntityValue(pb::Entity {
-                    key: None,
-                    properties,
-                }));
+                w.push(V::EntityValue(wire_entity(properties)));
             }
         }
     }

@@ -13,6 +13,8 @@
 use std::collections::VecDeque;
 use std::sync::OnceLock;
 
+#[cfg(feature = "cloud")]
+use crate::model::key::KEY_PROPERTY;
 use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
 use crate::model::name::KeyName;
 use crate::model::scalar::{Blob, GeoPoint, Timestamp, Vector};
@@ -38,6 +40,7 @@ pub(crate) const ENTITY: u8 = 10;
 /// A vector: its dimension, then each value's bits (eight bytes each).
 pub(crate) const VECTOR: u8 = 11;
 /// The meaning of an array value that is a vector, in the service's protocol.
+#[cfg(feature = "cloud")]
 pub(crate) const VECTOR_MEANING: i32 = 31;
 
 /// What a view of checked bytes reads, by construction: the maps' checks (`slots` for stored
@@ -591,11 +594,9 @@ pub(crate) enum MapView<'a> {
     Map(&'a PropertyMap),
     /// A stored property map (count first).
     Encoded(&'a [u8]),
+    /// An entity value received: its properties, and its own key as [`KEY_PROPERTY`].
     #[cfg(feature = "cloud")]
-    Wire(
-        &'a std::collections::HashMap<String, pb::Value>,
-        &'a Partitions,
-    ),
+    Wire(&'a pb::Entity, &'a Partitions),
 }
 
 impl<'a> ValueView<'a> {
@@ -682,7 +683,7 @@ impl<'a> ValueView<'a> {
                 ValueView::Vector(VectorView::Wire(&a.values))
             }
             Some(V::ArrayValue(a)) => ValueView::Array(ArrayView::Wire(&a.values, partitions)),
-            Some(V::EntityValue(e)) => ValueView::Entity(MapView::Wire(&e.properties, partitions)),
+            Some(V::EntityValue(e)) => ValueView::Entity(MapView::Wire(e, partitions)),
         }
     }
 }
@@ -773,7 +774,9 @@ impl<'a> MapView<'a> {
             MapView::Map(map) => map.view(),
             MapView::Encoded(bytes) => Views::Encoded(Properties::new(bytes)),
             #[cfg(feature = "cloud")]
-            MapView::Wire(properties, partitions) => Views::Wire(partitions, properties.iter()),
+            MapView::Wire(entity, partitions) => {
+                Views::Wire(partitions, entity.key.as_ref(), entity.properties.iter())
+            }
         }
     }
 }
@@ -789,9 +792,12 @@ pub(crate) enum Views<'a> {
     /// A stored map's properties that are not excluded from indexes (the others not viewed).
     Indexed(&'a Stored, std::slice::Iter<'a, Slot>),
     Encoded(Properties<'a>),
+    /// A received entity value's key (as [`KEY_PROPERTY`], excluded, first), then its
+    /// properties.
     #[cfg(feature = "cloud")]
     Wire(
         &'a Partitions,
+        Option<&'a pb::Key>,
         std::collections::hash_map::Iter<'a, String, pb::Value>,
     ),
 }
@@ -816,13 +822,20 @@ impl<'a> Iterator for Views<'a> {
                 .map(|slot| (s.name(slot), false, s.view(slot))),
             Views::Encoded(properties) => properties.next(),
             #[cfg(feature = "cloud")]
-            Views::Wire(partitions, properties) => properties.next().map(|(name, v)| {
-                (
-                    name.as_str(),
-                    wire_excluded(v),
-                    ValueView::wire(v, partitions),
-                )
-            }),
+            Views::Wire(partitions, key, properties) => match key.take() {
+                Some(key) => Some((
+                    KEY_PROPERTY,
+                    true,
+                    ValueView::Key(KeyView::Wire(key, partitions)),
+                )),
+                None => properties.next().map(|(name, v)| {
+                    (
+                        name.as_str(),
+                        wire_excluded(v),
+                        ValueView::wire(v, partitions),
+                    )
+                }),
+            },
         }
     }
 }
@@ -1208,7 +1221,7 @@ impl PropertyMap {
             Repr::Entries(e) => Views::Entries(e, e.entries.iter()),
             Repr::Stored(s) => Views::Stored(s, s.live().iter()),
             #[cfg(feature = "cloud")]
-            Repr::Wire(w) => Views::Wire(&w.partitions, w.properties.iter()),
+            Repr::Wire(w) => Views::Wire(&w.partitions, None, w.properties.iter()),
         }
     }
 

@@ -11,6 +11,7 @@ use gcloud_sdk::google::datastore::v1 as pb;
 use gcloud_sdk::google::r#type::LatLng;
 
 use crate::error::Error;
+use crate::model::key::KEY_PROPERTY;
 use crate::model::scalar::{Blob, GeoPoint, Vector};
 use crate::model::stored::{MapView, VECTOR_MEANING, ValueView, wire_excluded};
 use crate::model::value::{Entries, Facts, Measured, Property, PropertyMap, Repr, Value, Wire};
@@ -78,10 +79,12 @@ fn wire_value_at(
                     .collect(),
             );
         }
-        ValueView::Entity(properties) => V::EntityValue(pb::Entity {
-            key: None,
-            properties: wire_properties(properties.iter(), excluded, partitions, depth + 1),
-        }),
+        ValueView::Entity(properties) => V::EntityValue(wire_entity(wire_properties(
+            properties.iter(),
+            excluded,
+            partitions,
+            depth + 1,
+        ))),
         ValueView::Vector(vector) => return wire_vector(vector.values(), excluded),
     };
     scalar(value_type, excluded)
@@ -107,6 +110,23 @@ fn received_vector(values: &[pb::Value]) -> Option<Vector> {
         _ => None,
     });
     Vector::new(doubles.collect::<Option<Vec<f64>>>()?).ok()
+}
+
+/// An embedded entity as the service holds it: a key among its properties
+/// ([`KEY_PROPERTY`]) is the entity's own key.
+pub(crate) fn wire_entity(mut properties: HashMap<String, pb::Value>) -> pb::Entity {
+    let key = match properties.remove(KEY_PROPERTY) {
+        Some(pb::Value {
+            value_type: Some(V::KeyValue(key)),
+            ..
+        }) => Some(key),
+        Some(other) => {
+            properties.insert(KEY_PROPERTY.to_owned(), other);
+            None
+        }
+        None => None,
+    };
+    pb::Entity { key, properties }
 }
 
 /// Viewed properties as the service's map (all excluded when `excluded`).
@@ -157,7 +177,14 @@ pub(crate) fn property_from_wire(
         Some(V::BlobValue(b)) => Value::Blob(Blob::from(b)),
         Some(V::GeoPointValue(g)) => Value::GeoPoint(GeoPoint::new(g.latitude, g.longitude)?),
         Some(V::KeyValue(k)) => Value::Key(partitions.raw_key(k)?),
-        Some(V::EntityValue(e)) => Value::Entity(from_wire_properties(e.properties, partitions)?),
+        Some(V::EntityValue(e)) => {
+            let mut properties = from_wire_properties(e.properties, partitions)?;
+            if let Some(key) = e.key {
+                let key = Value::Key(partitions.raw_key(key)?);
+                properties.insert(KEY_PROPERTY, Property::excluded(key));
+            }
+            Value::Entity(properties)
+        }
         Some(V::ArrayValue(a)) if value.meaning == VECTOR_MEANING => {
             Value::Vector(received_vector(&a.values).ok_or_else(not_a_vector)?)
         }
@@ -231,10 +258,14 @@ fn check_wire(value: &pb::Value, partitions: &Partitions) -> Result<(), Error> {
             .map(drop)
             .ok_or_else(not_a_vector),
         Some(V::ArrayValue(a)) => a.values.iter().try_for_each(|v| check_wire(v, partitions)),
-        Some(V::EntityValue(e)) => e
-            .properties
-            .values()
-            .try_for_each(|v| check_wire(v, partitions)),
+        Some(V::EntityValue(e)) => {
+            if let Some(key) = &e.key {
+                partitions.raw_key(key.clone())?;
+            }
+            e.properties
+                .values()
+                .try_for_each(|v| check_wire(v, partitions))
+        }
         _ => Ok(()),
     }
 }

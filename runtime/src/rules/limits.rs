@@ -8,7 +8,7 @@
 //! refuses, naming the path.
 
 use crate::error::Error;
-use crate::model::key::RawKey;
+use crate::model::key::{KEY_PROPERTY, RawKey};
 use crate::model::name::{NameRole, validate};
 use crate::model::stored::ValueView;
 use crate::model::value::{MAX_NESTING, PropertyMap};
@@ -111,6 +111,11 @@ impl<'a> Walk<'a> {
     ) -> Result<(), Error> {
         let mut level = Level::default();
         for (name, property_excluded, value) in properties {
+            // An embedded entity's own key, held as a property of that name, is no property to
+            // the service: it may be incomplete, and counts nowhere.
+            if !self.path.is_empty() && name == KEY_PROPERTY && matches!(value, ValueView::Key(_)) {
+                continue;
+            }
             match (self.names_checked, self.path.is_empty()) {
                 // Validated when the derive compiled.
                 (true, _) => {}

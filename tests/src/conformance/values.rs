@@ -22,6 +22,7 @@ macro_rules! values_tests {
             values_empty_arrays_read_back_empty,
             values_an_integer_reads_as_a_float_field,
             values_twenty_nested_levels_are_stored_twenty_one_refused,
+            values_an_embedded_entitys_own_key_round_trips,
         );
     };
 }
@@ -319,6 +320,71 @@ pub async fn values_twenty_nested_levels_are_stored_twenty_one_refused(t: Ctx) {
     assert!(
         matches!(&refused, Err(Error::InvalidValue { .. })),
         "{:?}: {refused:?}",
+        t.backend
+    );
+}
+
+/// An entity value may carry a key of its own (NDB's `LocalStructuredProperty(keep_keys=True)`,
+/// an entity Google's clients embed whole): held as its `__key__` property, it is stored,
+/// read back and written again with the entity value's key, never dropped.
+pub async fn values_an_embedded_entitys_own_key_round_trips(t: Ctx) {
+    use datastore_entity::backend::{Mask, Mutation};
+    use datastore_entity::{KEY_PROPERTY, PathElement, Property, PropertyMap, RawKey, Value};
+    let raw = t.db.bind(&sample_key("keyed-home")).unwrap().into_raw();
+    let db = &t.db;
+    // Writes `properties`; reads the entity back, and its embedded entity `home`.
+    let round_trip = async |properties: PropertyMap| -> (PropertyMap, PropertyMap) {
+        let upsert = Mutation::Upsert(raw.clone(), properties, Mask::Whole);
+        db.backend().commit(vec![upsert], None).await.unwrap();
+        let found = db.backend().lookup(std::slice::from_ref(&raw), None).await;
+        let back = found.unwrap().remove(0).expect("stored");
+        match &back["home"].value {
+            Value::Entity(home) => (home.clone(), back),
+            other => panic!("{:?}: an entity value, not {other:?}", t.backend),
+        }
+    };
+    let with_home = |home: PropertyMap| {
+        let mut properties = PropertyMap::new();
+        properties.insert("home", Property::indexed(Value::Entity(home)));
+        properties
+    };
+    let owner = t.db.bind(&account_key("ann")).unwrap().into_raw();
+    let mut home = PropertyMap::new();
+    home.insert("city", Property::indexed(Value::String("Lyon".into())));
+    home.insert(KEY_PROPERTY, Property::excluded(Value::Key(owner.clone())));
+    let (home, back) = round_trip(with_home(home)).await;
+    assert_eq!(
+        home[KEY_PROPERTY].value,
+        Value::Key(owner.clone()),
+        "{:?}",
+        t.backend
+    );
+    assert_eq!(home["city"].value, Value::String("Lyon".into()));
+    // Written again as it was read: the key is still there.
+    let (home, _) = round_trip(back).await;
+    assert_eq!(
+        home[KEY_PROPERTY].value,
+        Value::Key(owner),
+        "{:?}",
+        t.backend
+    );
+    // An incomplete key, given as indexed: kept as it is, indexed nowhere (the service takes
+    // both; it is the embedded entity's key, not a property).
+    let incomplete = RawKey::new(
+        Some(t.db.partition().clone()),
+        vec![PathElement::new("Address", None).unwrap()],
+    )
+    .unwrap();
+    let mut home = PropertyMap::new();
+    home.insert(
+        KEY_PROPERTY,
+        Property::indexed(Value::Key(incomplete.clone())),
+    );
+    let (home, _) = round_trip(with_home(home)).await;
+    assert_eq!(
+        home[KEY_PROPERTY].value,
+        Value::Key(incomplete),
+        "{:?}",
         t.backend
     );
 }

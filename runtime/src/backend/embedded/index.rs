@@ -16,7 +16,7 @@ use std::ops::Range;
 
 use crate::format::file::{KINDS, PROPERTIES, composite_table, split_times, with_times};
 use crate::format::keycode;
-use crate::model::key::{PartitionId, RawKey};
+use crate::model::key::{KEY_PROPERTY, PartitionId, RawKey};
 use crate::model::scalar::Timestamp;
 use crate::model::schema::{Direction, IndexSchema};
 use crate::model::stored::ValueView;
@@ -176,7 +176,9 @@ impl<'a> Columns<'a> {
         properties: impl Iterator<Item = (&'a str, bool, ValueView<'a>)>,
     ) {
         for (name, excluded, value) in properties {
-            if excluded {
+            // An embedded entity's own key is no property: never indexed (as the service).
+            let own_key = prefix.is_some() && name == KEY_PROPERTY;
+            if excluded || own_key && matches!(value, ValueView::Key(_)) {
                 continue;
             }
             let path: Cow<'a, str> = match prefix {

@@ -563,14 +563,6 @@ fn filled(name: &str, value: &pb::Value) -> Result<(), Status> {
             "The value \"{name}\" does not contain a value."
         ))),
         Some(V::ArrayValue(array)) => array.values.iter().try_for_each(|v| filled(name, v)),
-        // The engine keeps an embedded entity's properties, not a key of its own: refused
-        // rather than dropped.
-        Some(V::EntityValue(entity)) if entity.key.is_some() => {
-            Err(Status::unimplemented(format!(
-                "The entity value \"{name}\" has a key of its own, which this server does not \
-                 keep yet; it is refused rather than dropped."
-            )))
-        }
         Some(V::EntityValue(entity)) => entity
             .properties
             .iter()
