@@ -5,9 +5,15 @@
 # prints pytest's summary.
 #
 #   server/clients/system_tests.sh HOST:PORT PROJECT OUT
+#   server/clients/system_tests.sh --prepare     # installs the client and the tests, runs none
 set -euo pipefail
-host=$1 project=$2 out=$3
-case $out in /*) ;; *) out=$PWD/$out ;; esac
+prepare=
+if [ "${1:-}" = --prepare ]; then
+  prepare=1
+else
+  host=$1 project=$2 out=$3
+  case $out in /*) ;; *) out=$PWD/$out ;; esac
+fi
 root=$(cd "$(dirname "$0")/../.." && pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
 venv=$target/ndb-venv
@@ -25,6 +31,7 @@ if [ ! -d "$src/tests/system" ]; then
   "$venv/bin/pip" download -q --no-deps --no-binary :all: -d "$dir" google-cloud-datastore==2.27.0
   tar xzf "$dir/google_cloud_datastore-2.27.0.tar.gz" -C "$dir"
 fi
+[ -n "$prepare" ] && exit 0
 cd "$src"
 # SYSTEM_TESTS_DATABASE="" selects the default database; nothing reaches Google's metadata
 # server.
