@@ -250,6 +250,10 @@ pub(crate) struct Entity {
     pub indexes: Vec<Index>,
     /// `#[replicated(n)]`, `#[replicated(n, unchecked)]`.
     pub replicated: Option<crate::attr::Replicated>,
+    /// `#[entity(global_cache = ...)]`.
+    pub global_cache: Option<darling::util::SpannedValue<bool>>,
+    /// `#[entity(global_cache_timeout = ...)]`, in seconds.
+    pub global_cache_timeout: Option<darling::util::SpannedValue<u32>>,
 }
 
 impl Entity {
@@ -321,6 +325,8 @@ impl Entity {
             fields,
             projections: attrs.projection,
             indexes,
+            global_cache: attrs.global_cache,
+            global_cache_timeout: attrs.global_cache_timeout,
         }
     }
 

@@ -34,16 +34,22 @@ pub(crate) struct EntityAttrs {
     pub projection: Vec<ProjectionDecl>,
     pub index: Vec<IndexDecl>,
     pub ancestor_index: Vec<IndexDecl>,
+    /// `global_cache = false`: the kind stays out of the global cache.
+    pub global_cache: Option<SpannedValue<bool>>,
+    /// `global_cache_timeout = seconds`: how long the global cache keeps an entity.
+    pub global_cache_timeout: Option<SpannedValue<u32>>,
 }
 
 /// The items `#[entity(...)]` takes, for "did you mean" hints.
-const ENTITY_ITEMS: [&str; 6] = [
+const ENTITY_ITEMS: [&str; 8] = [
     "crate",
     "kind",
     "rename_all",
     "projection",
     "index",
     "ancestor_index",
+    "global_cache",
+    "global_cache_timeout",
 ];
 
 impl EntityAttrs {
@@ -97,6 +103,16 @@ impl EntityAttrs {
             ),
             "rename_all" => single(
                 &mut self.rename_all,
+                item,
+                SpannedValue::from_meta(item).map_err(located)?,
+            ),
+            "global_cache" => single(
+                &mut self.global_cache,
+                item,
+                SpannedValue::from_meta(item).map_err(located)?,
+            ),
+            "global_cache_timeout" => single(
+                &mut self.global_cache_timeout,
                 item,
                 SpannedValue::from_meta(item).map_err(located)?,
             ),

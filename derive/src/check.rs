@@ -38,9 +38,33 @@ pub(crate) fn check(entity: &Entity, hard: &mut Errors, soft: &mut Errors) {
     sharded_indexes(entity, soft);
     replicated(entity, soft);
     vector_indexes(entity, soft);
+    cache_policy(entity, soft);
     monotonic_is_indexed(entity, soft);
     projections(entity, soft);
     index_declarations(entity, soft);
+}
+
+/// A global cache timeout is a number of seconds; none is "until a write replaces it".
+fn cache_policy(entity: &Entity, errors: &mut Errors) {
+    if let Some(timeout) = &entity.global_cache_timeout
+        && **timeout == 0
+    {
+        errors.push(error(
+            timeout.span(),
+            "`global_cache_timeout = 0` keeps nothing: give the seconds an entity stays in the \
+             global cache\nhelp: leave `global_cache_timeout` out to keep entities until a write \
+             replaces them, or write `global_cache = false` to cache nothing",
+        ));
+    }
+    if let (Some(global), Some(timeout)) = (&entity.global_cache, &entity.global_cache_timeout)
+        && !**global
+    {
+        errors.push(error(
+            timeout.span(),
+            "`global_cache_timeout` is for a cached kind, but `global_cache = false` caches \
+             nothing\nhelp: remove one of them",
+        ));
+    }
 }
 
 fn error(span: Span, message: impl std::fmt::Display) -> syn::Error {
@@ -453,6 +477,18 @@ fn entity_only_attributes(entity: &Entity, errors: &mut Errors) {
                 format!("`#[vector_index]` needs an entity with a key: {why}"),
             ));
         }
+    }
+    if let Some(global) = &entity.global_cache {
+        errors.push(error(
+            global.span(),
+            format!("`global_cache` needs an entity with a key: {why}"),
+        ));
+    }
+    if let Some(timeout) = &entity.global_cache_timeout {
+        errors.push(error(
+            timeout.span(),
+            format!("`global_cache_timeout` needs an entity with a key: {why}"),
+        ));
     }
     if let Some(count) = entity.replicated.as_ref().map(|r| &r.count) {
         errors.push(error(

@@ -26,12 +26,13 @@
 //! Key names, kind names, property names and project ids are visible in logs, URLs and
 //! the console: never put sensitive data in them (R-N8).
 
-// The layers, bottom up: error.rs, hash.rs, model/, query/, format/, rules/, watch.rs, backend/, db/, scaling/, index_files.rs, façade (DEVELOPERS.md, "Layout").
+// The layers, bottom up: error.rs, hash.rs, model/, query/, format/, rules/, watch.rs, backend/, cache/, db/, scaling/, index_files.rs, façade (DEVELOPERS.md, "Layout").
 // `layers/` checks that every file uses only files below it in that table. This file is the
 // façade: each public item has one path, here at the root (and the prelude), except the
 // backend's vocabulary (`backend`) and the migrations (`migrate`); `earlier.rs` keeps the
 // paths of earlier releases for one release, deprecated.
 pub mod backend;
+mod cache;
 mod db;
 mod error;
 mod format;
@@ -83,6 +84,9 @@ pub use earlier::{diagnostics, entity, key, name, property, scale, value};
 pub mod bench_hooks;
 
 pub use backend::retry::RetryPolicy;
+pub use cache::CacheStats;
+#[cfg(feature = "redis")]
+pub use cache::redis::GlobalCache;
 #[doc = include_str!("derive_entity.md")]
 pub use datastore_entity_derive::Entity;
 #[doc = include_str!("derive_property_value.md")]
@@ -110,8 +114,8 @@ pub use model::property_type::{
 };
 pub use model::scalar::{Blob, GeoPoint, Timestamp, Vector, VectorField};
 pub use model::schema::{
-    CounterSchema, Direction, IndexSchema, IndexedProperty, PropertySchema, ReplicaSchema, Schema,
-    ShardedIndexSchema, VectorIndexSchema,
+    CachePolicy, CounterSchema, Direction, IndexSchema, IndexedProperty, PropertySchema,
+    ReplicaSchema, Schema, ShardedIndexSchema, VectorIndexSchema,
 };
 pub use model::value::MAX_NESTING;
 pub use model::value::{DecodeError, Property, PropertyMap, Value};

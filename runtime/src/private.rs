@@ -14,8 +14,8 @@ pub use crate::model::property_type::{
 };
 pub use crate::model::scalar::{Blob, Timestamp, check_dimension};
 pub use crate::model::schema::{
-    CounterSchema, Direction, IndexSchema, IndexedProperty, PropertySchema, ReplicaSchema, Schema,
-    ShardedIndexSchema, VectorIndexSchema,
+    CachePolicy, CounterSchema, Direction, IndexSchema, IndexedProperty, PropertySchema,
+    ReplicaSchema, Schema, ShardedIndexSchema, VectorIndexSchema,
 };
 pub use crate::model::sink::{Form, ValueWriter};
 pub use crate::model::stored::ValueRef;

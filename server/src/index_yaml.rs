@@ -52,6 +52,7 @@ pub(crate) fn schemas(path: &Path) -> Result<Vec<&'static Schema>, Error> {
                 sharded_indexes: &[],
                 replicas: None,
                 vector_indexes: &[],
+                cache: datastore_entity::CachePolicy::DEFAULT,
             }))
         })
         .collect())

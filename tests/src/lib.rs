@@ -17,6 +17,7 @@ pub mod faults;
 pub mod harness;
 pub mod minimal;
 pub mod recorder;
+pub mod redis;
 pub mod scripted;
 
 /// A blog account.

@@ -275,6 +275,15 @@ fn schema(entity: &Entity) -> TokenStream {
     let mut sharded = Vec::new();
     let mut indexes = Vec::new();
     let mut vectors = Vec::new();
+    let global = entity.global_cache.as_ref().is_none_or(|g| **g);
+    let global_timeout = match entity.global_cache_timeout.as_ref().map(|t| **t) {
+        Some(seconds) => quote!(#p::Option::Some(#seconds)),
+        None => quote!(#p::Option::None),
+    };
+    let cache = quote!(#p::CachePolicy {
+        global: #global,
+        global_timeout: #global_timeout,
+    });
     let mut replicas = quote!(#p::Option::None);
     if entity.is_entity() {
         for field in entity.sharded_indexes() {
@@ -367,6 +376,7 @@ fn schema(entity: &Entity) -> TokenStream {
             sharded_indexes: &[#(#sharded),*],
             replicas: #replicas,
             vector_indexes: &[#(#vectors),*],
+            cache: #cache,
         }
     }
 }

@@ -16,6 +16,8 @@ use super::Db;
 #[must_use = "call `build().await` to connect"]
 pub struct CloudBuilder {
     settings: Settings,
+    #[cfg(feature = "redis")]
+    global_cache: Option<crate::GlobalCache>,
 }
 
 impl CloudBuilder {
@@ -88,6 +90,15 @@ impl CloudBuilder {
         self
     }
 
+    /// A global cache in Redis in front of the database, shared with every process that uses
+    /// the same Redis — python-ndb's `RedisCache` included (feature `redis`; see
+    /// [`Db::with_global_cache`]).
+    #[cfg(feature = "redis")]
+    pub fn global_cache(mut self, cache: crate::GlobalCache) -> Self {
+        self.global_cache = Some(cache);
+        self
+    }
+
     /// Connects, and returns a handle on the project's database in the default namespace.
     /// Missing or unusable credentials are [`Error::Credentials`] before anything is sent
     /// to the service; an unreachable endpoint is [`Error::Unavailable`].
@@ -103,6 +114,10 @@ impl CloudBuilder {
         let mut db = Db::with_backend_in(Arc::new(cloud), partition).with_retry(retry);
         // The derive writes entities straight into the service's protocol buffers.
         db.scope = db.scope.writing_wire(&partitions);
+        #[cfg(feature = "redis")]
+        if let Some(cache) = self.global_cache {
+            db = db.with_global_cache(cache);
+        }
         Ok(db)
     }
 }
@@ -128,6 +143,8 @@ impl Db {
     pub fn cloud_builder(project_id: impl Into<String>) -> CloudBuilder {
         CloudBuilder {
             settings: Settings::new(project_id.into()),
+            #[cfg(feature = "redis")]
+            global_cache: None,
         }
     }
 }

@@ -5,6 +5,7 @@
 //! through `read.rs` (one lookup with companions); `query.rs` holds the typed queries, `txn.rs`
 //! the transactions, `cloud.rs` how a handle on Google Cloud is built.
 
+pub(crate) mod caches;
 #[cfg(feature = "cloud")]
 pub(crate) mod cloud;
 pub(crate) mod nearest;

@@ -65,6 +65,10 @@ pub(crate) async fn load<E: Entity>(
     transaction: Option<&TxRef>,
 ) -> Result<Vec<Option<E>>, Error> {
     let schema = E::SCHEMA;
+    if scope.caching.is_some() {
+        // The caches learn the kind's policy.
+        scope.declare(schema).await?;
+    }
     let replicas = schema.replicas.as_ref().filter(|r| r.unchecked);
     let owners: Vec<RawKey> = keys
         .iter()

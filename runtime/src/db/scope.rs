@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::backend::{Backend, TransactionId, TransactionMode};
+use crate::cache::Caching;
 use crate::error::Error;
 use crate::model::entity::Entity;
 use crate::model::key::{PartitionId, RawKey};
@@ -33,6 +34,8 @@ pub(crate) struct Scope {
     /// partition take `partition`); the stored form otherwise.
     #[cfg(feature = "cloud")]
     pub(crate) wire: Option<Arc<Partitions>>,
+    /// The caches in front of the backend, if any (then `backend` is they).
+    pub(crate) caching: Option<Caching>,
 }
 
 impl Scope {
@@ -49,7 +52,24 @@ impl Scope {
             declared: Arc::default(),
             #[cfg(feature = "cloud")]
             wire: None,
+            caching: None,
         }
+    }
+
+    /// The same scope, its caches changed by `change` (made, in front of the backend, if there
+    /// were none).
+    pub(crate) fn caching(&self, change: impl FnOnce(Caching) -> Caching) -> Scope {
+        let mut scope = self.clone();
+        let caching = match &self.caching {
+            Some(caching) => caching.clone(),
+            None => Caching::new(Arc::clone(&self.backend)),
+        };
+        let caching = change(caching);
+        scope.backend = Arc::new(caching.clone());
+        scope.caching = Some(caching);
+        // Kinds are declared again, so that the caches learn each kind's policy.
+        scope.declared = Arc::default();
+        scope
     }
 
     /// Declares `schema` to the backend (its composite indexes, which the backend maintains

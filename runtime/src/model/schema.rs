@@ -33,6 +33,35 @@ pub struct Schema {
     /// `#[entity(index(...))]` that ends with such a field (a search pre-filtered on the
     /// properties before it).
     pub vector_indexes: &'static [VectorIndexSchema],
+    /// How the caches treat the kind (`#[entity(global_cache = false)]`,
+    /// `#[entity(global_cache_timeout = 600)]`).
+    pub cache: CachePolicy,
+}
+
+/// How the global cache treats an entity kind: NDB's `_use_global_cache` and
+/// `_global_cache_timeout`, which python-ndb reads for the same kind on the same Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CachePolicy {
+    /// Whether the global cache holds entities of the kind (NDB's default: yes). A kind that
+    /// opts out is neither read from the cache nor locked in it by writes.
+    pub global: bool,
+    /// How long, in seconds, the global cache keeps an entity of the kind once read (`None`,
+    /// NDB's default: until a write replaces it).
+    pub global_timeout: Option<u32>,
+}
+
+impl CachePolicy {
+    /// Cached, with no expiry: NDB's default.
+    pub const DEFAULT: CachePolicy = CachePolicy {
+        global: true,
+        global_timeout: None,
+    };
+}
+
+impl Default for CachePolicy {
+    fn default() -> CachePolicy {
+        CachePolicy::DEFAULT
+    }
 }
 
 impl Schema {

@@ -1,0 +1,346 @@
+//! Caches in front of a backend, as NDB keeps them: a context cache per handle (what the
+//! handle read and wrote, in memory) and a global cache in Redis shared with every process
+//! (feature `redis`), both exact for what they answer.
+//!
+//! [`Caching`] wraps a backend: a lookup outside a transaction is answered by the context
+//! cache, then the global cache, then the backend (and fills both); a commit locks its keys in
+//! the global cache first and releases them after, so that no reader fills the cache with a
+//! value the commit replaces; transactions never read from either; queries never do.
+
+mod context;
+#[cfg(feature = "redis")]
+mod global;
+#[cfg(feature = "redis")]
+mod ndb;
+#[cfg(feature = "redis")]
+pub(crate) mod redis;
+mod shared;
+
+use std::sync::Arc;
+
+pub(crate) use self::context::ContextCache;
+#[cfg(feature = "redis")]
+use self::global::GlobalLayer;
+#[cfg(feature = "redis")]
+use self::redis::GlobalCache;
+pub use self::shared::CacheStats;
+use self::shared::{Counters, Policies};
+use crate::backend::{
+    Aggregation, Backend, BoxFuture, Change, Committed, FoundStamped, QueryBatch, QuerySpec,
+    ReadFound, TransactionId, TransactionMode,
+};
+use crate::error::Error;
+use crate::model::key::{PartitionId, RawKey};
+use crate::model::schema::Schema;
+use crate::model::value::{PropertyMap, Value};
+use crate::query::explain::Explanation;
+
+/// A backend with caches in front of it. Cheap to clone: clones share the caches.
+#[derive(Clone)]
+pub(crate) struct Caching {
+    inner: Arc<dyn Backend>,
+    context: Option<Arc<ContextCache>>,
+    #[cfg(feature = "redis")]
+    global: Option<GlobalLayer>,
+    /// Each declared kind's policy.
+    policies: Arc<Policies>,
+    counters: Arc<Counters>,
+}
+
+impl Caching {
+    /// `inner` with no cache yet.
+    pub(crate) fn new(inner: Arc<dyn Backend>) -> Caching {
+        Caching {
+            inner,
+            context: None,
+            #[cfg(feature = "redis")]
+            global: None,
+            policies: Arc::default(),
+            counters: Arc::default(),
+        }
+    }
+
+    /// The same, with a new, empty context cache.
+    pub(crate) fn with_context(mut self) -> Caching {
+        self.context = Some(Arc::default());
+        self
+    }
+
+    /// The same, with `cache` as its global cache, for keys of `partition`'s project and
+    /// database.
+    #[cfg(feature = "redis")]
+    pub(crate) fn with_global(mut self, cache: GlobalCache, partition: &PartitionId) -> Caching {
+        self.global = Some(GlobalLayer::new(
+            cache,
+            &partition.project_id,
+            &partition.database_id,
+        ));
+        self
+    }
+
+    /// The same, reading around the global cache (writes still lock their keys).
+    #[cfg_attr(not(feature = "redis"), allow(unused_mut))]
+    pub(crate) fn without_global_reads(mut self) -> Caching {
+        #[cfg(feature = "redis")]
+        if let Some(global) = &mut self.global {
+            global.reads = false;
+        }
+        self
+    }
+
+    /// What the caches answered.
+    pub(crate) fn stats(&self) -> CacheStats {
+        self.counters.stats()
+    }
+
+    /// Forgets what the context cache holds.
+    pub(crate) fn clear_context(&self) {
+        if let Some(context) = &self.context {
+            context.clear();
+        }
+    }
+
+    /// Looks `keys` up outside a transaction: the context cache, the global cache, then the
+    /// backend, filling both.
+    async fn lookup_cached(&self, keys: &[RawKey]) -> Result<Vec<Option<PropertyMap>>, Error> {
+        let known = match &self.context {
+            Some(context) => context.get(keys),
+            None => vec![None; keys.len()],
+        };
+        let unknown: Vec<RawKey> = keys
+            .iter()
+            .zip(&known)
+            .filter(|(_, k)| k.is_none())
+            .map(|(key, _)| key.clone())
+            .collect();
+        Counters::add(&self.counters.context_hits, keys.len() - unknown.len());
+        let read = match unknown.is_empty() {
+            true => Vec::new(),
+            false => self.lookup_global(&unknown).await?,
+        };
+        if let Some(context) = &self.context {
+            context.remember(unknown.iter().zip(&read));
+        }
+        Ok(merge(known, read.into_iter()))
+    }
+
+    #[cfg(not(feature = "redis"))]
+    async fn lookup_global(&self, keys: &[RawKey]) -> Result<Vec<Option<PropertyMap>>, Error> {
+        self.inner.lookup(keys, None).await
+    }
+
+    #[cfg(feature = "redis")]
+    async fn lookup_global(&self, keys: &[RawKey]) -> Result<Vec<Option<PropertyMap>>, Error> {
+        match &self.global {
+            Some(global) if global.reads => {
+                let inner = &*self.inner;
+                global
+                    .lookup(inner, &self.policies, &self.counters, keys)
+                    .await
+            }
+            _ => self.inner.lookup(keys, None).await,
+        }
+    }
+
+    /// Commits `changes` through `commit`, the global cache's locks held around it, and what it
+    /// wrote known to (or forgotten by) the context cache.
+    async fn committing<T>(
+        &self,
+        changes: Vec<Change>,
+        commit: impl AsyncFnOnce(Vec<Change>) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let written = self
+            .context
+            .as_ref()
+            .map(|_| ContextCache::written(&changes));
+        #[cfg(feature = "redis")]
+        let locked = match &self.global {
+            Some(global) => Some(global.lock(&self.policies, &changes).await?),
+            None => None,
+        };
+        let result = commit(changes).await;
+        #[cfg(feature = "redis")]
+        if let (Some(global), Some(locked)) = (&self.global, locked) {
+            global.unlock(&self.counters, locked).await;
+        }
+        if let (Some(context), Some(written)) = (&self.context, written) {
+            context.committed(written, result.is_ok());
+        }
+        result
+    }
+}
+
+/// `known` with each unknown slot filled from `read`, in order.
+fn merge(
+    known: Vec<Option<Option<PropertyMap>>>,
+    read: impl Iterator<Item = Option<PropertyMap>>,
+) -> Vec<Option<PropertyMap>> {
+    let mut read = read;
+    known
+        .into_iter()
+        .map(|k| k.unwrap_or_else(|| read.next().flatten()))
+        .collect()
+}
+
+impl Backend for Caching {
+    fn lookup_stamped<'a>(
+        &'a self,
+        keys: &'a [RawKey],
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<FoundStamped, Error>> {
+        // Versions and times are not cached: read where they are.
+        self.inner.lookup_stamped(keys, transaction)
+    }
+
+    fn lookup_masked<'a>(
+        &'a self,
+        keys: &'a [RawKey],
+        paths: &'a [Vec<std::borrow::Cow<'static, str>>],
+    ) -> BoxFuture<'a, Result<FoundStamped, Error>> {
+        self.inner.lookup_masked(keys, paths)
+    }
+
+    fn lookup<'a>(
+        &'a self,
+        keys: &'a [RawKey],
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<Vec<Option<PropertyMap>>, Error>> {
+        match transaction {
+            // A transaction reads its own snapshot, never a cache (as NDB).
+            Some(_) => self.inner.lookup(keys, transaction),
+            None => Box::pin(self.lookup_cached(keys)),
+        }
+    }
+
+    fn lookup_each<'a>(
+        &'a self,
+        keys: &'a [RawKey],
+        read: &'a mut ReadFound<'_>,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            let found = self.lookup_cached(keys).await?;
+            for (i, properties) in found.into_iter().enumerate() {
+                if let Some(properties) = properties {
+                    read(i, crate::backend::FoundEntity::Map(properties))?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn commit_changes<'a>(
+        &'a self,
+        changes: Vec<Change>,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<Committed, Error>> {
+        Box::pin(self.committing(changes, async move |changes| {
+            self.inner.commit_changes(changes, transaction).await
+        }))
+    }
+
+    fn begin_with_commit<'a>(
+        &'a self,
+        changes: Vec<Change>,
+        partition: &'a PartitionId,
+        mode: &'a TransactionMode,
+    ) -> BoxFuture<'a, Result<Committed, Error>> {
+        Box::pin(self.committing(changes, async move |changes| {
+            self.inner.begin_with_commit(changes, partition, mode).await
+        }))
+    }
+
+    fn run_query<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<QueryBatch, Error>> {
+        self.inner.run_query(query, transaction)
+    }
+
+    fn run_aggregation<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        aggregation: &'a Aggregation,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<Value, Error>> {
+        self.inner.run_aggregation(query, aggregation, transaction)
+    }
+
+    fn begin_transaction<'a>(
+        &'a self,
+        partition: &'a PartitionId,
+        mode: &'a TransactionMode,
+    ) -> BoxFuture<'a, Result<TransactionId, Error>> {
+        self.inner.begin_transaction(partition, mode)
+    }
+
+    fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>> {
+        self.inner.rollback(transaction)
+    }
+
+    fn end_read_only<'a>(
+        &'a self,
+        transaction: &'a TransactionId,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        self.inner.end_read_only(transaction)
+    }
+
+    fn begin_with_lookup<'a>(
+        &'a self,
+        keys: &'a [RawKey],
+        partition: &'a PartitionId,
+        mode: &'a TransactionMode,
+    ) -> BoxFuture<'a, Result<(TransactionId, Vec<Option<PropertyMap>>), Error>> {
+        self.inner.begin_with_lookup(keys, partition, mode)
+    }
+
+    fn begin_with_query<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        mode: &'a TransactionMode,
+    ) -> BoxFuture<'a, Result<(TransactionId, QueryBatch), Error>> {
+        self.inner.begin_with_query(query, mode)
+    }
+
+    fn begin_with_aggregation<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        aggregation: &'a Aggregation,
+        mode: &'a TransactionMode,
+    ) -> BoxFuture<'a, Result<(TransactionId, Value), Error>> {
+        self.inner.begin_with_aggregation(query, aggregation, mode)
+    }
+
+    fn explain<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        analyze: bool,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<(Option<QueryBatch>, Explanation), Error>> {
+        self.inner.explain(query, analyze, transaction)
+    }
+
+    fn explain_aggregation<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        aggregation: &'a Aggregation,
+        analyze: bool,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<(Option<Value>, Explanation), Error>> {
+        self.inner
+            .explain_aggregation(query, aggregation, analyze, transaction)
+    }
+
+    fn allocate_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
+        self.inner.allocate_ids(keys)
+    }
+
+    fn reserve_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<(), Error>> {
+        self.inner.reserve_ids(keys)
+    }
+
+    fn declare<'a>(&'a self, schema: &'static Schema) -> BoxFuture<'a, Result<(), Error>> {
+        self.policies.declare(schema.kind, schema.cache);
+        self.inner.declare(schema)
+    }
+}
