@@ -69,9 +69,10 @@ async fn cached(backend: Backend, test: &str, redis: &Redis) -> Option<Db> {
     Some(harness::db(backend, test).await?.with_global_cache(cache))
 }
 
-#[tokio::test]
-async fn the_context_cache_answers_what_the_handle_read_and_wrote() {
-    let db = Db::in_memory();
+async fn the_context_cache_answers_what_the_handle_read_and_wrote(backend: Backend) {
+    let Some(db) = harness::db(backend, "context_cache").await else {
+        return;
+    };
     let request = db.with_context_cache();
     let k = key("a");
     assert_eq!(request.get(&k).await.unwrap(), None);
@@ -126,6 +127,16 @@ async fn the_context_cache_answers_what_the_handle_read_and_wrote() {
     assert_eq!(read, Some(item("a", 6)));
     let page = request.query::<Item>().fetch().await.unwrap();
     assert_eq!(page.items, [item("a", 6)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_context_cache_answers_what_the_handle_read_and_wrote_embedded() {
+    the_context_cache_answers_what_the_handle_read_and_wrote(Backend::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_context_cache_answers_what_the_handle_read_and_wrote_firestore() {
+    the_context_cache_answers_what_the_handle_read_and_wrote(Backend::Firestore).await;
 }
 
 /// Reads fill the cache, then are answered from it; what Redis holds is NDB's form.
@@ -256,10 +267,9 @@ async fn no_stale_read_after_a_write_firestore() {
 
 /// A writer killed between its lock and its commit leaves a lock: readers read the database
 /// and cache nothing until it expires; then the cache fills again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_crashed_writers_lock_expires() {
+async fn a_crashed_writers_lock_expires(backend: Backend) {
     let Some(redis) = redis() else { return };
-    let Some(db) = cached(Backend::Embedded, "cache_crash", &redis).await else {
+    let Some(db) = cached(backend, "cache_crash", &redis).await else {
         return;
     };
     db.replace(&item("a", 1)).await.unwrap();
@@ -282,6 +292,16 @@ async fn a_crashed_writers_lock_expires() {
     assert_eq!(db.cache_stats().hits, hits + 1, "filled again, then hit");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_writers_lock_expires_embedded() {
+    a_crashed_writers_lock_expires(Backend::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_writers_lock_expires_firestore() {
+    a_crashed_writers_lock_expires(Backend::Firestore).await;
+}
+
 /// The one key Redis holds.
 fn one_key(redis: &Redis) -> Vec<u8> {
     let key = redis.raw(&[b"RANDOMKEY"]).unwrap();
@@ -289,19 +309,31 @@ fn one_key(redis: &Redis) -> Vec<u8> {
     key
 }
 
-/// Redis stopped mid-run: reads keep working, from the database, each bypass counted; writes
-/// fail unwritten; Redis back, the cache serves again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_stopped_mid_run_is_read_around() {
+/// Redis paused (slow), then stopped mid-run: reads keep working, from the database, within
+/// the timeout, each bypass counted; writes fail unwritten; Redis back, the cache serves again.
+async fn redis_slow_or_stopped_is_read_around(backend: Backend) {
     let Some(redis) = redis() else { return };
     let port = redis.port;
-    let Some(db) = cached(Backend::Embedded, "cache_down", &redis).await else {
+    let Some(db) = cached(backend, "cache_down", &redis).await else {
         return;
     };
     db.replace(&item("a", 1)).await.unwrap();
     db.get(&key("a")).await.unwrap();
     db.get(&key("a")).await.unwrap();
     assert_eq!(db.cache_stats().hits, 1);
+    // Slow: Redis answers no client for 3 s.
+    assert_eq!(
+        redis.command(&["CLIENT", "PAUSE", "3000", "ALL"]).unwrap(),
+        "+OK"
+    );
+    let started = std::time::Instant::now();
+    assert_eq!(db.get(&key("a")).await.unwrap(), Some(item("a", 1)));
+    assert!(
+        started.elapsed() < Duration::from_millis(1_500),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(db.cache_stats().bypasses, 1);
     drop(redis);
     let started = std::time::Instant::now();
     for _ in 0..5 {
@@ -312,7 +344,7 @@ async fn redis_stopped_mid_run_is_read_around() {
         "reads are not slowed past the timeout: {:?}",
         started.elapsed()
     );
-    assert_eq!(db.cache_stats().bypasses, 5);
+    assert_eq!(db.cache_stats().bypasses, 6);
     let refused = db.put(&item("a", 2)).await;
     assert!(
         matches!(refused, Err(Error::Unavailable { .. })),
@@ -331,6 +363,16 @@ async fn redis_stopped_mid_run_is_read_around() {
     assert_eq!(db.get(&key("a")).await.unwrap(), Some(item("a", 3)));
     assert_eq!(db.cache_stats().hits, hits + 1);
     drop(redis);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_slow_or_stopped_is_read_around_embedded() {
+    redis_slow_or_stopped_is_read_around(Backend::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_slow_or_stopped_is_read_around_firestore() {
+    redis_slow_or_stopped_is_read_around(Backend::Firestore).await;
 }
 
 /// Readers and writers at once, on two handles (two processes' worth: each its own
@@ -396,4 +438,41 @@ async fn concurrent_readers_and_writers_read_nothing_stale_embedded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_readers_and_writers_read_nothing_stale_firestore() {
     concurrent_readers_and_writers_read_nothing_stale(Backend::Firestore).await;
+}
+
+/// What the global cache answers is logged: one `debug` event per lookup with its counts, and
+/// a `warn` (with the reason, without keys) when Redis does not answer.
+#[tokio::test]
+async fn the_global_cache_reports_through_tracing() {
+    use datastore_entity_tests::recorder::{self, Recorder};
+    let Some(redis) = redis() else { return };
+    let recorded = Recorder::default();
+    let _guard = recorder::scoped(recorded.clone());
+    let db = Db::in_memory().with_global_cache(GlobalCache::redis(&redis.url()).unwrap());
+    db.replace(&item("secret-name", 1)).await.unwrap();
+    db.get(&key("secret-name")).await.unwrap();
+    db.get(&key("secret-name")).await.unwrap();
+    drop(redis);
+    db.get(&key("secret-name")).await.unwrap();
+    let logged = recorded.take();
+    let lookups: Vec<String> = logged
+        .iter()
+        .filter(|l| l.text().contains("global cache lookup"))
+        .map(|l| l.text())
+        .collect();
+    assert_eq!(lookups.len(), 3, "{lookups:#?}");
+    for (lookup, counted) in lookups.iter().zip(["misses=1", "hits=1", "bypassed=1"]) {
+        assert!(lookup.contains(counted), "{counted} in {lookup}");
+    }
+    let warned: Vec<&datastore_entity_tests::recorder::Logged> = logged
+        .iter()
+        .filter(|l| l.level == tracing::Level::WARN)
+        .collect();
+    assert_eq!(warned.len(), 1, "{warned:#?}");
+    assert!(warned[0].text().contains("did not answer"), "{warned:?}");
+    assert!(
+        !logged
+            .iter()
+            .any(|l| l.level < tracing::Level::DEBUG && l.text().contains("secret-name"))
+    );
 }

@@ -318,6 +318,20 @@ async fn cloud_block() -> Result<(), Error> {
     Ok(())
 }
 
+/// README: caching (compiled, not run: it needs Redis and a project).
+#[rustfmt::skip]
+async fn caching_block() -> Result<(), Error> {
+    use datastore_entity::GlobalCache;
+
+    // Every kind is cached unless it opts out: #[entity(global_cache = false)];
+    // #[entity(global_cache_timeout = 600)] keeps its entities ten minutes at most.
+    let cache = GlobalCache::redis("redis://127.0.0.1:6379/0")?;    // python-ndb's REDIS_CACHE_URL
+    let db = Db::cloud_builder("my-project").global_cache(cache).build().await?;
+    let request = db.with_context_cache();    // one per request: what it read, it reads from memory
+    println!("{:?}", db.cache_stats());        // hits, misses, locked, bypasses, context_hits
+    Ok(())
+}
+
 /// README: running in production (compiled, not run: it needs credentials).
 #[rustfmt::skip]
 async fn production_block() -> Result<(), Error> {
@@ -651,7 +665,7 @@ fn every_readme_block_is_compiled_here() {
         );
     }
     assert_eq!(
-        blocks, 13,
+        blocks, 14,
         "the README's rust blocks changed: compile each new one here"
     );
 }
