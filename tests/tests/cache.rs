@@ -476,3 +476,49 @@ async fn the_global_cache_reports_through_tracing() {
             .any(|l| l.level < tracing::Level::DEBUG && l.text().contains("secret-name"))
     );
 }
+
+/// A large entity, near the service's 1 MiB limit.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Large")]
+struct Large {
+    #[key]
+    id: KeyId,
+    #[exclude_from_index]
+    body: String,
+}
+
+/// Twelve entities of 900 KB each, read at once: offered to Redis a few MiB at a time, all
+/// cached, then all read from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_large_entities_are_cached_a_few_mib_at_a_time() {
+    let Some(redis) = redis() else { return };
+    let Some(db) = cached(Backend::Embedded, "cache_large", &redis).await else {
+        return;
+    };
+    let db = db.with_global_cache(
+        GlobalCache::redis(&redis.url())
+            .unwrap()
+            .timeout(Duration::from_secs(2)),
+    );
+    let entities: Vec<Large> = (1..=12)
+        .map(|i| Large {
+            id: KeyId::new(i).unwrap(),
+            body: char::from(b'a' + i as u8).to_string().repeat(900_000),
+        })
+        .collect();
+    db.put_many(&entities).await.unwrap();
+    let keys: Vec<Key<Large>> = (1..=12)
+        .map(|i| Large::key(KeyId::new(i).unwrap()))
+        .collect();
+    let first: Vec<Option<Large>> = db.get_many(&keys).await.unwrap();
+    assert_eq!(first.iter().flatten().count(), 12);
+    assert_eq!(redis.command(&["DBSIZE"]).unwrap(), ":12");
+    let again = db.get_many(&keys).await.unwrap();
+    assert_eq!(again, first);
+    let stats = db.cache_stats();
+    assert_eq!(
+        (stats.misses, stats.hits, stats.bypasses),
+        (12, 12, 0),
+        "{stats:?}"
+    );
+}

@@ -37,6 +37,28 @@ impl GlobalLayer {
     }
 }
 
+/// At most about this many bytes of entities offered to Redis in one call.
+const FILL_BYTES: usize = 4 << 20;
+
+/// `entities` in runs of at most `max` bytes (or one entity, if larger): a lookup of many
+/// large entities is offered a few MiB per call, not as one request Redis takes too long to
+/// read (or refuses).
+fn chunks(entities: &[Vec<u8>], max: usize) -> Vec<std::ops::Range<usize>> {
+    let mut ranges = Vec::new();
+    let mut start = 0;
+    while start < entities.len() {
+        let mut end = start + 1;
+        let mut bytes = entities[start].len();
+        while end < entities.len() && bytes + entities[end].len() <= max {
+            bytes += entities[end].len();
+            end += 1;
+        }
+        ranges.push(start..end);
+        start = end;
+    }
+    ranges
+}
+
 /// Cache keys, and the entity offered for each (empty: none).
 type Offered = (Vec<Vec<u8>>, Vec<Vec<u8>>);
 
@@ -184,10 +206,11 @@ impl GlobalLayer {
         }
         for (expiry, (cache_keys, entities)) in by_expiry {
             let expires = expiry.map(|s| Duration::from_secs(u64::from(s)));
-            if let Err(Bypass(reason)) =
-                self.cache.fill(&cache_keys, lock, &entities, expires).await
-            {
-                tracing::warn!(%reason, "the global cache did not take what was read");
+            for range in chunks(&entities, FILL_BYTES) {
+                let (keys, offered) = (&cache_keys[range.clone()], &entities[range]);
+                if let Err(Bypass(reason)) = self.cache.fill(keys, lock, offered, expires).await {
+                    tracing::warn!(%reason, "the global cache did not take what was read");
+                }
             }
         }
     }
@@ -225,5 +248,20 @@ impl GlobalLayer {
             Counters::add(&counters.bypasses, locked.keys.len());
             tracing::warn!(%reason, "the global cache did not release a write's locks: they expire");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chunks;
+
+    #[test]
+    fn entities_are_offered_a_few_mib_at_a_time() {
+        let sized =
+            |sizes: &[usize]| -> Vec<Vec<u8>> { sizes.iter().map(|n| vec![0; *n]).collect() };
+        assert_eq!(chunks(&sized(&[]), 10), []);
+        assert_eq!(chunks(&sized(&[3, 3, 3, 3]), 10), [0..3, 3..4]);
+        assert_eq!(chunks(&sized(&[12, 1, 12]), 10), [0..1, 1..2, 2..3]);
+        assert_eq!(chunks(&sized(&[900; 12]), 4_000), [0..4, 4..8, 8..12]);
     }
 }
