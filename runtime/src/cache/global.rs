@@ -90,6 +90,10 @@ impl GlobalLayer {
         let positions: Vec<usize> = (0..keys.len()).filter(|i| cached[*i].is_some()).collect();
         let mut found: Vec<Option<Option<PropertyMap>>> = vec![None; keys.len()];
         let mut unknown: Vec<usize> = Vec::new();
+        if positions.is_empty() {
+            // No kind read here is cached.
+            return inner.lookup(keys, None).await;
+        }
         let cache_keys: Vec<Vec<u8>> = positions.iter().map(|i| key_of(*i)).collect();
         let (mut hits, mut locked, mut bypassed) = (0, 0, 0);
         match self.cache.get(&cache_keys).await {
@@ -223,29 +227,35 @@ impl GlobalLayer {
         policies: &Policies,
         changes: &[Change],
     ) -> Result<Locked, Error> {
-        let keys: Vec<Vec<u8>> = changes
+        let mut keys: Vec<Vec<u8>> = changes
             .iter()
             .map(|c| c.mutation.key())
             .filter(|k| k.is_complete() && policies.of(k.kind()).global)
             .map(|k| ndb::cache_key(&self.partitions.key(k)))
             .collect();
+        // A key written twice (which the commit then refuses) is locked once.
+        keys.sort_unstable();
+        keys.dedup();
         let token = ndb::write_token();
-        self.cache
-            .write_lock(&keys, &token)
-            .await
-            .map_err(|Bypass(reason)| Error::Unavailable {
+        if let Err(Bypass(reason)) = self.cache.write_lock(&keys, &token).await {
+            // The script may have run, its answer lost: release what it may have locked.
+            let _ = self.cache.write_unlock(&keys, &token).await;
+            return Err(Error::Unavailable {
                 reason: format!(
-                    "the global cache could not lock the keys written ({reason}); nothing was                      written, so that no reader keeps an entity this write replaces"
+                    "the global cache in Redis could not lock the keys this write changes \
+                     ({reason}); nothing was written, so that no reader keeps an entity the \
+                     write replaces: write again when Redis answers, or from a handle without \
+                     the global cache if no process reads these kinds through it"
                 ),
-            })?;
+            });
+        }
         Ok(Locked { keys, token })
     }
 
     /// Releases a commit's locks, whatever its outcome: the keys are left "written recently",
     /// and the next reader reads them from the database. A lock Redis did not release expires.
-    pub(crate) async fn unlock(&self, counters: &Counters, locked: Locked) {
+    pub(crate) async fn unlock(&self, locked: Locked) {
         if let Err(Bypass(reason)) = self.cache.write_unlock(&locked.keys, &locked.token).await {
-            Counters::add(&counters.bypasses, locked.keys.len());
             tracing::warn!(%reason, "the global cache did not release a write's locks: they expire");
         }
     }

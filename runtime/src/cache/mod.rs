@@ -1,6 +1,8 @@
 //! Caches in front of a backend, as NDB keeps them: a context cache per handle (what the
 //! handle read and wrote, in memory) and a global cache in Redis shared with every process
-//! (feature `redis`), both exact for what they answer.
+//! (feature `redis`). Neither answers with an entity older than a write that went through a
+//! handle using it (the context cache: through that handle; the global cache: through any
+//! process on the same Redis that locks its writes, NDB's included).
 //!
 //! [`Caching`] wraps a backend: a lookup outside a transaction is answered by the context
 //! cache, then the global cache, then the backend (and fills both); a commit locks its keys in
@@ -103,9 +105,12 @@ impl Caching {
     /// Looks `keys` up outside a transaction: the context cache, the global cache, then the
     /// backend, filling both.
     async fn lookup_cached(&self, keys: &[RawKey]) -> Result<Vec<Option<PropertyMap>>, Error> {
-        let known = match &self.context {
-            Some(context) => context.get(keys),
-            None => vec![None; keys.len()],
+        let (known, reading) = match &self.context {
+            Some(context) => {
+                let (known, reading) = context.get(keys);
+                (known, Some(reading))
+            }
+            None => (vec![None; keys.len()], None),
         };
         let unknown: Vec<RawKey> = keys
             .iter()
@@ -118,8 +123,8 @@ impl Caching {
             true => Vec::new(),
             false => self.lookup_global(&unknown).await?,
         };
-        if let Some(context) = &self.context {
-            context.remember(unknown.iter().zip(&read));
+        if let (Some(context), Some(reading)) = (&self.context, reading) {
+            context.remember(reading, unknown.iter().zip(&read));
         }
         Ok(merge(known, read.into_iter()))
     }
@@ -142,29 +147,39 @@ impl Caching {
         }
     }
 
-    /// Commits `changes` through `commit`, the global cache's locks held around it, and what it
-    /// wrote known to (or forgotten by) the context cache.
+    /// Commits `changes` (in `transaction`, if given) through `commit`, the global cache's
+    /// locks held around it, and what it wrote forgotten by the context cache meanwhile, known
+    /// to it after.
     async fn committing<T>(
         &self,
         changes: Vec<Change>,
+        transaction: Option<&TransactionId>,
         commit: impl AsyncFnOnce(Vec<Change>) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        let written = self
-            .context
-            .as_ref()
-            .map(|_| ContextCache::written(&changes));
+        let writing = self.context.as_ref().map(|c| c.writing(&changes));
         #[cfg(feature = "redis")]
         let locked = match &self.global {
-            Some(global) => Some(global.lock(&self.policies, &changes).await?),
+            Some(global) => match global.lock(&self.policies, &changes).await {
+                Ok(locked) => Some(locked),
+                Err(error) => {
+                    // Nothing was sent: the transaction would hold its locks until it expires.
+                    if let Some(id) = transaction {
+                        let _ = self.inner.rollback(id).await;
+                    }
+                    return Err(error);
+                }
+            },
             None => None,
         };
+        #[cfg(not(feature = "redis"))]
+        let _ = transaction;
         let result = commit(changes).await;
+        if let Some(writing) = writing {
+            writing.committed(result.is_ok());
+        }
         #[cfg(feature = "redis")]
         if let (Some(global), Some(locked)) = (&self.global, locked) {
-            global.unlock(&self.counters, locked).await;
-        }
-        if let (Some(context), Some(written)) = (&self.context, written) {
-            context.committed(written, result.is_ok());
+            global.unlock(locked).await;
         }
         result
     }
@@ -233,7 +248,7 @@ impl Backend for Caching {
         changes: Vec<Change>,
         transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<Committed, Error>> {
-        Box::pin(self.committing(changes, async move |changes| {
+        Box::pin(self.committing(changes, transaction, async move |changes| {
             self.inner.commit_changes(changes, transaction).await
         }))
     }
@@ -244,7 +259,7 @@ impl Backend for Caching {
         partition: &'a PartitionId,
         mode: &'a TransactionMode,
     ) -> BoxFuture<'a, Result<Committed, Error>> {
-        Box::pin(self.committing(changes, async move |changes| {
+        Box::pin(self.committing(changes, None, async move |changes| {
             self.inner.begin_with_commit(changes, partition, mode).await
         }))
     }

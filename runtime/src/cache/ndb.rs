@@ -37,11 +37,7 @@ pub(crate) fn cache_key(key: &pb::Key) -> Vec<u8> {
         // NDB writes the default database as no database.
         partition.database_id.clear();
     }
-    let mut bytes = Vec::with_capacity(PREFIX.len() + key.encoded_len());
-    bytes.extend_from_slice(PREFIX);
-    key.encode(&mut bytes)
-        .expect("a vector grows to hold any message");
-    bytes
+    [PREFIX, &key.encode_to_vec()].concat()
 }
 
 /// What a value read from the cache says about an entity.
@@ -86,9 +82,20 @@ pub(crate) fn write_token() -> Vec<u8> {
     [b".".as_slice(), uuid().as_bytes()].concat()
 }
 
-/// A random (version 4) UUID as text, as Python's `str(uuid.uuid4())`.
+/// A random (version 4) UUID as text, as Python's `str(uuid.uuid4())`. Tokens must differ
+/// between processes: the random bits are mixed with the process id and the time, which a
+/// process forked with its parent's random state does not share.
 fn uuid() -> String {
-    let mut bytes: [u8; 16] = std::array::from_fn(|_| fastrand::u8(..));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mixed = (u64::from(std::process::id()) << 32) ^ nanos;
+    let high = fastrand::u64(..) ^ mixed.rotate_left(17);
+    let low = fastrand::u64(..) ^ mixed;
+    let mut bytes: [u8; 16] = [high.to_le_bytes(), low.to_le_bytes()]
+        .concat()
+        .try_into()
+        .expect("16 bytes");
     bytes[6] = (bytes[6] & 0x0f) | 0x40;
     bytes[8] = (bytes[8] & 0x3f) | 0x80;
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
@@ -120,8 +127,9 @@ return taken
 
 /// Replaces each reader's lock `ARGV[1]` still on a key (`KEYS[i]`) with the entity
 /// `ARGV[i + 2]`, for `ARGV[2]` seconds (0: for good); an empty entity releases the lock
-/// instead (the entity does not exist: a missing entity is not cached). Returns how many it
-/// replaced.
+/// instead (the entity does not exist: a missing entity is not cached — NDB leaves its reader's
+/// lock to expire, which keeps other readers on the database meanwhile; both are safe). Returns
+/// how many it replaced.
 pub(crate) const FILL: &str = r"
 local filled = 0
 for i, key in ipairs(KEYS) do
@@ -156,7 +164,8 @@ end
 return #KEYS
 ";
 
-/// Removes the writer's part `ARGV[1]` from the writers' lock on each key (`KEYS`); the last
+/// Removes the writer's part `ARGV[1]` (every occurrence, as NDB's `bytes.replace`) from the
+/// writers' lock on each key (`KEYS`); the last
 /// writer leaves the empty value ("written recently"), for `ARGV[2]` seconds, as does a key
 /// whose lock expired and was replaced meanwhile.
 pub(crate) const WRITE_UNLOCK: &str = r"
@@ -165,8 +174,9 @@ for _, key in ipairs(KEYS) do
   if old then
     local value = old
     local at = string.find(value, ARGV[1], 1, true)
-    if at then
+    while at do
       value = string.sub(value, 1, at - 1) .. string.sub(value, at + string.len(ARGV[1]))
+      at = string.find(value, ARGV[1], 1, true)
     end
     if value == '00' or string.sub(value, 1, 2) ~= '00' then
       value = ''

@@ -117,7 +117,8 @@ impl GlobalCache {
         &self.shared.address
     }
 
-    /// The connection, made now if there is none (at most once a second after a failure).
+    /// The connection, made now if there is none (at most once a second after a failure or a
+    /// call that timed out).
     async fn connection(&self) -> Result<ConnectionManager, Bypass> {
         let shared = &*self.shared;
         let mut connection = shared.connection.lock().await;
@@ -131,43 +132,45 @@ impl GlobalCache {
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.timeout))
             .set_number_of_retries(1);
-        let made = tokio::time::timeout(
-            self.timeout,
-            ConnectionManager::new_with_config(shared.client.clone(), config),
-        )
-        .await;
-        match made {
-            Ok(Ok(c)) => {
+        // Bounded by the caller's timeout (`call`), which marks Redis unreachable if it passes.
+        match ConnectionManager::new_with_config(shared.client.clone(), config).await {
+            Ok(c) => {
                 *connection = Connection::Up(c.clone());
                 Ok(c)
             }
-            Ok(Err(e)) => {
+            Err(e) => {
                 *connection = Connection::Down(Instant::now());
                 Err(Bypass(format!("{}: {e}", shared.address)))
-            }
-            Err(_) => {
-                *connection = Connection::Down(Instant::now());
-                Err(Bypass(format!(
-                    "{} did not answer within {:?}",
-                    shared.address, self.timeout
-                )))
             }
         }
     }
 
-    /// Runs one call, within the timeout.
+    /// Runs one call: connecting if need be, and the call, within the timeout. A call that
+    /// does not answer in time marks Redis unreachable for a second: the reads meanwhile go
+    /// around it at once, rather than each waiting out the timeout.
     async fn call<T: redis::FromRedisValue>(
         &self,
         call: impl AsyncFnOnce(&mut ConnectionManager) -> redis::RedisResult<T>,
     ) -> Result<T, Bypass> {
-        let mut connection = self.connection().await?;
-        match tokio::time::timeout(self.timeout, call(&mut connection)).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => Err(Bypass(format!("{}: {e}", self.shared.address))),
-            Err(_) => Err(Bypass(format!(
+        let timed_out = || {
+            Bypass(format!(
                 "{} did not answer within {:?}",
                 self.shared.address, self.timeout
-            ))),
+            ))
+        };
+        let answered = tokio::time::timeout(self.timeout, async {
+            let mut connection = self.connection().await?;
+            call(&mut connection)
+                .await
+                .map_err(|e| Bypass(format!("{}: {e}", self.shared.address)))
+        })
+        .await;
+        match answered {
+            Ok(answer) => answer,
+            Err(_) => {
+                *self.shared.connection.lock().await = Connection::Down(Instant::now());
+                Err(timed_out())
+            }
         }
     }
 
@@ -204,7 +207,10 @@ impl GlobalCache {
         entities: &[Vec<u8>],
         expires: Option<Duration>,
     ) -> Result<u64, Bypass> {
-        let seconds = expires.map_or(0, |e| e.as_secs().max(1));
+        // No time, or none, keeps it for good (NDB's `if expires:`).
+        let seconds = expires
+            .filter(|e| !e.is_zero())
+            .map_or(0, |e| e.as_secs().max(1));
         self.call(async |c| {
             let mut call = self.shared.scripts.fill.prepare_invoke();
             call.key(keys).arg(lock).arg(seconds).arg(entities);

@@ -47,10 +47,16 @@ impl Db {
     /// `#[entity(global_cache = false)]` (NDB's default policy);
     /// `#[entity(global_cache_timeout = 600)]` bounds how long an entity stays.
     ///
-    /// Redis down or slow never fails a read, nor slows it past the cache's
-    /// [`timeout`](crate::GlobalCache::timeout): the read goes to the database, and
-    /// [`cache_stats`](Db::cache_stats) counts the bypass. A write whose keys Redis cannot lock
-    /// fails with [`Error::Unavailable`](crate::Error::Unavailable), unwritten.
+    /// Redis down or slow never fails a read: each Redis call waits at most the cache's
+    /// [`timeout`](crate::GlobalCache::timeout), then the read goes to the database and
+    /// [`cache_stats`](Db::cache_stats) counts the bypass; after a call times out, reads go
+    /// around Redis at once for a second. A write whose keys Redis cannot lock fails with
+    /// [`Error::Unavailable`](crate::Error::Unavailable), unwritten.
+    ///
+    /// Every process that writes a cached kind must lock its writes: a handle without the
+    /// global cache (or a kind it opts out) writes without locking, and a reader elsewhere may
+    /// then keep the entity that write replaced (until the kind's `global_cache_timeout`, if
+    /// any).
     #[cfg(feature = "redis")]
     pub fn with_global_cache(&self, cache: crate::GlobalCache) -> Db {
         let mut db = self.clone();
@@ -61,8 +67,8 @@ impl Db {
         db
     }
 
-    /// The same store, reading around the global cache (for a read that must see the
-    /// database, say); its writes still lock their keys in it.
+    /// The same store, reading around the global cache (its writes still lock their keys in
+    /// it). A context cache it has still answers what the handle read or wrote.
     pub fn without_global_cache(&self) -> Db {
         match &self.scope.caching {
             Some(_) => {

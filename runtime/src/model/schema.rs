@@ -43,7 +43,8 @@ pub struct Schema {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CachePolicy {
     /// Whether the global cache holds entities of the kind (NDB's default: yes). A kind that
-    /// opts out is neither read from the cache nor locked in it by writes.
+    /// opts out is neither read from the cache nor locked in it by writes: every process on
+    /// the same Redis (NDB's too) must opt it out alike.
     pub global: bool,
     /// How long, in seconds, the global cache keeps an entity of the kind once read (`None`,
     /// NDB's default: until a write replaces it).
