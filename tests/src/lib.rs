@@ -20,6 +20,31 @@ pub mod recorder;
 pub mod redis;
 pub mod scripted;
 
+/// A small entity the cache tests share with python-ndb (`tests/interop/ndb_cache.py`'s
+/// `Item`: one integer property `v`).
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Item")]
+pub struct Item {
+    /// Its name.
+    #[key]
+    pub name: KeyName,
+    /// Its value.
+    pub v: i64,
+}
+
+/// Item `name` with value `v`.
+pub fn item(name: &str, v: i64) -> Item {
+    Item {
+        name: KeyName::new(name).unwrap(),
+        v,
+    }
+}
+
+/// The key of item `name`.
+pub fn item_key(name: &str) -> Key<Item> {
+    Item::key(KeyName::new(name).unwrap())
+}
+
 /// A blog account.
 #[derive(Entity, Debug, Clone, PartialEq)]
 #[entity(kind = "Account")]

@@ -11,14 +11,7 @@ use datastore_entity::prelude::*;
 use datastore_entity::{Error, GlobalCache};
 use datastore_entity_tests::harness::{self, Backend};
 use datastore_entity_tests::redis::Redis;
-
-#[derive(Entity, Debug, Clone, PartialEq)]
-#[entity(kind = "Item")]
-struct Item {
-    #[key]
-    name: KeyName,
-    v: i64,
-}
+use datastore_entity_tests::{Item, item, item_key as key};
 
 /// A kind that opts out of the global cache.
 #[derive(Entity, Debug, Clone, PartialEq)]
@@ -36,17 +29,6 @@ struct Brief {
     #[key]
     name: KeyName,
     v: i64,
-}
-
-fn item(name: &str, v: i64) -> Item {
-    Item {
-        name: KeyName::new(name).unwrap(),
-        v,
-    }
-}
-
-fn key(name: &str) -> Key<Item> {
-    Item::key(KeyName::new(name).unwrap())
 }
 
 /// A Redis server, or why there is none (which fails the test in CI).

@@ -12,26 +12,8 @@ use datastore_entity::GlobalCache;
 use datastore_entity::prelude::*;
 use datastore_entity_tests::harness::{self, Backend};
 use datastore_entity_tests::redis::Redis;
+use datastore_entity_tests::{item, item_key as key};
 use serde_json::{Value as Json, json};
-
-#[derive(Entity, Debug, Clone, PartialEq)]
-#[entity(kind = "Item")]
-struct Item {
-    #[key]
-    name: KeyName,
-    v: i64,
-}
-
-fn key(name: &str) -> Key<Item> {
-    Item::key(KeyName::new(name).unwrap())
-}
-
-fn item(name: &str, v: i64) -> Item {
-    Item {
-        name: KeyName::new(name).unwrap(),
-        v,
-    }
-}
 
 /// python-ndb, answering one command per line.
 struct Ndb {
