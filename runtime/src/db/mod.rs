@@ -325,8 +325,7 @@ impl Db {
     /// hold their totals, read in the same lookup; a `#[replicated]` entity is read from one
     /// of its replicas, chosen at random.
     pub async fn get<E: Entity>(&self, key: &Key<E>) -> Result<Option<E>, Error> {
-        let mut found = self.get_many(std::slice::from_ref(key)).await?;
-        Ok(found.pop().flatten())
+        read::load_one(&self.scope, key, None).await
     }
 
     /// Reads many entities in one lookup (R-A1): one slot per key, in the order of `keys`.

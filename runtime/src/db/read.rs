@@ -129,6 +129,37 @@ pub(crate) async fn load<E: Entity>(
         .collect()
 }
 
+/// Reads one entity by key: [`load`], without copying the key or collecting a vector where
+/// the entity has no companions and no transaction reads it (a `get`'s usual case).
+pub(crate) async fn load_one<E: Entity>(
+    scope: &Scope,
+    key: &Key<E>,
+    transaction: Option<&TxRef>,
+) -> Result<Option<E>, Error> {
+    let schema = E::SCHEMA;
+    let plain = schema.replicas.as_ref().is_none_or(|r| !r.unchecked)
+        && schema.counters.is_empty()
+        && transaction.is_none();
+    if !plain || scope.caching.is_some() {
+        let mut found = load(scope, std::slice::from_ref(key), transaction).await?;
+        return Ok(found.pop().flatten());
+    }
+    let key = scope.outgoing_ref(key.raw())?;
+    let mut entity = None;
+    let mut read = |_: usize, found: FoundEntity<'_>| {
+        entity = Some(match found {
+            FoundEntity::Stored(bytes) => E::from_stored(&key, bytes)?,
+            FoundEntity::Map(properties) => E::from_entity(&key, properties)?,
+        });
+        Ok(())
+    };
+    scope
+        .backend
+        .lookup_each(std::slice::from_ref(&*key), &mut read)
+        .await?;
+    Ok(entity)
+}
+
 /// Reads entities without companions outside a transaction: each as the backend hands it
 /// over, the embedded engine's stored form read straight into the entity.
 async fn read_each<E: Entity>(scope: &Scope, keys: &[RawKey]) -> Result<Vec<Option<E>>, Error> {

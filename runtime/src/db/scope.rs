@@ -1,6 +1,7 @@
 //! What every call of the `Db` layer runs against: a backend bound to one partition
 //! ([`Scope`]), and, inside a transaction, the transaction's handle ([`TxRef`]).
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -131,13 +132,29 @@ impl Scope {
     /// empty): there a key of any project is this handle's. On Google Cloud a key of another
     /// project is refused, as the service refuses it ("mismatched databases").
     pub(crate) fn outgoing(&self, key: &RawKey) -> Result<RawKey, Error> {
-        let Some(partition) = key.partition() else {
-            return Ok(key.clone().with_partition(self.partition.clone()));
-        };
-        if *partition == self.partition {
-            return Ok(key.clone());
-        }
+        Ok(match self.outgoing_ref(key)? {
+            Cow::Borrowed(key) if key.partition().is_none() => {
+                key.clone().with_partition(self.partition.clone())
+            }
+            key => key.into_owned(),
+        })
+    }
+
+    /// [`Scope::outgoing`], without a copy where the backend reads `key` as it is: a key in
+    /// this partition, or a key without one on a handle of the default partition (the
+    /// embedded engine reads a key without a partition as one of the default partition; a
+    /// handle on Google Cloud always names its project).
+    pub(crate) fn outgoing_ref<'k>(&self, key: &'k RawKey) -> Result<Cow<'k, RawKey>, Error> {
         let mine = &self.partition;
+        let Some(partition) = key.partition() else {
+            return Ok(match *mine == PartitionId::default() {
+                true => Cow::Borrowed(key),
+                false => Cow::Owned(key.clone().with_partition(mine.clone())),
+            });
+        };
+        if partition == mine {
+            return Ok(Cow::Borrowed(key));
+        }
         let project = partition.project_id.is_empty()
             || mine.project_id.is_empty()
             || partition.project_id == mine.project_id;
@@ -145,7 +162,7 @@ impl Scope {
             && partition.database_id == mine.database_id
             && partition.namespace == mine.namespace
         {
-            return Ok(key.clone().with_partition(mine.clone()));
+            return Ok(Cow::Owned(key.clone().with_partition(mine.clone())));
         }
         // Named by what differs: the project only when it does.
         let shown = |p: &PartitionId| match project {

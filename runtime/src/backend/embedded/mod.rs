@@ -589,7 +589,8 @@ impl State {
         let view = self.view(None);
         let mut bytes = Vec::new();
         let mut found = Vec::with_capacity(keys.len());
-        let mut at = Vec::new();
+        // Room for most keys: a partition and a path of a few elements.
+        let mut at = Vec::with_capacity(64);
         for (i, key) in keys.iter().enumerate() {
             at.clear();
             keycode::key(&mut at, key);
