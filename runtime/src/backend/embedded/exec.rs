@@ -141,6 +141,12 @@ pub(super) struct Found {
     pub(super) projected: Vec<Value>,
 }
 
+/// Room for the results of a read of at most `limit`: all of them for a page, a bounded start
+/// for a read without a limit (growing a vector of results one by one was 6 % of a page).
+fn room(limit: usize) -> usize {
+    limit.min(1_024)
+}
+
 pub(crate) fn corrupt() -> Error {
     Error::Storage {
         reason: "an index entry is malformed (the store is corrupt)".to_owned(),
@@ -489,7 +495,7 @@ fn read(
     entries: &Entries<'_>,
     limit: usize,
 ) -> Result<(Vec<Found>, bool), Error> {
-    let mut found = Vec::new();
+    let mut found = Vec::with_capacity(room(limit));
     let mut more = false;
     if entries.empty {
         return Ok((found, more));
@@ -585,7 +591,7 @@ fn zigzag(
     end: Option<Vec<u8>>,
     limit: usize,
 ) -> Result<(Vec<Found>, bool), Error> {
-    let mut found = Vec::new();
+    let mut found = Vec::with_capacity(room(limit));
     let mut more = false;
     leapfrog(store, prepared, start, &mut |path| {
         if end.as_deref().is_some_and(|end| path > end) {
