@@ -74,7 +74,7 @@ pub(crate) async fn load<E: Entity>(
         .iter()
         .map(|k| scope.outgoing(k.raw()))
         .collect::<Result<_, _>>()?;
-    if replicas.is_none() && schema.counters.is_empty() && transaction.is_none() {
+    if reads_alone(schema, transaction) {
         return read_each(scope, &owners).await;
     }
     let shards_each: usize = schema.counters.iter().map(|c| c.shards as usize).sum();
@@ -129,6 +129,22 @@ pub(crate) async fn load<E: Entity>(
         .collect()
 }
 
+/// Whether entities of `schema` are read alone, as the backend hands them over: no replica
+/// read in their place, no counter shards, no transaction.
+fn reads_alone(schema: &Schema, transaction: Option<&TxRef>) -> bool {
+    schema.replicas.as_ref().is_none_or(|r| !r.unchecked)
+        && schema.counters.is_empty()
+        && transaction.is_none()
+}
+
+/// The entity under `key` as a lookup handed it over.
+fn entity_from<E: Entity>(key: &RawKey, found: FoundEntity<'_>) -> Result<E, Error> {
+    match found {
+        FoundEntity::Stored(bytes) => E::from_stored(key, bytes),
+        FoundEntity::Map(properties) => E::from_entity(key, properties),
+    }
+}
+
 /// Reads one entity by key: [`load`], without copying the key or collecting a vector where
 /// the entity has no companions and no transaction reads it (a `get`'s usual case).
 pub(crate) async fn load_one<E: Entity>(
@@ -136,21 +152,14 @@ pub(crate) async fn load_one<E: Entity>(
     key: &Key<E>,
     transaction: Option<&TxRef>,
 ) -> Result<Option<E>, Error> {
-    let schema = E::SCHEMA;
-    let plain = schema.replicas.as_ref().is_none_or(|r| !r.unchecked)
-        && schema.counters.is_empty()
-        && transaction.is_none();
-    if !plain || scope.caching.is_some() {
+    if !reads_alone(E::SCHEMA, transaction) || scope.caching.is_some() {
         let mut found = load(scope, std::slice::from_ref(key), transaction).await?;
         return Ok(found.pop().flatten());
     }
     let key = scope.outgoing_ref(key.raw())?;
     let mut entity = None;
     let mut read = |_: usize, found: FoundEntity<'_>| {
-        entity = Some(match found {
-            FoundEntity::Stored(bytes) => E::from_stored(&key, bytes)?,
-            FoundEntity::Map(properties) => E::from_entity(&key, properties)?,
-        });
+        entity = Some(entity_from(&key, found)?);
         Ok(())
     };
     scope
@@ -165,11 +174,7 @@ pub(crate) async fn load_one<E: Entity>(
 async fn read_each<E: Entity>(scope: &Scope, keys: &[RawKey]) -> Result<Vec<Option<E>>, Error> {
     let mut entities: Vec<Option<E>> = std::iter::repeat_with(|| None).take(keys.len()).collect();
     let mut read = |i: usize, found: FoundEntity<'_>| {
-        let key = &keys[i];
-        entities[i] = Some(match found {
-            FoundEntity::Stored(bytes) => E::from_stored(key, bytes)?,
-            FoundEntity::Map(properties) => E::from_entity(key, properties)?,
-        });
+        entities[i] = Some(entity_from(&keys[i], found)?);
         Ok(())
     };
     scope.backend.lookup_each(keys, &mut read).await?;
