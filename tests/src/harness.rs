@@ -75,6 +75,15 @@ pub struct Emulator {
     leftovers: [std::path::PathBuf; 2],
 }
 
+impl Emulator {
+    /// The last `lines` lines of the emulator's output, to explain a failure.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let output = std::fs::read_to_string(&self.leftovers[0]).unwrap_or_default();
+        let all: Vec<&str> = output.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
 impl Drop for Emulator {
     fn drop(&mut self) {
         kill_group(self.child.id());
@@ -159,8 +168,12 @@ impl Emulator {
             // In memory, strongly consistent (as `--testing`), and refusing queries that need
             // a composite index the suite's entities do not declare, as the service does.
             Backend::Datastore => {
-                let project = std::env::temp_dir()
-                    .join(format!("datastore-entity-emulator-{}", std::process::id()));
+                // Its own directory: a test may run an emulator of its own beside the shared
+                // one, and must not remove the shared one's index file.
+                let project = std::env::temp_dir().join(format!(
+                    "datastore-entity-emulator-{}-{port}",
+                    std::process::id()
+                ));
                 let _ = std::fs::remove_dir_all(&project);
                 scratch = project.display().to_string();
                 let index_file = project.join("index.yaml");
@@ -192,7 +205,7 @@ impl Emulator {
              kill -9 -$$"
         );
         let log = std::env::temp_dir().join(format!(
-            "datastore-entity-{backend:?}-{}.log",
+            "datastore-entity-{backend:?}-{}-{port}.log",
             std::process::id()
         ));
         let child = Command::new("sh")

@@ -41,10 +41,13 @@ async fn reads_and_queries_survive_a_reset_of_every_connection(backend: Backend)
     let key = db.put(&account("ann")).await.unwrap();
     for round in 0..3 {
         proxy.reset_all();
-        let found = db
-            .get(&key)
-            .await
-            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let found = db.get(&key).await.unwrap_or_else(|e| {
+            panic!(
+                "round {round}: {e}; {} connections accepted; the emulator's last lines:\n{}",
+                proxy.accepted(),
+                shared_emulator(backend).map_or_else(String::new, |e| e.log_tail(30))
+            )
+        });
         assert_eq!(found.unwrap().email, "ann@example.com");
         proxy.reset_all();
         let page = db.query::<Account>().fetch().await.unwrap();
