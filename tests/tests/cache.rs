@@ -1,6 +1,7 @@
 //! The caches (issue #31): a context cache per handle, and a global cache in a real Redis,
 //! never wrong — after a put, a delete, a failed commit, a transaction, a writer killed between
-//! its lock and its commit, with Redis stopped mid-run — on the embedded engine and on the
+//! its lock and its commit (a lock left by hand, and a real writer dropped after its commit was
+//! applied), with Redis stopped mid-run — on the embedded engine and on the
 //! Firestore emulator.
 
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use datastore_entity::prelude::*;
 use datastore_entity::{Error, GlobalCache};
+use datastore_entity_tests::faults::{Fault, FaultProxy};
 use datastore_entity_tests::harness::{self, Backend};
 use datastore_entity_tests::redis::Redis;
 use datastore_entity_tests::{Item, item, item_key as key};
@@ -282,6 +284,92 @@ async fn a_crashed_writers_lock_expires_embedded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_writers_lock_expires_firestore() {
     a_crashed_writers_lock_expires(Backend::Firestore).await;
+}
+
+/// A real writer killed between its lock and its answer, on the Firestore emulator: its commit
+/// reaches the database but the answer is lost (a fault proxy swallows it), and its task is
+/// dropped while it waits, as a process that dies. Its lock stays in Redis: readers read the
+/// new value from the database and cache nothing until the lock expires; then the cache fills
+/// with the new value. No read returns the value the commit replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_killed_after_its_commit_was_sent_leaves_a_lock_readers_read_around() {
+    let Some(redis) = redis() else { return };
+    let Some(emulator) = harness::shared_emulator(Backend::Firestore) else {
+        return;
+    };
+    let proxy = FaultProxy::start(emulator.port).await;
+    let cache = GlobalCache::redis(&redis.url())
+        .unwrap()
+        .lock_time(Duration::from_secs(2));
+    let db = Db::cloud_builder(harness::PROJECT)
+        .endpoint(proxy.endpoint())
+        .timeout(Duration::from_secs(30))
+        .build()
+        .await
+        .unwrap()
+        .namespace("cache_killed_writer")
+        .unwrap()
+        .with_global_cache(cache);
+    db.replace(&item("a", 1)).await.unwrap();
+    assert_eq!(db.get(&key("a")).await.unwrap(), Some(item("a", 1)));
+    let cache_key = one_key(&redis);
+    let cached = redis.raw(&[b"GET", &cache_key]).unwrap();
+    assert!(
+        !cached.starts_with(b"00"),
+        "the entity is cached, not locked"
+    );
+
+    proxy.set(Fault::SwallowAnswers);
+    let writer = {
+        let db = db.clone();
+        tokio::spawn(async move { db.replace(&item("a", 2)).await })
+    };
+    // Killed once its lock is in Redis and its commit is in the database.
+    let mut waited = 0;
+    while !redis.raw(&[b"GET", &cache_key]).unwrap().starts_with(b"00") {
+        waited += 1;
+        assert!(waited < 200, "the writer never locked its key");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let direct = Db::cloud_builder(harness::PROJECT)
+        .endpoint(format!("http://127.0.0.1:{}", emulator.port))
+        .build()
+        .await
+        .unwrap()
+        .namespace("cache_killed_writer")
+        .unwrap();
+    let mut waited = 0;
+    while direct.get(&key("a")).await.unwrap() != Some(item("a", 2)) {
+        waited += 1;
+        assert!(
+            waited < 200,
+            "the writer's commit never reached the database"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    writer.abort();
+    assert!(writer.await.unwrap_err().is_cancelled());
+    proxy.set(Fault::None);
+    proxy.reset_all();
+
+    let locked = db.cache_stats().locked;
+    for _ in 0..3 {
+        assert_eq!(
+            db.get(&key("a")).await.unwrap(),
+            Some(item("a", 2)),
+            "read from the database while the dead writer's lock stands"
+        );
+    }
+    assert_eq!(db.cache_stats().locked, locked + 3);
+    assert!(
+        redis.raw(&[b"GET", &cache_key]).unwrap().starts_with(b"00"),
+        "the lock stands until it expires"
+    );
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let hits = db.cache_stats().hits;
+    assert_eq!(db.get(&key("a")).await.unwrap(), Some(item("a", 2)));
+    assert_eq!(db.get(&key("a")).await.unwrap(), Some(item("a", 2)));
+    assert_eq!(db.cache_stats().hits, hits + 1, "filled again, then hit");
 }
 
 /// The one key Redis holds.
