@@ -851,17 +851,20 @@ pub(crate) fn lacks_partition(value: ValueView<'_>) -> bool {
 }
 
 /// Reads a little-endian u32 length at the start of `bytes`.
+#[inline]
 pub(crate) fn len(bytes: &[u8]) -> Result<(usize, &[u8]), Malformed> {
     let (head, rest) = bytes.split_first_chunk::<4>().ok_or(Malformed)?;
     Ok((u32::from_le_bytes(*head) as usize, rest))
 }
 
+#[inline]
 fn u64(bytes: &[u8]) -> Result<(u64, &[u8]), Malformed> {
     let (head, rest) = bytes.split_first_chunk::<8>().ok_or(Malformed)?;
     Ok((u64::from_le_bytes(*head), rest))
 }
 
 /// Length-prefixed bytes.
+#[inline]
 pub(crate) fn chunk(bytes: &[u8]) -> Result<(&[u8], &[u8]), Malformed> {
     let (n, rest) = len(bytes)?;
     if rest.len() < n {
@@ -870,6 +873,7 @@ pub(crate) fn chunk(bytes: &[u8]) -> Result<(&[u8], &[u8]), Malformed> {
     Ok(rest.split_at(n))
 }
 
+#[inline]
 pub(crate) fn text(bytes: &[u8]) -> Result<(&str, &[u8]), Malformed> {
     let (b, rest) = chunk(bytes)?;
     Ok((std::str::from_utf8(b).map_err(|_| Malformed)?, rest))
@@ -901,6 +905,7 @@ fn skip_key(bytes: &[u8]) -> Result<&[u8], Malformed> {
 
 /// The stored value at the start of `bytes`, and what follows it. Strings are checked to be
 /// UTF-8; nested arrays and entities are checked through (`depth` deep so far).
+#[inline]
 pub(crate) fn view(bytes: &[u8], depth: usize) -> Result<(ValueView<'_>, &[u8]), Malformed> {
     view_in(bytes, depth, false)
 }
@@ -908,11 +913,15 @@ pub(crate) fn view(bytes: &[u8], depth: usize) -> Result<(ValueView<'_>, &[u8]),
 /// The stored value at the start of `bytes` and what follows it, checked through as [`view`]
 /// checks, and every key inside it decoded too (what a map over bytes nothing checked yet
 /// needs: [`slots`], and the derive's reads in name order).
+#[inline(always)]
 pub(crate) fn checked_view(bytes: &[u8]) -> Result<(ValueView<'_>, &[u8]), Malformed> {
     view_in(bytes, 0, true)
 }
 
-/// [`view`], and with `keys`, [`checked_view`].
+/// [`view`], and with `keys`, [`checked_view`]. The scalars, most of what entities hold, are
+/// read where this is called (no value passed back through memory: `perf` put a fifth of a
+/// one-pass read on that); the rest in [`compound_view`].
+#[inline(always)]
 fn view_in(bytes: &[u8], depth: usize, keys: bool) -> Result<(ValueView<'_>, &[u8]), Malformed> {
     if depth > MAX_DEPTH {
         return Err(Malformed);
@@ -947,6 +956,20 @@ fn view_in(bytes: &[u8], depth: usize, keys: bool) -> Result<(ValueView<'_>, &[u
             let (b, rest) = chunk(rest)?;
             (ValueView::Blob(b), rest)
         }
+        _ => return compound_view(tag, rest, depth, keys),
+    })
+}
+
+/// A stored value that is not a scalar [`view_in`] reads: a geo point, a key, an array, an
+/// entity or a vector (`tag` read, `rest` after it).
+#[inline(never)]
+fn compound_view(
+    tag: u8,
+    rest: &[u8],
+    depth: usize,
+    keys: bool,
+) -> Result<(ValueView<'_>, &[u8]), Malformed> {
+    Ok(match tag {
         GEO => {
             let (lat, rest) = u64(rest)?;
             let (lng, rest) = u64(rest)?;
