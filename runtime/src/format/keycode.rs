@@ -169,11 +169,13 @@ pub(crate) fn inverted(out: &mut Vec<u8>, encoded: &[u8]) {
 /// Reads what the functions above wrote.
 pub(crate) struct Reader<'a> {
     bytes: &'a [u8],
+    /// XORed into every byte read: `0xFF` reads a value written inverted, in place.
+    flip: u8,
 }
 
 impl<'a> Reader<'a> {
     pub(crate) fn new(bytes: &'a [u8]) -> Self {
-        Reader { bytes }
+        Reader { bytes, flip: 0 }
     }
 
     /// What is left to read.
@@ -184,7 +186,7 @@ impl<'a> Reader<'a> {
     fn byte(&mut self) -> Result<u8> {
         let (&b, rest) = self.bytes.split_first().ok_or(Malformed)?;
         self.bytes = rest;
-        Ok(b)
+        Ok(b ^ self.flip)
     }
 
     fn u64_be(&mut self) -> Result<u64> {
@@ -195,7 +197,7 @@ impl<'a> Reader<'a> {
         self.bytes = rest;
         let mut buf = [0u8; 8];
         buf.copy_from_slice(head);
-        Ok(u64::from_be_bytes(buf))
+        Ok(u64::from_be_bytes(buf) ^ u64::from_ne_bytes([self.flip; 8]))
     }
 
     fn i64_ordered(&mut self) -> Result<i64> {
@@ -217,14 +219,20 @@ impl<'a> Reader<'a> {
     /// Escaped bytes.
     pub(crate) fn bytes(&mut self) -> Result<Vec<u8>> {
         let mut out = Vec::new();
+        self.escaped(|b| out.push(b))?;
+        Ok(out)
+    }
+
+    /// Escaped bytes, each one unescaped handed to `each`.
+    fn escaped(&mut self, mut each: impl FnMut(u8)) -> Result<()> {
         loop {
             match self.byte()? {
                 0 => match self.byte()? {
-                    0xFF => out.push(0),
-                    1 => return Ok(out),
+                    0xFF => each(0),
+                    1 => return Ok(()),
                     _ => return Err(Malformed),
                 },
-                b => out.push(b),
+                b => each(b),
             }
         }
     }
@@ -291,14 +299,47 @@ impl<'a> Reader<'a> {
         })
     }
 
-    /// A value encoded inverted (a descending column).
+    /// A value encoded inverted (a descending column), read in place.
     pub(crate) fn inverted_value(&mut self) -> Result<Value> {
-        let inverted: Vec<u8> = self.bytes.iter().map(|b| !b).collect();
-        let mut reader = Reader::new(&inverted);
-        let value = reader.value()?;
-        let used = inverted.len() - reader.rest().len();
-        self.bytes = &self.bytes[used..];
-        Ok(value)
+        self.inverted(Reader::value)
+    }
+
+    /// Moves past a value, refusing what [`Reader::value`] refuses, without building it (a
+    /// string's bytes are not copied); `inverted` for a descending column's.
+    pub(crate) fn skip_value(&mut self, inverted: bool) -> Result<()> {
+        if inverted {
+            return self.inverted(|r| r.skip_value(false));
+        }
+        match self.bytes.first().map(|b| b ^ self.flip) {
+            Some(NULL) => drop(self.byte()?),
+            Some(NUMBER | DOUBLE) => {
+                self.byte()?;
+                self.u64_be()?;
+            }
+            Some(BOOLEAN) => {
+                self.byte()?;
+                self.byte()?;
+            }
+            Some(BYTES) => {
+                self.byte()?;
+                self.escaped(drop)?;
+            }
+            // A geo point or a key (rare in an index's columns), or no value: read whole, with
+            // every check `value` makes.
+            _ => drop(self.value()?),
+        }
+        Ok(())
+    }
+
+    /// `read` over the bytes ahead as written inverted; moves past what it read.
+    fn inverted<T>(&mut self, read: impl FnOnce(&mut Reader<'a>) -> Result<T>) -> Result<T> {
+        let mut flipped = Reader {
+            bytes: self.bytes,
+            flip: !self.flip,
+        };
+        let read = read(&mut flipped)?;
+        self.bytes = flipped.bytes;
+        Ok(read)
     }
 }
 
@@ -399,6 +440,37 @@ mod tests {
             prop_assert_eq!(encode(&back), ea.clone());
             let back = Reader::new(&inv_a).inverted_value().unwrap();
             prop_assert_eq!(encode(&back), ea);
+        }
+
+        /// Passing over a value, plain or inverted, ends where reading it ends, followed by
+        /// anything; cut short or with a bad escape, both refuse it.
+        #[test]
+        fn skipping_a_value_ends_where_reading_it_ends(
+            v in arb_value(),
+            tail in prop::collection::vec(any::<u8>(), 0..4),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let plain = encode(&v);
+            let mut flipped = Vec::new();
+            inverted(&mut flipped, &plain);
+            for (encoded, inverted) in [(plain, false), (flipped, true)] {
+                let whole = [encoded.as_slice(), &tail].concat();
+                let mut read = Reader::new(&whole);
+                match inverted {
+                    true => read.inverted_value().map(drop).unwrap(),
+                    false => read.value().map(drop).unwrap(),
+                }
+                let mut skipped = Reader::new(&whole);
+                skipped.skip_value(inverted).unwrap();
+                prop_assert_eq!(skipped.rest(), read.rest());
+                prop_assert_eq!(skipped.rest(), tail.as_slice());
+                let short = &encoded[..cut.index(encoded.len())];
+                let value = match inverted {
+                    true => Reader::new(short).inverted_value().map(drop),
+                    false => Reader::new(short).value().map(drop),
+                };
+                prop_assert_eq!(Reader::new(short).skip_value(inverted).is_ok(), value.is_ok());
+            }
         }
 
         #[test]

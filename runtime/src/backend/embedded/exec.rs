@@ -195,7 +195,7 @@ pub(crate) fn run(
     let limit = query.limit.unwrap_or(usize::MAX);
     let start = start.filter(|p| !p.is_empty());
     let end = end.filter(|p| !p.is_empty());
-    let (found, more_results) = find(store, prepared, access, start, end, limit)?;
+    let (found, more_results) = find(store, prepared, access, start, end, limit, false)?;
     let tag = access.tag();
     let end_cursor = match (found.last(), &query.start_cursor) {
         (Some(last), _) => prepared.encode_cursor(tag, &last.position),
@@ -258,7 +258,8 @@ pub(crate) fn count(
 }
 
 /// Up to `limit` entries of one plan after `start` and up to `end` (positions of that plan),
-/// and whether more follow.
+/// and whether more follow; with `sorted`, each with its values of the query's orders (what
+/// merging plans compares).
 pub(super) fn find(
     store: &dyn Store,
     prepared: &Prepared<'_>,
@@ -266,6 +267,7 @@ pub(super) fn find(
     start: Option<Vec<u8>>,
     end: Option<Vec<u8>>,
     limit: usize,
+    sorted: bool,
 ) -> Result<(Vec<Found>, bool), Error> {
     if *access == Access::Zigzag {
         return zigzag(store, prepared, start, end, limit);
@@ -283,7 +285,7 @@ pub(super) fn find(
             true => entries.bounds.raise(Bound::Included(end)),
         }
     }
-    read(store, &entries, limit)
+    read(store, &entries, limit, sorted)
 }
 
 /// The query results of found entries, each with its cursor.
@@ -494,8 +496,12 @@ fn read(
     store: &dyn Store,
     entries: &Entries<'_>,
     limit: usize,
+    sorted: bool,
 ) -> Result<(Vec<Found>, bool), Error> {
     let mut found = Vec::with_capacity(room(limit));
+    // The columns' values are built only for what reads them; otherwise each is checked and
+    // passed over (a string is not copied, an inverted column not turned back).
+    let decode = sorted || !entries.residual.is_empty() || !entries.projected.is_empty();
     let mut more = false;
     if entries.empty {
         return Ok((found, more));
@@ -509,8 +515,12 @@ fn read(
         &mut |k, _| {
             let mut accept = || -> Result<Option<Found>, Error> {
                 let mut r = Reader::new(k.get(entries.head..).ok_or_else(corrupt)?);
-                let mut values = Vec::with_capacity(entries.columns.len());
-                for (_, inverted) in &entries.columns {
+                let mut values = Vec::with_capacity(if decode { entries.columns.len() } else { 0 });
+                for &(_, inverted) in &entries.columns {
+                    if !decode {
+                        r.skip_value(inverted).map_err(|_| corrupt())?;
+                        continue;
+                    }
                     values.push(
                         match inverted {
                             true => r.inverted_value(),

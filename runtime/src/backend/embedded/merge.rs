@@ -117,7 +117,15 @@ pub(crate) fn merged(
             Some(end) => end[i].clone(),
         };
         let start = positions[i].clone();
-        let (found, _) = find(store, branch, access, start, end, limit.saturating_add(1))?;
+        let (found, _) = find(
+            store,
+            branch,
+            access,
+            start,
+            end,
+            limit.saturating_add(1),
+            true,
+        )?;
         heads.push(VecDeque::from(found));
     }
     let mut taken = Vec::new();
