@@ -1062,12 +1062,24 @@ fn skip_properties(bytes: &[u8], depth: usize, keys: bool) -> Result<&[u8], Malf
 /// UTF-8 of every string, geo points, keys): where each lies. Every view of checked bytes succeeds, which is
 /// what lets the views of a [`Stored`] map never fail.
 pub(crate) fn slots(bytes: &[u8]) -> Result<Vec<Slot>, Malformed> {
+    let mut slots = Vec::with_capacity(len(bytes)?.0.min(bytes.len()));
+    walk(bytes, |slot| slots.push(slot))?;
+    Ok(slots)
+}
+
+/// Checks a stored map through as [`slots`] does, building nothing: what a map over bytes
+/// from elsewhere needs before its slots are found (when first asked for).
+pub(crate) fn check_map(bytes: &[u8]) -> Result<(), Malformed> {
+    walk(bytes, drop)
+}
+
+/// Walks a stored map's properties, checking each, and hands `each` where it lies.
+fn walk(bytes: &[u8], mut each: impl FnMut(Slot)) -> Result<(), Malformed> {
     let (n, mut rest) = len(bytes)?;
     if n > rest.len() {
         return Err(Malformed);
     }
     let at = |rest: &[u8]| u32::try_from(bytes.len() - rest.len()).map_err(|_| Malformed);
-    let mut slots = Vec::with_capacity(n);
     let mut last: Option<&str> = None;
     for _ in 0..n {
         let (name, after) = text(rest)?;
@@ -1082,7 +1094,7 @@ pub(crate) fn slots(bytes: &[u8]) -> Result<Vec<Slot>, Malformed> {
         let value_start = at(after)?;
         let (_, after) = checked_view(after)?;
         rest = after;
-        slots.push(Slot {
+        each(Slot {
             name: (name_start, name_end),
             value: (value_start, at(rest)?),
             excluded: excluded != 0,
@@ -1091,7 +1103,7 @@ pub(crate) fn slots(bytes: &[u8]) -> Result<Vec<Slot>, Malformed> {
     if !rest.is_empty() {
         return Err(Malformed);
     }
-    Ok(slots)
+    Ok(())
 }
 
 /// The properties of stored map bytes, in order.
@@ -1129,10 +1141,12 @@ impl<'a> Iterator for Properties<'a> {
 impl PropertyMap {
     /// A map over stored bytes, checked (names, lengths, UTF-8 of every string), not decoded.
     pub(crate) fn from_stored(bytes: Vec<u8>) -> Result<PropertyMap, Malformed> {
-        let slots = slots(&bytes)?;
+        // Checked now; split into properties only when something asks (the derive reads a
+        // map it has not split in one pass, `in_order.rs`).
+        check_map(&bytes)?;
         Ok(PropertyMap::over_stored(
             bytes,
-            OnceLock::from(slots),
+            OnceLock::new(),
             Facts::CHECKED,
         ))
     }
