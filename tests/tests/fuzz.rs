@@ -146,6 +146,16 @@ struct Fuzzed {
     v: Value,
 }
 
+/// An entity whose one indexed property holds any value: an embedded entity there is written
+/// with each property's own flag.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Carrier")]
+struct Carrier {
+    #[key]
+    id: KeyId,
+    v: Value,
+}
+
 /// An entity the derive reads in one pass over the stored form (every field plain).
 #[derive(Entity, Debug, Clone, PartialEq)]
 #[entity(kind = "Wide")]
@@ -213,6 +223,60 @@ proptest! {
                 (Err(_), Err(_)) => {}
                 _ => prop_assert!(false, "one pass {:?}, map {:?}", one_pass, map),
             }
+        }
+    }
+
+    /// The derive's one pass over a map received from the service (each property put in its
+    /// field's place by the derive's match on its name) reads exactly what the map over the
+    /// same properties in the stored form reads: unknown names around the fields, missing
+    /// fields with and without defaults, values of the wrong type.
+    #[test]
+    fn one_pass_reads_a_received_map_as_the_map_reads(properties in wide_properties()) {
+        let key = Wide::key(KeyId::new(3).unwrap()).into_raw();
+        // The service's form of the properties: those of an embedded entity, as written
+        // (indexed, so that each keeps its own flag unless it is inside an excluded entity).
+        let carrier = Carrier { id: KeyId::new(3).unwrap(), v: Value::Entity(properties) };
+        let request = datastore_entity::bench_hooks::commit_request("p", std::slice::from_ref(&carrier));
+        let Ok(request) = request else { return Ok(()) };
+        let Some(pb::mutation::Operation::Upsert(written)) =
+            request.mutations.into_iter().next().and_then(|m| m.operation)
+        else {
+            return Err(TestCaseError::fail("an upsert"));
+        };
+        let Some(pb::Value { value_type: Some(pb::value::ValueType::EntityValue(inner)), .. }) =
+            written.properties.get("v").cloned()
+        else {
+            return Err(TestCaseError::fail("the embedded entity"));
+        };
+        // The same properties as received, read whole (a `Value` field), then through the
+        // map over their stored form.
+        let received = pb::LookupResponse {
+            found: vec![pb::EntityResult { entity: Some(written.clone()), ..Default::default() }],
+            ..Default::default()
+        };
+        let Ok(mut carried) = entities_from_lookup::<Carrier>("p", received) else {
+            return Err(TestCaseError::fail("the carrier reads back"));
+        };
+        let carried = carried.remove(0).v;
+        let Value::Entity(received) = &carried else {
+            return Err(TestCaseError::fail("an entity value"));
+        };
+        let map = from_stored_map::<Wide>(&key, &stored_map_form(received));
+        let mut wide_key = written.key.clone().expect("a key");
+        wide_key.path[0].kind = "Wide".to_owned();
+        let response = pb::LookupResponse {
+            found: vec![pb::EntityResult {
+                entity: Some(pb::Entity { key: Some(wide_key), properties: inner.properties }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let one_pass = entities_from_lookup::<Wide>("p", response).map(|mut found| found.remove(0));
+        match (&one_pass, &map) {
+            // Compared as text: a NaN is not equal to itself.
+            (Ok(a), Ok(b)) => prop_assert_eq!(format!("{a:?}"), format!("{b:?}")),
+            (Err(_), Err(_)) => {}
+            _ => prop_assert!(false, "one pass {:?}, map {:?}", one_pass, map),
         }
     }
 

@@ -74,20 +74,26 @@ pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
                 #(#fields)*
             })
         };
-        let from_stored = reads_in_order(entity).map(|in_order| {
-            quote! {
-                let mut __reader = #p::InOrder::new(__bytes);
+        let from_stored = reads_in_order(entity).map(|(in_order, slot)| {
+            let body = quote! {
                 #in_order
-                __reader.finish()?;
+                #p::ReadInOrder::finish(__reader)?;
                 #build
-            }
+            };
+            (body, slot)
         });
-        // A map that is the stored form, unread (the embedded engine's answers), is read in
-        // one pass too.
+        // A map that is the stored form, unread (the embedded engine's answers), or a map
+        // received from the service, unread, is read in one pass too.
+        let count = entity.properties().count();
         let one_pass = from_stored.is_some().then(|| {
             quote! {
                 if let #p::Option::Some(__bytes) = __properties.unread_stored() {
                     return <Self as #p::Entity>::from_stored(__key, __bytes);
+                }
+                if let #p::Option::Some(__reader) =
+                    #p::wire_in_order(&mut __properties, #count, Self::__slot)
+                {
+                    return Self::__from_in_order(__key, __reader);
                 }
             }
         });
@@ -107,18 +113,47 @@ pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
         quote!(<Self as #p::Entity>::properties_in(self, #p::Form::STORED)),
     );
     let from_entity = mode.body(&p, from_entity.unwrap_or_default());
-    let from_stored = from_stored.flatten().map(|body| {
-        let body = mode.body(&p, body);
-        quote! {
-            #[allow(unused_variables)]
-            fn from_stored(
-                __key: &#p::RawKey,
-                __bytes: &[u8],
-            ) -> #p::Result<Self, #p::Error> {
-                #body
-            }
-        }
-    });
+    // The one-pass read, for the stored form and for a received map alike.
+    let (from_stored, in_order) = from_stored
+        .flatten()
+        .map(|(body, slot)| {
+            let body = mode.body(&p, body);
+            let slot = mode.body(&p, slot);
+            let from_stored = mode.body(
+                &p,
+                quote!(Self::__from_in_order(__key, #p::InOrder::new(__bytes))),
+            );
+            let from_stored = quote! {
+                #[allow(unused_variables)]
+                fn from_stored(
+                    __key: &#p::RawKey,
+                    __bytes: &[u8],
+                ) -> #p::Result<Self, #p::Error> {
+                    #from_stored
+                }
+            };
+            let in_order = quote! {
+                #[automatically_derived]
+                impl #ident {
+                    #[doc(hidden)]
+                    #[allow(unused_variables, unused_mut)]
+                    fn __from_in_order(
+                        __key: &#p::RawKey,
+                        mut __reader: impl #p::ReadInOrder,
+                    ) -> #p::Result<Self, #p::Error> {
+                        #body
+                    }
+
+                    #[doc(hidden)]
+                    #[allow(unused_variables)]
+                    fn __slot(__name: &str) -> #p::Option<usize> {
+                        #slot
+                    }
+                }
+            };
+            (from_stored, in_order)
+        })
+        .unzip();
     // What keys read from text must have above them: the `#[parent]` field's entity type
     // (its own parents checked in turn), any parent, or none.
     let parent_shape = match (mode, entity.parent()) {
@@ -162,6 +197,8 @@ pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
 
             #from_stored
         }
+
+        #in_order
     }
 }
 
@@ -497,11 +534,13 @@ fn missing(entity: &Entity, field: &Field) -> TokenStream {
     }
 }
 
-/// The fields' reads from `__reader` (an `InOrder` over the stored form), in name order,
-/// each into its `__field{i}` local as `from_entity` reads it; `None` when a field reads in a
-/// way one pass in name order cannot (flattened, JSON, `#[blob]`, former names, counters),
-/// and the entity then reads through its map.
-fn reads_in_order(entity: &Entity) -> Option<TokenStream> {
+/// The fields' reads from `__reader` (a `ReadInOrder`: the stored form or a received map), in
+/// name order, each into its `__field{i}` local as `from_entity` reads it, and the match that
+/// gives a property's place in that order from its `__name` (what a received map's reader
+/// sorts its properties by); `None` when a field reads in a way one pass in name order cannot
+/// (flattened, JSON, `#[blob]`, former names, counters), and the entity then reads through
+/// its map.
+fn reads_in_order(entity: &Entity) -> Option<(TokenStream, TokenStream)> {
     let p = private(entity);
     let plain = |field: &Field| {
         field.flatten.is_none()
@@ -531,8 +570,18 @@ fn reads_in_order(entity: &Entity) -> Option<TokenStream> {
         })
         .collect();
     reads.sort_by(|a, b| a.0.cmp(&b.0));
+    let slots = reads
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| quote!(#name => #p::Option::Some(#i),));
+    let slot = quote! {
+        match __name {
+            #(#slots)*
+            _ => #p::Option::None,
+        }
+    };
     let reads = reads.into_iter().map(|(_, stmt)| stmt);
-    Some(quote!(#(#reads)*))
+    Some((quote!(#(#reads)*), slot))
 }
 
 /// The expression reading one property out of `__properties`: under its name, else under a

@@ -16,13 +16,12 @@ use std::marker::PhantomData;
 
 use crate::error::Error;
 use crate::model::entity::{Entity, KeyField};
-use crate::model::in_order::InOrder;
 use crate::model::key::{Key, KeyId, RawKey};
 use crate::model::name::KeyName;
 use crate::model::property_type::{Indexable, Projectable, Projects, PropertyType, ShardIndexable};
+pub use crate::model::read_in_order::{ReadInOrder, WireInOrder, wire_in_order};
 use crate::model::scalar::{Blob, Timestamp};
 use crate::model::schema::Schema;
-use crate::model::stored::ValueRef;
 use crate::model::value::{DecodeError, PropertyMap, Value};
 use datastore_entity_names::{NameRole, check};
 
@@ -50,17 +49,14 @@ pub fn take<T: PropertyType>(properties: &mut PropertyMap, name: &str) -> Result
         .unwrap_or_else(T::from_missing)
 }
 
-/// Reads property `name` from `reader` (the stored form, read in name order) as a `T`;
-/// an entity without it gives `missing()` when there is a default, else `T::from_missing`.
+/// Reads property `name` from `reader` (read in name order) as a `T`; an entity without it
+/// gives `missing()` when there is a default, else `T::from_missing`.
 pub fn read<T: PropertyType>(
-    reader: &mut InOrder<'_>,
+    reader: &mut impl ReadInOrder,
     name: &str,
     missing: Option<fn() -> T>,
 ) -> Result<T, DecodeError> {
-    match reader.find(name) {
-        Some(value) => T::read_value(ValueRef(value)),
-        None => missing.map_or_else(T::from_missing, |missing| Ok(missing())),
-    }
+    reader.read_as(name, missing)
 }
 
 /// Reads property `name`, or (when the entity lacks it) the first of its former names
@@ -126,11 +122,10 @@ pub trait PropertyProbe<T> {
         aliases: &[&str],
         missing: Option<fn() -> T>,
     ) -> Result<T, DecodeError>;
-    /// Reads property `name` from a stored form read in name order, or the default (see
-    /// [`read`]).
+    /// Reads property `name` from a map read in name order, or the default (see [`read`]).
     fn read(
         &self,
-        reader: &mut InOrder<'_>,
+        reader: &mut impl ReadInOrder,
         name: &str,
         missing: Option<fn() -> T>,
     ) -> Result<T, DecodeError>;
@@ -166,9 +161,10 @@ impl<T: PropertyType> PropertyProbe<T> for Probe<T> {
     ) -> Result<T, DecodeError> {
         take_with(properties, name, aliases, missing)
     }
+    #[inline]
     fn read(
         &self,
-        reader: &mut InOrder<'_>,
+        reader: &mut impl ReadInOrder,
         name: &str,
         missing: Option<fn() -> T>,
     ) -> Result<T, DecodeError> {
@@ -207,7 +203,12 @@ pub trait PropertyFallback<T> {
         unreachable!("the derive's assertion rejects this field type")
     }
     /// See [`PropertyProbe::read`].
-    fn read(&self, _: &mut InOrder<'_>, _: &str, _: Option<fn() -> T>) -> Result<T, DecodeError> {
+    fn read(
+        &self,
+        _: &mut impl ReadInOrder,
+        _: &str,
+        _: Option<fn() -> T>,
+    ) -> Result<T, DecodeError> {
         unreachable!("the derive's assertion rejects this field type")
     }
     /// See [`PropertyProbe::embedded`].

@@ -10,8 +10,6 @@ use std::sync::OnceLock;
 use gcloud_sdk::google::datastore::v1 as pb;
 
 use crate::model::sink::ValueWriter;
-#[cfg(feature = "cloud")]
-use crate::model::stored::ValueView;
 use crate::model::stored::{ValueRef, Writer, written_value};
 #[cfg(feature = "cloud")]
 use crate::model::value::Wire;
@@ -19,7 +17,7 @@ use crate::model::value::{
     DecodeError, Entries, Entry, Facts, Property, PropertyMap, Repr, Slot, Stored, Value,
 };
 #[cfg(feature = "cloud")]
-use crate::model::wire_map::{decode_wire, property_from_wire, wire_scalar};
+use crate::model::wire_map::{decode_wire, read_wire};
 
 /// Dropped without recursion (see [`Value`]).
 impl Drop for PropertyMap {
@@ -220,21 +218,9 @@ impl PropertyMap {
             // Moved out and converted, its strings moved, not copied.
             #[cfg(feature = "cloud")]
             Repr::Wire(w) if w.decoded.get().is_none() => {
-                let value = w.properties.remove(name)?;
+                let mut value = w.properties.remove(name)?;
                 w.size.set(None);
-                // A scalar is read where it lies; a string, bytes, a key, an array or an
-                // entity is moved out through a `Value`, its strings moved, not copied.
-                if wire_scalar(&value) {
-                    return Some(read(ValueRef(ValueView::wire(&value, &w.partitions))));
-                }
-                Some(match property_from_wire(value, &w.partitions) {
-                    Ok(p) => from_value(p.value),
-                    // `from_wire` checked every value: not expected.
-                    Err(e) => Err(DecodeError::new(
-                        "a value the crate can hold",
-                        e.to_string(),
-                    )),
-                })
+                Some(read_wire(&mut value, &w.partitions, read, from_value))
             }
             _ => self.remove(name).map(|p| from_value(p.value)),
         }

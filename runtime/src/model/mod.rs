@@ -15,6 +15,7 @@ pub(crate) mod key_text;
 pub(crate) mod map;
 pub(crate) mod name;
 pub(crate) mod property_type;
+pub(crate) mod read_in_order;
 pub(crate) mod scalar;
 pub(crate) mod schema;
 pub(crate) mod sink;

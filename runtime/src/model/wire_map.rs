@@ -13,8 +13,10 @@ use gcloud_sdk::google::r#type::LatLng;
 use crate::error::Error;
 use crate::model::key::KEY_PROPERTY;
 use crate::model::scalar::{Blob, GeoPoint, Vector};
-use crate::model::stored::{MapView, VECTOR_MEANING, ValueView, wire_excluded};
-use crate::model::value::{Entries, Facts, Measured, Property, PropertyMap, Repr, Value, Wire};
+use crate::model::stored::{MapView, VECTOR_MEANING, ValueRef, ValueView, wire_excluded};
+use crate::model::value::{
+    DecodeError, Entries, Facts, Measured, Property, PropertyMap, Repr, Value, Wire,
+};
 use crate::model::wire::{Partitions, checked_timestamp, from_timestamp, timestamp};
 use pb::value::ValueType as V;
 
@@ -206,6 +208,28 @@ pub(crate) fn property_from_wire(
         value: converted,
         excluded,
     })
+}
+
+/// Reads a received value: a scalar where it lies (`read`); a string, bytes, a key, an array
+/// or an entity moved out (`value` is left a null) through a `Value`, its strings moved, not
+/// copied (`from_value`).
+pub(crate) fn read_wire<T>(
+    value: &mut pb::Value,
+    partitions: &Partitions,
+    read: impl FnOnce(ValueRef<'_>) -> Result<T, DecodeError>,
+    from_value: impl FnOnce(Value) -> Result<T, DecodeError>,
+) -> Result<T, DecodeError> {
+    if wire_scalar(value) {
+        return read(ValueRef(ValueView::wire(value, partitions)));
+    }
+    match property_from_wire(std::mem::take(value), partitions) {
+        Ok(p) => from_value(p.value),
+        // Arrival checked every value: not expected.
+        Err(e) => Err(DecodeError::new(
+            "a value the crate can hold",
+            e.to_string(),
+        )),
+    }
 }
 
 fn not_a_vector() -> Error {
