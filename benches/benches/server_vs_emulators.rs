@@ -225,8 +225,13 @@ fn million_into_a_server(bencher: Bencher, data: Option<std::path::PathBuf>, arg
         // Read on, so the server's later lines have somewhere to go.
         std::thread::spawn(move || lines.for_each(drop));
         runtime.block_on(load(&host));
+        let file = data
+            .as_ref()
+            .and_then(|d| std::fs::metadata(d).ok())
+            .map(|m| format!(", the file {:.0} MiB", m.len() as f64 / 1048576.0))
+            .unwrap_or_default();
         eprintln!(
-            "\nthe server's resident size after {MILLION} entities ({} {}): {:.0} MiB",
+            "\nthe server's resident size after {MILLION} entities ({} {}): {:.0} MiB{file}",
             if data.is_some() {
                 "on a file"
             } else {

@@ -136,9 +136,22 @@ struct Entries<'q> {
 /// its values of the query's orders, and its projected values.
 pub(super) struct Found {
     pub(super) position: Vec<u8>,
-    pub(super) path: Vec<u8>,
+    /// The key path: the end of `position` from `path_at` on (one allocation for both), or
+    /// its own copy where the position holds it inverted (a descending key order).
+    inverted_path: Option<Vec<u8>>,
+    path_at: usize,
     pub(super) sort: Vec<Value>,
     pub(super) projected: Vec<Value>,
+}
+
+impl Found {
+    /// The key path, encoded ascending.
+    pub(super) fn path(&self) -> &[u8] {
+        match &self.inverted_path {
+            Some(path) => path,
+            None => self.position.get(self.path_at..).unwrap_or_default(),
+        }
+    }
 }
 
 /// Room for the results of a read of at most `limit`: all of them for a page, a bounded start
@@ -301,14 +314,14 @@ pub(super) fn results(
     let partition = at.len();
     let mut results = Vec::with_capacity(found.size_hint().0);
     for (found, cursor) in found {
-        let path = Reader::new(&found.path).path().map_err(|_| corrupt())?;
+        let path = Reader::new(found.path()).path().map_err(|_| corrupt())?;
         let key = RawKey::new(Some(query.partition.clone()), path).map_err(|_| corrupt())?;
         let mut stamp = None;
         let properties = match &query.shape {
             ResultShape::KeysOnly => PropertyMap::new(),
             ResultShape::Full => {
                 at.truncate(partition);
-                at.extend_from_slice(&found.path);
+                at.extend_from_slice(found.path());
                 let (properties, found) = load(store, &at)?.ok_or_else(corrupt)?;
                 stamp = Some(found);
                 properties
@@ -536,18 +549,19 @@ fn read(
                 {
                     return Ok(None);
                 }
-                let path = match entries.path_inverted {
-                    true => r.rest().iter().map(|b| !b).collect(),
-                    false => r.rest().to_vec(),
-                };
+                let path_at = k.len() - r.rest().len();
+                let inverted_path = entries
+                    .path_inverted
+                    .then(|| r.rest().iter().map(|b| !b).collect::<Vec<u8>>());
                 if !entries.on_entity.is_empty() {
                     if partition.is_empty() {
                         let mut reader = Reader::new(k);
                         reader.partition().map_err(|_| corrupt())?;
                         partition = k[..k.len() - reader.rest().len()].to_vec();
                     }
-                    let (entity, _) = load(store, &[partition.as_slice(), &path].concat())?
-                        .ok_or_else(corrupt)?;
+                    let path = inverted_path.as_deref().unwrap_or(&k[path_at..]);
+                    let (entity, _) =
+                        load(store, &[partition.as_slice(), path].concat())?.ok_or_else(corrupt)?;
                     if !entries.on_entity.iter().all(|f| {
                         let mut any = false;
                         super::scan::visit_indexed(&entity, &f.property, &mut |v| {
@@ -560,7 +574,8 @@ fn read(
                 }
                 Ok(Some(Found {
                     position: k.to_vec(),
-                    path,
+                    inverted_path,
+                    path_at,
                     projected: entries
                         .projected
                         .iter()
@@ -613,7 +628,8 @@ fn zigzag(
         }
         found.push(Found {
             position: path.to_vec(),
-            path: path.to_vec(),
+            inverted_path: None,
+            path_at: 0,
             sort: Vec::new(),
             projected: Vec::new(),
         });

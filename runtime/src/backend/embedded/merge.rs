@@ -79,7 +79,7 @@ fn compare_found(prepared: &Prepared<'_>, a: &Found, b: &Found) -> Ordering {
             return o;
         }
     }
-    let o = a.path.cmp(&b.path);
+    let o = a.path().cmp(b.path());
     match prepared.key_direction {
         Direction::Ascending => o,
         Direction::Descending => o.reverse(),
