@@ -121,7 +121,7 @@ pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
             let slot = mode.body(&p, slot);
             let from_stored = mode.body(
                 &p,
-                quote!(Self::__from_in_order(__key, #p::InOrder::new(__bytes))),
+                quote!(Self::__from_in_order(__key, #p::stored_in_order(__bytes))),
             );
             let from_stored = quote! {
                 #[allow(unused_variables)]
@@ -139,7 +139,7 @@ pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
                     #[allow(unused_variables, unused_mut)]
                     fn __from_in_order(
                         __key: &#p::RawKey,
-                        mut __reader: impl #p::ReadInOrder,
+                        mut __reader: #p::OnePass<'_>,
                     ) -> #p::Result<Self, #p::Error> {
                         #body
                     }

@@ -2,8 +2,8 @@
 //! the stored form ([`InOrder`], `in_order.rs`) or a map received from the service
 //! ([`WireInOrder`]: each property put in its field's place by the derive's `match` on its
 //! name, in one walk over the map — no hashing, no removal, no sort — then moved out where it
-//! lies as its field reads it). Not a public API: the derive's `__from_in_order` reads through
-//! it (by way of `model/generated.rs`).
+//! lies as its field reads it), both behind [`OnePass`]. Not a public API: the derive's
+//! `__from_in_order` reads through it (by way of `model/generated.rs`).
 
 use crate::error::Error;
 use crate::model::in_order::InOrder;
@@ -119,23 +119,43 @@ mod wire {
     }
 }
 
-/// Without feature `cloud`, no map is ever in the service's wire form: never made.
-#[cfg(not(feature = "cloud"))]
-pub struct WireInOrder<'a>(std::convert::Infallible, std::marker::PhantomData<&'a ()>);
+/// What the derive's one-pass read (`__from_in_order`) reads: the stored form or a received
+/// map. One type for both, so that each entity type's read is compiled once, not once per
+/// form (a branch per field, which the processor predicts).
+pub enum OnePass<'a> {
+    /// The stored form.
+    Stored(InOrder<'a>),
+    /// A map received from the service.
+    #[cfg(feature = "cloud")]
+    Wire(WireInOrder<'a>),
+}
 
-#[cfg(not(feature = "cloud"))]
-impl ReadInOrder for WireInOrder<'_> {
+impl ReadInOrder for OnePass<'_> {
+    #[inline]
     fn read_as<T: PropertyType>(
         &mut self,
-        _: &str,
-        _: Option<fn() -> T>,
+        name: &str,
+        missing: Option<fn() -> T>,
     ) -> Result<T, DecodeError> {
-        match self.0 {}
+        match self {
+            OnePass::Stored(r) => r.read_as(name, missing),
+            #[cfg(feature = "cloud")]
+            OnePass::Wire(r) => r.read_as(name, missing),
+        }
     }
 
     fn finish(self) -> Result<(), Error> {
-        match self.0 {}
+        match self {
+            OnePass::Stored(r) => ReadInOrder::finish(r),
+            #[cfg(feature = "cloud")]
+            OnePass::Wire(r) => r.finish(),
+        }
     }
+}
+
+/// The stored form `bytes`, read in one pass.
+pub fn stored_in_order(bytes: &[u8]) -> OnePass<'_> {
+    OnePass::Stored(InOrder::new(bytes))
 }
 
 /// A reader of `properties` in name order when they are a map received from the service and
@@ -145,9 +165,9 @@ pub fn wire_in_order(
     properties: &mut PropertyMap,
     count: usize,
     slot: fn(&str) -> Option<usize>,
-) -> Option<WireInOrder<'_>> {
+) -> Option<OnePass<'_>> {
     #[cfg(feature = "cloud")]
-    return WireInOrder::of(properties, count, slot);
+    return WireInOrder::of(properties, count, slot).map(OnePass::Wire);
     #[cfg(not(feature = "cloud"))]
     {
         let _ = (properties, count, slot);
