@@ -54,6 +54,19 @@ pub enum FoundEntity<'a> {
 #[doc(hidden)]
 pub type ReadFound<'r> = dyn FnMut(usize, FoundEntity<'_>) -> Result<(), Error> + Send + 'r;
 
+/// What [`Backend::run_query_each`] hands each result to: its key, and its entity as found.
+#[doc(hidden)]
+pub type ReadResult<'r> = dyn FnMut(&RawKey, FoundEntity<'_>) -> Result<(), Error> + Send + 'r;
+
+/// Where a batch that [`Backend::run_query_each`] handed over ends. Not a public API.
+#[doc(hidden)]
+pub struct BatchEnd {
+    /// The position after the last result.
+    pub end_cursor: Vec<u8>,
+    /// Whether more results may follow `end_cursor`.
+    pub more_results: bool,
+}
+
 /// A transaction handle issued by [`Backend::begin_transaction`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TransactionId(pub Vec<u8>);
@@ -166,6 +179,22 @@ pub trait Backend: Send + Sync + 'static {
         query: &'a QuerySpec,
         transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<QueryBatch, Error>>;
+
+    /// Runs a query outside any transaction and hands each result to `read`, with its key, as
+    /// it lies: the embedded engine gives a whole entity's stored bytes, which the derive reads
+    /// in one pass, and no cursor per result. Returns where the batch ends. The default runs
+    /// the query and gives the maps. Not a public API.
+    #[doc(hidden)]
+    fn run_query_each<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        read: &'a mut ReadResult<'_>,
+    ) -> BoxFuture<'a, Result<BatchEnd, Error>> {
+        Box::pin(async move {
+            let batch = self.run_query(query, None).await?;
+            hand_over(batch, read)
+        })
+    }
 
     /// Runs an aggregation over a query's rows: an integer (count, sum of integers), a double
     /// (sum with doubles, average) or null (average of nothing).
@@ -318,4 +347,15 @@ pub(crate) async fn after_begin<B: Backend + ?Sized, T>(
             Err(error)
         }
     }
+}
+
+/// Hands each result of `batch` to `read`, as a map, and returns where the batch ends.
+pub(crate) fn hand_over(batch: QueryBatch, read: &mut ReadResult<'_>) -> Result<BatchEnd, Error> {
+    for result in batch.results {
+        read(&result.key, FoundEntity::Map(result.properties))?;
+    }
+    Ok(BatchEnd {
+        end_cursor: batch.end_cursor,
+        more_results: batch.more_results,
+    })
 }

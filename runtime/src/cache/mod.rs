@@ -272,6 +272,15 @@ impl Backend for Caching {
         self.inner.run_query(query, transaction)
     }
 
+    fn run_query_each<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        read: &'a mut crate::backend::ReadResult<'_>,
+    ) -> BoxFuture<'a, Result<crate::backend::BatchEnd, Error>> {
+        // Queries are not cached: answered by the store behind the cache.
+        self.inner.run_query_each(query, read)
+    }
+
     fn run_aggregation<'a>(
         &'a self,
         query: &'a QuerySpec,

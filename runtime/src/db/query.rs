@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
-use crate::backend::BoxFuture;
+use crate::backend::{BoxFuture, FoundEntity};
 use crate::error::{Error, ServiceCode};
 use crate::model::entity::{Entity, Projection};
 use crate::model::key::{KEY_PROPERTY, Key, RawKey};
@@ -28,7 +28,7 @@ use crate::rules::filter::check_query;
 
 use crate::query::results::{Cursor, Numeric, Page};
 
-use super::read::with_counters;
+use super::read::{entity_from, with_counters};
 use super::scope::{Scope, TxRef};
 
 /// How many results a stream asks for per page.
@@ -506,6 +506,9 @@ impl<E: Entity> Query<E> {
 
     /// One page, each entity with its own outcome.
     async fn fetch_each(self) -> Result<Page<Result<E, Error>>, Error> {
+        if self.transaction.is_none() && E::SCHEMA.counters.is_empty() {
+            return self.read_each().await;
+        }
         let batch = self.run().await?;
         let next = next_cursor(&batch);
         let rows = batch
@@ -516,6 +519,25 @@ impl<E: Entity> Query<E> {
         Ok(Page {
             items: self.entities(rows).await?,
             next,
+        })
+    }
+
+    /// One page outside a transaction, of an entity without counters: each result read as
+    /// the backend hands it over (the embedded engine's stored form read straight into the
+    /// entity, as a `get` reads it).
+    async fn read_each(self) -> Result<Page<Result<E, Error>>, Error> {
+        self.checked()?;
+        let backend = &*self.scope.backend;
+        backend.declare(E::SCHEMA).await?;
+        let mut items = Vec::with_capacity(self.spec.limit.map_or(0, |limit| limit.min(1_024)));
+        let mut read = |key: &RawKey, found: FoundEntity<'_>| {
+            items.push(entity_from(key, found));
+            Ok(())
+        };
+        let end = backend.run_query_each(&self.spec, &mut read).await?;
+        Ok(Page {
+            items,
+            next: end.more_results.then(|| Cursor::from_bytes(end.end_cursor)),
         })
     }
 

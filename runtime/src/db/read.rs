@@ -138,7 +138,7 @@ fn reads_alone(schema: &Schema, transaction: Option<&TxRef>) -> bool {
 }
 
 /// The entity under `key` as a lookup handed it over.
-fn entity_from<E: Entity>(key: &RawKey, found: FoundEntity<'_>) -> Result<E, Error> {
+pub(crate) fn entity_from<E: Entity>(key: &RawKey, found: FoundEntity<'_>) -> Result<E, Error> {
     match found {
         FoundEntity::Stored(bytes) => E::from_stored(key, bytes),
         FoundEntity::Map(properties) => E::from_entity(key, properties),

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::exec;
+use super::exec::{self, Answered, Hits};
 use super::explain;
 use super::index::{self, Composite, of_kind};
 use super::merge;
@@ -86,8 +86,44 @@ impl<'a> Answers<'a> {
 
     /// Answers `query` from `store` (the engine's, or a view of it that counts what is read).
     pub(super) fn answer(&self, store: &dyn Store, query: &QuerySpec) -> Result<QueryBatch, Error> {
+        self.answer_with(
+            store,
+            query,
+            |hits, prepared| hits.batch(store, prepared),
+            |b| b,
+        )
+    }
+
+    /// Answers `query` from `store` as [`answer`](Answers::answer) does, but a whole-entity
+    /// query's results read by one plan as their entities are stored, without a cursor each.
+    pub(super) fn answer_stored(
+        &self,
+        store: &dyn Store,
+        query: &QuerySpec,
+    ) -> Result<Answered, Error> {
+        let whole = query.shape == ResultShape::Full;
+        self.answer_with(
+            store,
+            query,
+            |hits, prepared| match whole {
+                true => hits.stored(store, prepared),
+                false => hits.batch(store, prepared).map(Answered::Batch),
+            },
+            Answered::Batch,
+        )
+    }
+
+    /// Answers `query`: one branch's hits made into `T` by `made`, or a batch of several
+    /// branches (or a nearest-neighbour search) made into `T` by `whole`.
+    fn answer_with<T>(
+        &self,
+        store: &dyn Store,
+        query: &QuerySpec,
+        made: impl FnOnce(Hits, &Prepared<'_>) -> Result<T, Error>,
+        whole: impl FnOnce(QueryBatch) -> T,
+    ) -> Result<T, Error> {
         if let Some(nearest) = &query.find_nearest {
-            return self.nearest(store, query, nearest);
+            return self.nearest(store, query, nearest).map(whole);
         }
         let prepared = Prepared::new(query)?;
         if prepared.branch_count() == 1 {
@@ -96,7 +132,7 @@ impl<'a> Answers<'a> {
                 of_kind(self.composites, &query.kind),
                 self.strict,
             )?;
-            return exec::run(store, &prepared, &access);
+            return made(exec::run(store, &prepared, &access)?, &prepared);
         }
         let plans = self.plans(&prepared)?;
         match plans
@@ -104,8 +140,8 @@ impl<'a> Answers<'a> {
             .any(|(_, access)| *access == plan::Access::Scan)
         {
             // A branch no index serves: every entity of the kind is evaluated, once.
-            true => exec::run(store, &prepared, &plan::Access::Scan),
-            false => merge::merged(store, &prepared, &plans),
+            true => made(exec::run(store, &prepared, &plan::Access::Scan)?, &prepared),
+            false => merge::merged(store, &prepared, &plans).map(whole),
         }
     }
 

@@ -5,6 +5,7 @@
 use std::borrow::Cow;
 use std::ops::Bound;
 
+use super::bounds::{Bounds, after_prefix, as_ref, encoded, narrow};
 use super::index::{self};
 use super::plan::{Access, equality_properties, projected};
 use super::scan::{Prepared, matches};
@@ -16,100 +17,6 @@ use crate::model::key::RawKey;
 use crate::model::schema::Direction;
 use crate::model::value::{Property, PropertyMap, Value};
 use crate::query::spec::{Operator, PropertyFilter, QueryBatch, QueryResult, ResultShape, Stamp};
-
-/// A lower bound (inclusive) and an upper bound on a table's keys.
-struct Bounds {
-    lower: Bound<Vec<u8>>,
-    upper: Bound<Vec<u8>>,
-}
-
-impl Bounds {
-    /// Every key that starts with `prefix`.
-    fn prefix(prefix: Vec<u8>) -> Bounds {
-        Bounds {
-            upper: after_prefix(&prefix),
-            lower: Bound::Included(prefix),
-        }
-    }
-
-    fn raise(&mut self, bound: Bound<Vec<u8>>) {
-        if tighter(&bound, &self.lower, std::cmp::Ordering::Greater) {
-            self.lower = bound;
-        }
-    }
-
-    fn lower_to(&mut self, bound: Bound<Vec<u8>>) {
-        if tighter(&bound, &self.upper, std::cmp::Ordering::Less) {
-            self.upper = bound;
-        }
-    }
-
-    fn range(&self) -> (Bound<&[u8]>, Bound<&[u8]>) {
-        (as_ref(&self.lower), as_ref(&self.upper))
-    }
-}
-
-fn as_ref(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
-    match bound {
-        Bound::Included(b) => Bound::Included(b),
-        Bound::Excluded(b) => Bound::Excluded(b),
-        Bound::Unbounded => Bound::Unbounded,
-    }
-}
-
-/// Whether `new` is a tighter bound than `old`, `towards` the inside of the range.
-fn tighter(new: &Bound<Vec<u8>>, old: &Bound<Vec<u8>>, towards: std::cmp::Ordering) -> bool {
-    match (new, old) {
-        (Bound::Unbounded, _) => false,
-        (_, Bound::Unbounded) => true,
-        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
-            let o = a.cmp(b);
-            o == towards || (o.is_eq() && matches!(new, Bound::Excluded(_)))
-        }
-    }
-}
-
-/// The first key past every key that starts with `prefix`.
-fn after_prefix(prefix: &[u8]) -> Bound<Vec<u8>> {
-    keycode::prefix_end(prefix).map_or(Bound::Unbounded, Bound::Excluded)
-}
-
-fn encoded(value: &Value, inverted: bool) -> Vec<u8> {
-    let mut out = Vec::with_capacity(16);
-    // Filter operands are never arrays or entities (checked when the query is prepared).
-    let _ = keycode::value(&mut out, value);
-    if inverted {
-        out.iter_mut().for_each(|b| *b = !*b);
-    }
-    out
-}
-
-/// Narrows `bounds` (over `head` + a column + ...) to the entries whose column value passes
-/// every range filter; a descending column's values are encoded inverted, which reverses
-/// their byte order.
-fn narrow(bounds: &mut Bounds, head: &[u8], inverted: bool, filters: &[&PropertyFilter]) {
-    for f in filters {
-        // The entries holding the operand's value are those that start with `at`.
-        let at = [head, &encoded(&f.value, inverted)].concat();
-        let op = match (f.op, inverted) {
-            (Operator::GreaterThan, true) => Operator::LessThan,
-            (Operator::GreaterThanOrEqual, true) => Operator::LessThanOrEqual,
-            (Operator::LessThan, true) => Operator::GreaterThan,
-            (Operator::LessThanOrEqual, true) => Operator::GreaterThanOrEqual,
-            (op, _) => op,
-        };
-        match op {
-            Operator::GreaterThan => {
-                bounds.raise(keycode::prefix_end(&at).map_or(Bound::Excluded(at), Bound::Included))
-            }
-            Operator::GreaterThanOrEqual => bounds.raise(Bound::Included(at)),
-            Operator::LessThan => bounds.lower_to(Bound::Excluded(at)),
-            Operator::LessThanOrEqual => bounds.lower_to(after_prefix(&at)),
-            // Branches hold `=` and ranges only.
-            Operator::Equal | Operator::NotEqual | Operator::In | Operator::NotIn => {}
-        }
-    }
-}
 
 /// An index range read entry by entry: what each entry holds after its fixed head.
 struct Entries<'q> {
@@ -177,12 +84,40 @@ pub(super) fn other_plan() -> Error {
     }
 }
 
+/// What a query read before its results are made: a scan's results, evaluated whole, or the
+/// entries a plan found, their entities still where they are stored.
+pub(super) enum Hits {
+    Scanned(QueryBatch),
+    Entries {
+        found: Vec<Found>,
+        tag: u8,
+        end_cursor: Vec<u8>,
+        more_results: bool,
+    },
+}
+
+/// A whole-entity query's results as their entities lie in the store: every stored form
+/// copied into one buffer (one allocation for the page, where a map per result is one each),
+/// each result its key and its range of the buffer; no cursor but the batch's end.
+pub(super) struct StoredBatch {
+    pub(super) bytes: Vec<u8>,
+    pub(super) results: Vec<(RawKey, std::ops::Range<usize>)>,
+    pub(super) end_cursor: Vec<u8>,
+    pub(super) more_results: bool,
+}
+
+/// A query's answer: its results with their properties and cursors, or as stored.
+pub(super) enum Answered {
+    Batch(QueryBatch),
+    Stored(StoredBatch),
+}
+
 /// Runs `prepared` with `access` over `store`, from the start to the end cursor.
-pub(crate) fn run(
+pub(super) fn run(
     store: &dyn Store,
     prepared: &Prepared<'_>,
     access: &Access,
-) -> Result<QueryBatch, Error> {
+) -> Result<Hits, Error> {
     let query = prepared.query;
     let cursor = |bytes: &Option<Vec<u8>>| -> Result<Option<Vec<u8>>, Error> {
         let Some(bytes) = bytes else { return Ok(None) };
@@ -203,7 +138,7 @@ pub(crate) fn run(
                 result.stamp = stamps.get(&result.key).copied();
             }
         }
-        return Ok(batch);
+        return Ok(Hits::Scanned(batch));
     }
     let limit = query.limit.unwrap_or(usize::MAX);
     let start = start.filter(|p| !p.is_empty());
@@ -215,15 +150,82 @@ pub(crate) fn run(
         (None, Some(start)) => start.clone(),
         (None, None) => prepared.encode_cursor(tag, &[]),
     };
-    let found = found.into_iter().map(|found| {
-        let cursor = prepared.encode_cursor(tag, &found.position);
-        (found, cursor)
-    });
-    Ok(QueryBatch {
-        results: results(store, prepared, found)?,
+    Ok(Hits::Entries {
+        found,
+        tag,
         end_cursor,
         more_results,
     })
+}
+
+impl Hits {
+    /// The results, each with its properties and its cursor.
+    pub(super) fn batch(
+        self,
+        store: &dyn Store,
+        prepared: &Prepared<'_>,
+    ) -> Result<QueryBatch, Error> {
+        let (found, tag, end_cursor, more_results) = match self {
+            Hits::Scanned(batch) => return Ok(batch),
+            Hits::Entries {
+                found,
+                tag,
+                end_cursor,
+                more_results,
+            } => (found, tag, end_cursor, more_results),
+        };
+        let found = found.into_iter().map(|found| {
+            let cursor = prepared.encode_cursor(tag, &found.position);
+            (found, cursor)
+        });
+        Ok(QueryBatch {
+            results: results(store, prepared, found)?,
+            end_cursor,
+            more_results,
+        })
+    }
+
+    /// The results of a whole-entity query as their entities are stored (a scan's, already
+    /// evaluated, as a batch).
+    pub(super) fn stored(
+        self,
+        store: &dyn Store,
+        prepared: &Prepared<'_>,
+    ) -> Result<Answered, Error> {
+        let (found, end_cursor, more_results) = match self {
+            Hits::Scanned(batch) => return Ok(Answered::Batch(batch)),
+            Hits::Entries {
+                found,
+                end_cursor,
+                more_results,
+                ..
+            } => (found, end_cursor, more_results),
+        };
+        let query = prepared.query;
+        let mut at = Vec::with_capacity(128);
+        keycode::partition(&mut at, &query.partition);
+        let partition = at.len();
+        let mut bytes = Vec::new();
+        let mut results = Vec::with_capacity(found.len());
+        for found in &found {
+            at.truncate(partition);
+            at.extend_from_slice(found.path());
+            let range = copy_stored(store, &at, &mut bytes)?.ok_or_else(corrupt)?;
+            results.push((key_of(prepared, found)?, range));
+        }
+        Ok(Answered::Stored(StoredBatch {
+            bytes,
+            results,
+            end_cursor,
+            more_results,
+        }))
+    }
+}
+
+/// The key of a result a plan found.
+fn key_of(prepared: &Prepared<'_>, found: &Found) -> Result<RawKey, Error> {
+    let path = Reader::new(found.path()).path().map_err(|_| corrupt())?;
+    RawKey::new(Some(prepared.query.partition.clone()), path).map_err(|_| corrupt())
 }
 
 /// How many results a one-branch query without cursors has, up to `limit`, counted from the
@@ -314,8 +316,7 @@ pub(super) fn results(
     let partition = at.len();
     let mut results = Vec::with_capacity(found.size_hint().0);
     for (found, cursor) in found {
-        let path = Reader::new(found.path()).path().map_err(|_| corrupt())?;
-        let key = RawKey::new(Some(query.partition.clone()), path).map_err(|_| corrupt())?;
+        let key = key_of(prepared, &found)?;
         let mut stamp = None;
         let properties = match &query.shape {
             ResultShape::KeysOnly => PropertyMap::new(),
@@ -350,6 +351,25 @@ pub(crate) fn load(store: &dyn Store, at: &[u8]) -> Result<Option<(PropertyMap, 
         decoded = Some(index::decode_entity(bytes.to_vec(), written_here));
     })?;
     decoded.map(|d| d.ok_or_else(corrupt)).transpose()
+}
+
+/// Copies the stored form of the entity under `at` (an entities-table key) to the end of
+/// `bytes`, and says where it lies there; `None` if there is none.
+pub(super) fn copy_stored(
+    store: &dyn Store,
+    at: &[u8],
+    bytes: &mut Vec<u8>,
+) -> Result<Option<std::ops::Range<usize>>, Error> {
+    let start = bytes.len();
+    let mut found = None;
+    store.get(ENTITIES, at, &mut |value| {
+        found = Some(index::split_entity(value).map(|(form, _)| bytes.extend_from_slice(form)));
+    })?;
+    match found {
+        None => Ok(None),
+        Some(None) => Err(corrupt()),
+        Some(Some(())) => Ok(Some(start..bytes.len())),
+    }
 }
 
 /// Every entity of the query's kind under its ancestor, for a scan, and their stamps.

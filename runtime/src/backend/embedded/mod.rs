@@ -34,6 +34,7 @@
 mod aggregate;
 mod analyze;
 mod answer;
+mod bounds;
 mod commit;
 mod exec;
 mod explain;
@@ -44,6 +45,7 @@ mod locks;
 mod merge;
 mod open;
 mod plan;
+mod reads;
 mod records;
 mod scan;
 mod store;
@@ -57,6 +59,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use self::answer::Answers;
+use self::exec::Answered;
 use self::history::{AsOf, History};
 use self::ids::Ids;
 use self::index::Composite;
@@ -64,18 +67,17 @@ use self::locks::{Locking, Locks};
 use self::store::{Batch, Memory, Store};
 use self::transactions::{Transaction, Transactions};
 use super::{
-    Backend, BoxFuture, Change, Committed, FoundEntity, FoundStamped, ReadFound, TransactionId,
-    TransactionMode,
+    Backend, BatchEnd, BoxFuture, Change, Committed, FoundEntity, FoundStamped, ReadFound,
+    ReadResult, TransactionId, TransactionMode, hand_over,
 };
 use crate::error::{Error, ServiceCode};
-use crate::format::file::ENTITIES;
 use crate::format::keycode;
 use crate::model::key::{PartitionId, RawKey};
 use crate::model::schema::Schema;
 use crate::model::value::Value;
 use crate::query::explain::Explanation;
 use crate::query::spec::{Aggregation, QueryBatch, QuerySpec};
-use crate::rules::commit::{check_ancestors, check_mutations, invalid_key};
+use crate::rules::commit::check_mutations;
 
 /// Deprecated path of [`crate::MAX_INDEXED_BYTES`].
 #[doc(hidden)]
@@ -312,6 +314,27 @@ impl Backend for Embedded {
         transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<QueryBatch, Error>> {
         ready(self.state().run_query(query, transaction))
+    }
+
+    fn run_query_each<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        read: &'a mut ReadResult<'_>,
+    ) -> BoxFuture<'a, Result<BatchEnd, Error>> {
+        // As `lookup_each`: the stored forms copied out under the lock, read after it.
+        let answered = self.state().run_query_stored(query);
+        Box::pin(ready(answered.and_then(|answered| match answered {
+            Answered::Batch(batch) => hand_over(batch, read),
+            Answered::Stored(stored) => {
+                for (key, range) in &stored.results {
+                    read(key, FoundEntity::Stored(&stored.bytes[range.clone()]))?;
+                }
+                Ok(BatchEnd {
+                    end_cursor: stored.end_cursor,
+                    more_results: stored.more_results,
+                })
+            }
+        })))
     }
 
     fn explain<'a>(
@@ -555,65 +578,6 @@ impl State {
         Ok(())
     }
 
-    fn lookup(
-        &mut self,
-        keys: &[RawKey],
-        transaction: Option<&TransactionId>,
-    ) -> Result<FoundStamped, Error> {
-        if let Some(k) = keys.iter().find(|k| !k.is_complete()) {
-            return Err(invalid_key(k, "a lookup needs complete keys"));
-        }
-        keys.iter().try_for_each(check_ancestors)?;
-        let at: Vec<Vec<u8>> = keys.iter().map(index::entity_key).collect();
-        let version = self.read_version(transaction, true)?;
-        let view = self.view(version);
-        let found = at
-            .iter()
-            .map(|at| exec::load(&view, at))
-            .collect::<Result<_, _>>()?;
-        self.record_reads(transaction, at)?;
-        Ok(found)
-    }
-
-    /// The stored forms of the entities under `keys` (outside any transaction), back to back
-    /// in one buffer: each found key's position and where its bytes lie.
-    #[allow(clippy::type_complexity)]
-    fn lookup_stored(
-        &mut self,
-        keys: &[RawKey],
-    ) -> Result<(Vec<u8>, Vec<(usize, std::ops::Range<usize>)>), Error> {
-        if let Some(k) = keys.iter().find(|k| !k.is_complete()) {
-            return Err(invalid_key(k, "a lookup needs complete keys"));
-        }
-        keys.iter().try_for_each(check_ancestors)?;
-        let view = self.view(None);
-        let mut bytes = Vec::new();
-        let mut found = Vec::with_capacity(keys.len());
-        // Room for most keys: a partition and a path of a few elements.
-        let mut at = Vec::with_capacity(64);
-        for (i, key) in keys.iter().enumerate() {
-            at.clear();
-            keycode::key(&mut at, key);
-            let mut damaged = false;
-            view.get(
-                ENTITIES,
-                &at,
-                &mut |value| match index::split_entity(value) {
-                    Some((form, _)) => {
-                        let start = bytes.len();
-                        bytes.extend_from_slice(form);
-                        found.push((i, start..bytes.len()));
-                    }
-                    None => damaged = true,
-                },
-            )?;
-            if damaged {
-                return Err(exec::corrupt());
-            }
-        }
-        Ok((bytes, found))
-    }
-
     fn allocate_ids(&mut self, keys: Vec<RawKey>) -> Result<Vec<RawKey>, Error> {
         let mut batch = Batch::default();
         let keys = self.ids.allocate(keys, &mut batch)?;
@@ -744,43 +708,6 @@ impl State {
             }
         }
         Ok(())
-    }
-
-    fn run_query(
-        &mut self,
-        query: &QuerySpec,
-        transaction: Option<&TransactionId>,
-    ) -> Result<QueryBatch, Error> {
-        let version = self.read_version(transaction, false)?;
-        let batch = self.answers().answer(&self.view(version), query)?;
-        self.finish_query(query, transaction, batch)
-    }
-
-    /// A query's answer through its property mask; in a transaction, its reads recorded.
-    fn finish_query(
-        &mut self,
-        query: &QuerySpec,
-        transaction: Option<&TransactionId>,
-        mut batch: QueryBatch,
-    ) -> Result<QueryBatch, Error> {
-        if let Some(paths) = query.property_mask.as_deref() {
-            for result in &mut batch.results {
-                result.properties = result.properties.selected(paths);
-            }
-        }
-        if transaction.is_some() {
-            let at = batch
-                .results
-                .iter()
-                .map(|r| index::entity_key(&r.key))
-                .collect();
-            self.record_reads(transaction, at)?;
-            if let Some(t) = self.transaction(transaction)? {
-                let keys = batch.results.iter().map(|r| r.key.clone()).collect();
-                t.queries.push((query.clone(), keys));
-            }
-        }
-        Ok(batch)
     }
 
     /// What answers queries, with the declared indexes and the index mode.

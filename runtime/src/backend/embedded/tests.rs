@@ -10,7 +10,7 @@ use crate::backend::{Mask, Mutation};
 use crate::format::file::ENTITIES;
 use crate::model::key::{IdOrName, KeyId, PathElement};
 use crate::model::value::{Property, PropertyMap};
-use crate::query::spec::{FilterNode, Operator, PropertyFilter, PropertyOrder};
+use crate::query::spec::{FilterNode, Operator, PropertyFilter, PropertyOrder, ResultShape};
 
 /// A store in memory that counts what is read: entities, and index entries scanned.
 struct Counting {
@@ -249,4 +249,69 @@ mod full_disk {
         drop(engine);
         std::fs::remove_file(&path).unwrap();
     }
+}
+
+/// What `run_query_each` handed over: each result's key, and its stored form (`None`: a map).
+type Handed = Vec<(RawKey, Option<PropertyMap>)>;
+
+async fn hand_over(engine: &Embedded, spec: &QuerySpec) -> (Handed, crate::backend::BatchEnd) {
+    let mut handed = Vec::new();
+    let mut read = |key: &RawKey, found: FoundEntity<'_>| {
+        let stored = match found {
+            FoundEntity::Stored(bytes) => Some(PropertyMap::from_stored(bytes.to_vec()).unwrap()),
+            FoundEntity::Map(_) => None,
+        };
+        handed.push((key.clone(), stored));
+        Ok(())
+    };
+    let end = engine.run_query_each(spec, &mut read).await.unwrap();
+    (handed, end)
+}
+
+#[tokio::test]
+async fn a_page_of_whole_entities_is_handed_over_as_stored_with_one_cursor_for_its_end() {
+    let (engine, counts) = orders(100).await;
+    let mut spec = QuerySpec {
+        kind: "Order".to_owned(),
+        orders: vec![PropertyOrder {
+            property: "total".to_owned(),
+            direction: crate::model::schema::Direction::Descending,
+        }],
+        limit: Some(4),
+        ..QuerySpec::default()
+    };
+    let batch = engine.run_query(&spec, None).await.unwrap();
+    counts.take();
+    let (handed, end) = hand_over(&engine, &spec).await;
+    // The same results, each entity's stored form read once, and the same end.
+    assert_eq!(counts.take().0, 4, "one read of each entity");
+    assert_eq!(handed.len(), 4);
+    for ((key, stored), result) in handed.iter().zip(&batch.results) {
+        assert_eq!(key, &result.key);
+        assert_eq!(stored.as_ref(), Some(&result.properties));
+    }
+    assert_eq!(handed[0].0, key(100));
+    assert_eq!(
+        (end.end_cursor, end.more_results),
+        (batch.end_cursor.clone(), batch.more_results)
+    );
+    // Resumed from its end, as from the batch's.
+    spec.start_cursor = Some(batch.end_cursor);
+    let (next, _) = hand_over(&engine, &spec).await;
+    assert_eq!(next[0].0, key(96));
+    // A projection, and a query through a property mask, are handed over as maps.
+    spec.start_cursor = None;
+    spec.shape = ResultShape::Projection(vec!["total".to_owned()]);
+    assert!(
+        hand_over(&engine, &spec)
+            .await
+            .0
+            .iter()
+            .all(|(_, s)| s.is_none())
+    );
+    spec.shape = ResultShape::Full;
+    spec.property_mask = Some(vec![vec!["total".into()]]);
+    let (masked, _) = hand_over(&engine, &spec).await;
+    assert_eq!(masked.len(), 4);
+    assert!(masked.iter().all(|(_, s)| s.is_none()));
 }
