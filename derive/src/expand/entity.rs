@@ -82,11 +82,13 @@ pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
             };
             (body, slot)
         });
-        // A map that is the stored form, unread (the embedded engine's answers), or a map
-        // received from the service, unread, is read in one pass too.
+        // Every map is read by the one-pass read when there is one: the stored form, unread
+        // (the embedded engine's answers), straight from its bytes; a map received from the
+        // service, unread, placed by its names; any other through its own lookups, in the
+        // fields' order. One read of the fields per type, not two: less code to compile.
         let count = entity.properties().count();
-        let one_pass = from_stored.is_some().then(|| {
-            quote! {
+        let body = match from_stored.is_some() {
+            true => quote! {
                 if let #p::Option::Some(__bytes) = __properties.unread_stored() {
                     return <Self as #p::Entity>::from_stored(__key, __bytes);
                 }
@@ -95,9 +97,11 @@ pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
                 {
                     return Self::__from_in_order(__key, __reader);
                 }
-            }
-        });
-        (quote!(#one_pass #(#reads)* #build), from_stored)
+                Self::__from_in_order(__key, #p::map_in_order(&mut __properties))
+            },
+            false => quote!(#(#reads)* #build),
+        };
+        (body, from_stored)
     });
     let (from_entity, from_stored) = from_entity.unzip();
     // A stub, or an entity whose key is missing (a reported mistake), never converts.

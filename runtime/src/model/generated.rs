@@ -21,7 +21,9 @@ use crate::model::name::KeyName;
 use crate::model::property_type::{Indexable, Projectable, Projects, PropertyType, ShardIndexable};
 #[cfg(feature = "cloud")]
 pub use crate::model::read_in_order::WireInOrder;
-pub use crate::model::read_in_order::{OnePass, ReadInOrder, stored_in_order, wire_in_order};
+pub use crate::model::read_in_order::{
+    OnePass, ReadInOrder, map_in_order, stored_in_order, wire_in_order,
+};
 use crate::model::scalar::{Blob, Timestamp};
 use crate::model::schema::Schema;
 use crate::model::value::{DecodeError, PropertyMap, Value};

@@ -1,8 +1,9 @@
 //! A property map read in one pass, in name order, the order the derive reads its fields in:
-//! the stored form ([`InOrder`], `in_order.rs`) or a map received from the service
+//! the stored form ([`InOrder`], `in_order.rs`), a map received from the service
 //! ([`WireInOrder`]: each property put in its field's place by the derive's `match` on its
 //! name, in one walk over the map — no hashing, no removal, no sort — then moved out where it
-//! lies as its field reads it), both behind [`OnePass`]. Not a public API: the derive's
+//! lies as its field reads it), or any other map ([`MapInOrder`], through its lookups), all
+//! behind [`OnePass`]. Not a public API: the derive's
 //! `__from_in_order` reads through it (by way of `model/generated.rs`).
 
 use crate::error::Error;
@@ -119,15 +120,37 @@ mod wire {
     }
 }
 
-/// What the derive's one-pass read (`__from_in_order`) reads: the stored form or a received
-/// map. One type for both, so that each entity type's read is compiled once, not once per
-/// form (a branch per field, which the processor predicts).
+/// Any other map (built by hand, decoded, or read from already), read through its own
+/// lookups in the fields' order: each property taken out as a field read of the map takes it.
+pub struct MapInOrder<'a>(&'a mut PropertyMap);
+
+impl ReadInOrder for MapInOrder<'_> {
+    fn read_as<T: PropertyType>(
+        &mut self,
+        name: &str,
+        missing: Option<fn() -> T>,
+    ) -> Result<T, DecodeError> {
+        self.0
+            .take_as(name, T::read_value, T::from_value)
+            .unwrap_or_else(|| missing_as(missing))
+    }
+
+    fn finish(self) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+/// What the derive's one-pass read (`__from_in_order`) reads: the stored form, a received
+/// map, or any other map. One type for all, so that each entity type's read is compiled once,
+/// not once per form (a branch per field, which the processor predicts).
 pub enum OnePass<'a> {
     /// The stored form.
     Stored(InOrder<'a>),
     /// A map received from the service.
     #[cfg(feature = "cloud")]
     Wire(WireInOrder<'a>),
+    /// Any other map.
+    Map(MapInOrder<'a>),
 }
 
 impl ReadInOrder for OnePass<'_> {
@@ -141,6 +164,7 @@ impl ReadInOrder for OnePass<'_> {
             OnePass::Stored(r) => r.read_as(name, missing),
             #[cfg(feature = "cloud")]
             OnePass::Wire(r) => r.read_as(name, missing),
+            OnePass::Map(r) => r.read_as(name, missing),
         }
     }
 
@@ -149,6 +173,7 @@ impl ReadInOrder for OnePass<'_> {
             OnePass::Stored(r) => ReadInOrder::finish(r),
             #[cfg(feature = "cloud")]
             OnePass::Wire(r) => r.finish(),
+            OnePass::Map(r) => r.finish(),
         }
     }
 }
@@ -156,6 +181,11 @@ impl ReadInOrder for OnePass<'_> {
 /// The stored form `bytes`, read in one pass.
 pub fn stored_in_order(bytes: &[u8]) -> OnePass<'_> {
     OnePass::Stored(InOrder::new(bytes))
+}
+
+/// Any map, read through its own lookups (see [`MapInOrder`]).
+pub fn map_in_order(properties: &mut PropertyMap) -> OnePass<'_> {
+    OnePass::Map(MapInOrder(properties))
 }
 
 /// A reader of `properties` in name order when they are a map received from the service and
