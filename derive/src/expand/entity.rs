@@ -564,11 +564,13 @@ fn reads_in_order(entity: &Entity) -> Option<(TokenStream, TokenStream)> {
             let ty = &field.ty;
             let name = field.name.text();
             let missing = missing(entity, field);
+            // The error names the entity and the property inside `read`: no closure per
+            // field for the compiler to check and build.
             let read = quote_spanned!(ty.span()=>
-                (&#p::Probe::<#ty>::new()).read(&mut __reader, #name, #missing)
+                (&#p::Probe::<#ty>::new()).read(&mut __reader, __key, #name, #missing)
             );
             let stmt = quote! {
-                let #local = #read.map_err(|__e| __e.into_entity_error(__key, #name));
+                let #local = #read;
             };
             (name, stmt)
         })

@@ -126,13 +126,15 @@ pub trait PropertyProbe<T> {
         aliases: &[&str],
         missing: Option<fn() -> T>,
     ) -> Result<T, DecodeError>;
-    /// Reads property `name` from a map read in name order, or the default (see [`read`]).
+    /// Reads property `name` of the entity `key` from a map read in name order, or the
+    /// default (see [`read`]); a mistake names the entity and the property.
     fn read(
         &self,
         reader: &mut impl ReadInOrder,
+        key: &RawKey,
         name: &str,
         missing: Option<fn() -> T>,
-    ) -> Result<T, DecodeError>;
+    ) -> Result<T, Error>;
     /// The schema of an embedded entity type.
     fn embedded(&self) -> Option<&'static Schema>;
     /// Whether the value is stored as an array.
@@ -169,10 +171,11 @@ impl<T: PropertyType> PropertyProbe<T> for Probe<T> {
     fn read(
         &self,
         reader: &mut impl ReadInOrder,
+        key: &RawKey,
         name: &str,
         missing: Option<fn() -> T>,
-    ) -> Result<T, DecodeError> {
-        read(reader, name, missing)
+    ) -> Result<T, Error> {
+        read(reader, name, missing).map_err(|e| e.into_entity_error(key, name))
     }
     fn embedded(&self) -> Option<&'static Schema> {
         T::EMBEDDED
@@ -210,9 +213,10 @@ pub trait PropertyFallback<T> {
     fn read(
         &self,
         _: &mut impl ReadInOrder,
+        _: &RawKey,
         _: &str,
         _: Option<fn() -> T>,
-    ) -> Result<T, DecodeError> {
+    ) -> Result<T, Error> {
         unreachable!("the derive's assertion rejects this field type")
     }
     /// See [`PropertyProbe::embedded`].
