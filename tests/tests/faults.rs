@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use datastore_entity::Error;
 use datastore_entity::prelude::*;
+use datastore_entity::{Error, RetryPolicy};
 use datastore_entity_tests::faults::{Fault, FaultProxy};
 use datastore_entity_tests::harness::{Backend, Emulator, PROJECT, shared_emulator};
 use datastore_entity_tests::{Account, account, account_key};
@@ -231,9 +231,17 @@ async fn a_live_db_reconnects_to_a_restarted_emulator(backend: Backend) {
         Err(reason) => return eprintln!("skipped: {reason}"),
     };
     let port = emulator.port;
+    // Retried until the deadline rather than for the default 8 attempts: those sleep 5.6 s in
+    // all on average (full jitter, so sometimes much less), and a Java emulator restarting on
+    // a busy machine can take longer than that.
     let db = Db::cloud_builder(PROJECT)
         .endpoint(format!("http://127.0.0.1:{port}"))
         .timeout(Duration::from_secs(30))
+        .retry(RetryPolicy {
+            max_attempts: 1_000,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(500),
+        })
         .build()
         .await
         .unwrap();
