@@ -183,7 +183,7 @@ pub fn stored_in_order(bytes: &[u8]) -> OnePass<'_> {
     OnePass::Stored(InOrder::new(bytes))
 }
 
-/// Any map, read through its own lookups (see [`MapInOrder`]).
+/// Any map, read through its own lookups (see `MapInOrder`).
 pub fn map_in_order(properties: &mut PropertyMap) -> OnePass<'_> {
     OnePass::Map(MapInOrder(properties))
 }
