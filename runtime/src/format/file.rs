@@ -9,12 +9,15 @@
 //! - `properties`: partition + kind + property + value + key path → nothing: the built-in
 //!   single-property index, one entry per distinct indexed value.
 //! - `composite:{hash}`: one table per declared composite index ([`composite_table`]).
+//! - `log`: sequence number (big-endian) → one commit's writes, not yet applied to the tables
+//!   above (`backend/embedded/logged.rs`: its record's layout, and when it is applied).
 //! - `meta`: [`FORMAT_KEY`] → [`FORMAT`]; [`IDS_KEY`] → the id allocator's counter;
 //!   [`CLOCK_KEY`] → the time of the last commit;
 //!   [`RESERVED_PREFIX`] + id → reserved ids; [`INDEX_PREFIX`] + table → a declared index.
 //!
 //! In a file, every value but the meta table's is sealed ([`seal`]): an entity's stored form
-//! is followed by a CRC-32C of its key and form, an index entry's value is a CRC-32 of its key,
+//! (and a logged commit) is followed by a CRC-32 of its key and form, an index entry's value
+//! is a CRC-32 of its key,
 //! so that damage to either is an error on read, never altered data.
 //!
 //! A file written by one version is read by the next: `tests/tests/formats.rs` pins every
@@ -30,15 +33,21 @@ pub(crate) const KINDS: &str = "kinds";
 pub(crate) const PROPERTIES: &str = "properties";
 /// The engine's own state.
 pub(crate) const META: &str = "meta";
+/// Commits written to the file but not yet to its tables, in order.
+pub(crate) const LOG: &str = "log";
 
 /// What a file of this engine holds under [`FORMAT_KEY`]; a file of another format is refused.
 /// Format 2 seals every entity and index entry with a checksum ([`seal`]); format 3 keeps each
-/// entity's create and update times after its stored form ([`with_times`]).
-pub(crate) const FORMAT: &[u8] = b"datastore-entity embedded 3";
+/// entity's create and update times after its stored form ([`with_times`]); format 4 may
+/// hold commits in its [`LOG`] table that its other tables do not have yet (a binary that
+/// reads only the tables must refuse it).
+pub(crate) const FORMAT: &[u8] = b"datastore-entity embedded 4";
 /// The format before checksums, migrated when a file of it is opened.
 pub(crate) const FORMAT_1: &[u8] = b"datastore-entity embedded 1";
 /// The format before entities kept their times, migrated when a file of it is opened.
 pub(crate) const FORMAT_2: &[u8] = b"datastore-entity embedded 2";
+/// The format before the log, whose tables hold every commit; migrated by marking it.
+pub(crate) const FORMAT_3: &[u8] = b"datastore-entity embedded 3";
 /// The meta key of the format marker.
 pub(crate) const FORMAT_KEY: &[u8] = b"format";
 /// The meta key of the id allocator's counter.
@@ -81,13 +90,13 @@ pub(crate) fn composite_table(definition: &[u8]) -> String {
     format!("composite:{:032x}", fnv1a_128(definition))
 }
 
-/// The value a file stores for `value` under `key` in `table`: an entity's form followed by a
-/// CRC-32 of its key and form; for an index entry (whose key is all its data), the CRC-32 of
+/// The value a file stores for `value` under `key` in `table`: an entity's form (or a logged
+/// commit) followed by a CRC-32 of its key and form; for an index entry (whose key is all its data), the CRC-32 of
 /// the key. The meta table is not sealed.
 pub(crate) fn seal(table: &str, key: &[u8], value: &[u8]) -> Vec<u8> {
     match table {
         META => value.to_vec(),
-        ENTITIES => {
+        ENTITIES | LOG => {
             let mut sealed = Vec::with_capacity(value.len() + 4);
             sealed.extend_from_slice(value);
             sealed.extend_from_slice(&checksum(key, value).to_le_bytes());
@@ -102,7 +111,7 @@ pub(crate) fn seal(table: &str, key: &[u8], value: &[u8]) -> Vec<u8> {
 pub(crate) fn unseal<'v>(table: &str, key: &[u8], sealed: &'v [u8]) -> Option<&'v [u8]> {
     match table {
         META => Some(sealed),
-        ENTITIES => {
+        ENTITIES | LOG => {
             let (value, sum) = sealed.split_at_checked(sealed.len().checked_sub(4)?)?;
             (sum == checksum(key, value).to_le_bytes()).then_some(value)
         }

@@ -42,6 +42,7 @@ mod history;
 mod ids;
 mod index;
 mod locks;
+mod logged;
 mod merge;
 mod open;
 mod plan;

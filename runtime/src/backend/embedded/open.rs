@@ -1,8 +1,9 @@
-//! Opening a file with a bounded page cache.
+//! Opening a file: with a bounded page cache, its commits logged (`logged.rs`).
 
 use std::path::Path;
 use std::sync::Mutex;
 
+use super::logged::{CHECKPOINT_BYTES, Logged};
 use super::store::Redb;
 use super::{Embedded, State};
 use crate::error::Error;
@@ -21,9 +22,28 @@ impl Embedded {
         path: impl AsRef<Path>,
         cache_bytes: Option<usize>,
     ) -> Result<Embedded, Error> {
-        let store = Redb::open(path.as_ref(), cache_bytes)?;
+        Embedded::open_logged(path.as_ref(), cache_bytes, CHECKPOINT_BYTES)
+    }
+
+    /// [`open`](Embedded::open), applying the commits logged to the tables once
+    /// `checkpoint_bytes` of them are logged, not 16 MiB: a test's few commits then reach the
+    /// tables and the log together. Not a public API.
+    #[doc(hidden)]
+    pub fn open_checkpointing_every(
+        path: impl AsRef<Path>,
+        checkpoint_bytes: usize,
+    ) -> Result<Embedded, Error> {
+        Embedded::open_logged(path.as_ref(), None, checkpoint_bytes)
+    }
+
+    fn open_logged(
+        path: &Path,
+        cache_bytes: Option<usize>,
+        checkpoint_bytes: usize,
+    ) -> Result<Embedded, Error> {
+        let store = Logged::with_checkpoint(Redb::open(path, cache_bytes)?, checkpoint_bytes)?;
         let mut state = State::new(Box::new(store));
-        state.load(path.as_ref())?;
+        state.load(path)?;
         Ok(Embedded {
             state: Mutex::new(state),
             released: tokio::sync::Notify::new(),

@@ -17,7 +17,7 @@ use smallvec::SmallVec;
 
 use crate::error::Error;
 use crate::format::file::{
-    ENTITIES, FORMAT, FORMAT_1, FORMAT_2, FORMAT_KEY, META, seal, unseal, with_times,
+    ENTITIES, FORMAT, FORMAT_1, FORMAT_2, FORMAT_3, FORMAT_KEY, META, seal, unseal, with_times,
 };
 use crate::format::keycode;
 
@@ -32,7 +32,7 @@ pub(crate) enum Op {
 
 impl Op {
     /// The table and key written.
-    fn at(&self) -> (&str, &[u8]) {
+    pub(crate) fn at(&self) -> (&str, &[u8]) {
         match self {
             Op::Put(table, key, _) | Op::Delete(table, key) => (table, key),
         }
@@ -126,7 +126,7 @@ fn walk<T>(
 }
 
 /// Whether a range is empty or inverted (`BTreeMap::range` panics on those).
-fn is_empty(range: &Range<'_>) -> bool {
+pub(crate) fn is_empty(range: &Range<'_>) -> bool {
     match (range.0, range.1) {
         (Bound::Included(a), Bound::Included(b)) => a > b,
         (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
@@ -384,13 +384,19 @@ impl Redb {
 
     /// Brings a file of an earlier format to this one, in one transaction: seals every value
     /// of format 1 (before checksums), and gives every entity of formats 1 and 2 (before
-    /// entities kept their times) the time of the migration as its create and update time.
+    /// entities kept their times) the time of the migration as its create and update time. A
+    /// file of format 3 (before the log) has nothing to change but its mark.
     fn migrate(&mut self) -> Result<(), Error> {
         let mut format = None;
         self.get(META, FORMAT_KEY, &mut |v| format = Some(v.to_vec()))?;
         let sealed = match format.as_deref() {
             Some(f) if f == FORMAT_1 => false,
             Some(f) if f == FORMAT_2 => true,
+            Some(f) if f == FORMAT_3 => {
+                let mut batch = Batch::default();
+                batch.put(META, FORMAT_KEY.to_vec(), FORMAT.to_vec());
+                return self.apply(batch);
+            }
             _ => return Ok(()),
         };
         let now = crate::model::scalar::Timestamp::now().as_micros();
@@ -468,7 +474,7 @@ fn already_open(shown: &str) -> Error {
 /// of this engine: one of its formats, or a database with nothing in it yet.
 fn check_format(shown: &str, format: Option<&[u8]>, has_tables: bool) -> Result<(), Error> {
     match format {
-        Some(f) if f == FORMAT || f == FORMAT_1 || f == FORMAT_2 => Ok(()),
+        Some(f) if [FORMAT, FORMAT_1, FORMAT_2, FORMAT_3].contains(&f) => Ok(()),
         None if !has_tables => Ok(()),
         Some(_) => Err(Error::Storage {
             reason: format!(
@@ -499,6 +505,11 @@ fn contained<T>(path: &str, call: impl FnOnce() -> Result<T, Error>) -> Result<T
 }
 
 impl Redb {
+    /// The file, as errors name it.
+    pub(crate) fn path(&self) -> &str {
+        &self.path
+    }
+
     fn error(&self, what: &str, e: impl std::fmt::Display) -> Error {
         Error::Storage {
             reason: format!("{what} {}: {e}", self.path),

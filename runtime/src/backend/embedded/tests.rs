@@ -174,6 +174,7 @@ mod full_disk {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
 
+    use super::super::logged::Logged;
     use super::super::store::Redb;
     use super::super::store::tests::disk;
     use crate::error::Error;
@@ -196,6 +197,8 @@ mod full_disk {
         let full = Arc::new(AtomicBool::new(false));
         let store =
             Redb::with_opener("test file".into(), disk(path.clone(), full.clone())).unwrap();
+        // Each commit logged, then applied to the tables at once: a full disk meets both.
+        let store = Logged::with_checkpoint(store, 1).unwrap();
         let engine = super::Embedded::with_store(Box::new(store));
         let partition = PartitionId::default();
         let key = |name: &str| {
