@@ -38,6 +38,10 @@ pub(crate) struct Logged {
     /// The bytes of those records.
     bytes: usize,
     checkpoint_bytes: usize,
+    /// Why the logged writes are not in memory: a checkpoint failed, and reading them back
+    /// from the log failed too. The next commit tries to read them back first; until one can,
+    /// every call fails: a read without them would miss acknowledged commits.
+    unread: Option<String>,
 }
 
 impl Logged {
@@ -89,33 +93,99 @@ impl Logged {
             next: 0,
             bytes: 0,
             checkpoint_bytes,
+            unread: None,
         })
     }
 
     /// Applies the logged commits to the tables and removes them from the log, in one
-    /// transaction.
+    /// transaction. The writes move into it (a copy would double what a checkpoint holds in
+    /// memory); if it fails, they are read back from the log, where they still are.
     fn checkpoint(&mut self) -> Result<(), Error> {
         if self.first == self.next {
             return Ok(());
         }
+        let mut tables: Vec<_> = std::mem::take(&mut self.pending).into_iter().collect();
+        tables.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut batch = Batch::default();
-        for (table, entries) in &self.pending {
+        for (table, entries) in tables {
+            let table: Cow<'static, str> = Cow::Owned(table);
             for (key, value) in entries {
-                let table = Cow::Owned(table.clone());
                 match value {
-                    Some(value) => batch.put(table, key.clone(), value.clone()),
-                    None => batch.delete(table, key.clone()),
+                    Some(value) => batch.put(table.clone(), key, value),
+                    None => batch.delete(table.clone(), key),
                 }
             }
         }
         for record in self.first..self.next {
             batch.delete(LOG, record.to_be_bytes().to_vec());
         }
-        self.redb.apply(batch)?;
-        self.pending.clear();
-        self.first = self.next;
-        self.bytes = 0;
-        Ok(())
+        match self.redb.apply(batch) {
+            Ok(()) => {
+                self.first = self.next;
+                self.bytes = 0;
+                Ok(())
+            }
+            Err(e) => {
+                self.read_back();
+                Err(e)
+            }
+        }
+    }
+
+    /// Reads the writes logged since the last checkpoint back into memory, from the log.
+    fn read_back(&mut self) {
+        let mut pending: HashMap<String, BTreeMap<Vec<u8>, Option<Vec<u8>>>> = HashMap::new();
+        let mut malformed = false;
+        let first = self.first.to_be_bytes();
+        let read = self.redb.scan(
+            LOG,
+            (Bound::Included(&first), Bound::Unbounded),
+            false,
+            &mut |_, v| {
+                match decode(v) {
+                    Ok(ops) => hold(&mut pending, ops),
+                    Err(Malformed) => malformed = true,
+                }
+                !malformed
+            },
+        );
+        self.unread = match (read, malformed) {
+            (Ok(()), false) => {
+                self.pending = pending;
+                None
+            }
+            (Err(e), _) => Some(e.to_string()),
+            (Ok(()), true) => Some("a logged commit is malformed".to_owned()),
+        };
+    }
+
+    /// Fails while the logged writes are not in memory (see [`Logged::unread`]).
+    fn readable(&self) -> Result<(), Error> {
+        match &self.unread {
+            None => Ok(()),
+            Some(why) => Err(Error::Storage {
+                reason: format!(
+                    "{}: the commits logged since the last checkpoint cannot be read back \
+                     ({why}); open the file again",
+                    self.redb.path()
+                ),
+            }),
+        }
+    }
+}
+
+/// Takes in the writes `ops`, in order: each key's last write is the one held.
+fn hold(pending: &mut HashMap<String, BTreeMap<Vec<u8>, Option<Vec<u8>>>>, ops: Vec<Op>) {
+    for op in ops {
+        let (table, key, value) = match op {
+            Op::Put(table, key, value) => (table, key, Some(value)),
+            Op::Delete(table, key) => (table, key, None),
+        };
+        let entries = match pending.get_mut(table.as_ref()) {
+            Some(entries) => entries,
+            None => pending.entry(table.into_owned()).or_default(),
+        };
+        entries.insert(key, value);
     }
 }
 
@@ -130,6 +200,7 @@ impl Drop for Logged {
 
 impl Store for Logged {
     fn get(&self, table: &str, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> Result<bool, Error> {
+        self.readable()?;
         match self.pending.get(table).and_then(|t| t.get(key)) {
             Some(Some(value)) => {
                 visit(value);
@@ -149,6 +220,7 @@ impl Store for Logged {
         reverse: bool,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), Error> {
+        self.readable()?;
         let Some(pending) = self.pending.get(table).filter(|_| !is_empty(&range)) else {
             return self.redb.scan(table, range, reverse, visit);
         };
@@ -195,6 +267,10 @@ impl Store for Logged {
     /// Logs `batch` (on disk when this returns), then holds it for reads; a checkpoint
     /// follows once enough is logged.
     fn apply(&mut self, batch: Batch) -> Result<(), Error> {
+        if self.unread.is_some() {
+            self.read_back();
+        }
+        self.readable()?;
         if batch.is_empty() {
             return Ok(());
         }
@@ -205,17 +281,7 @@ impl Store for Logged {
         self.redb.apply(log)?;
         self.next += 1;
         self.bytes += size;
-        for op in batch.ops {
-            let (table, key, value) = match op {
-                Op::Put(table, key, value) => (table, key, Some(value)),
-                Op::Delete(table, key) => (table, key, None),
-            };
-            let entries = match self.pending.get_mut(table.as_ref()) {
-                Some(entries) => entries,
-                None => self.pending.entry(table.into_owned()).or_default(),
-            };
-            entries.insert(key, value);
-        }
+        hold(&mut self.pending, batch.ops);
         if self.bytes >= self.checkpoint_bytes
             && let Err(e) = self.checkpoint()
         {
@@ -444,6 +510,38 @@ mod tests {
             [(vec![9], vec![9; 3])]
         );
         assert!(scanned(&logged.redb, LOG, all, false, 99).is_empty());
+        drop(logged);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// A checkpoint that fails (here on a full disk) loses nothing: the commits stay logged,
+    /// are read back into memory, and reach the tables at the next checkpoint that succeeds.
+    #[test]
+    fn a_failed_checkpoint_leaves_the_commits_logged_and_readable() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+
+        let path = file("full");
+        let full = Arc::new(AtomicBool::new(false));
+        let opener = crate::backend::embedded::store::tests::disk(path.clone(), full.clone());
+        let redb = Redb::with_opener("test file".into(), opener).unwrap();
+        let mut logged = Logged::with_checkpoint(redb, usize::MAX).unwrap();
+        for n in 0..5_u8 {
+            let mut batch = Batch::default();
+            batch.put("entities", vec![n], vec![n; 2]);
+            logged.apply(batch).unwrap();
+        }
+        let all = (Bound::Unbounded, Bound::Unbounded);
+        let expected: Vec<_> = (0..5_u8).map(|n| (vec![n], vec![n; 2])).collect();
+        full.store(true, Ordering::SeqCst);
+        assert!(matches!(logged.checkpoint(), Err(Error::Storage { .. })));
+        assert_eq!(scanned(&logged, "entities", all, false, 99), expected);
+        assert!(scanned(&logged.redb, "entities", all, false, 99).is_empty());
+        full.store(false, Ordering::SeqCst);
+        logged.checkpoint().unwrap();
+        assert_eq!(scanned(&logged.redb, "entities", all, false, 99), expected);
+        assert!(scanned(&logged.redb, LOG, all, false, 99).is_empty());
+        assert_eq!(scanned(&logged, "entities", all, false, 99), expected);
         drop(logged);
         let _ = std::fs::remove_file(&path);
     }
