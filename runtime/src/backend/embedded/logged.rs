@@ -51,30 +51,8 @@ impl Logged {
         mut redb: Redb,
         checkpoint_bytes: usize,
     ) -> Result<Logged, Error> {
-        let mut left = Batch::default();
-        let mut records = Vec::new();
-        let mut malformed = false;
-        redb.scan(
-            LOG,
-            (Bound::Unbounded, Bound::Unbounded),
-            false,
-            &mut |k, v| {
-                records.push(k.to_vec());
-                match decode(v) {
-                    Ok(ops) => left.ops.extend(ops),
-                    Err(Malformed) => malformed = true,
-                }
-                !malformed
-            },
-        )?;
-        if malformed {
-            return Err(Error::Storage {
-                reason: format!(
-                    "{} is damaged: a logged commit is malformed; restore the file from a backup",
-                    redb.path()
-                ),
-            });
-        }
+        let (records, ops) = logged(&redb, 0)?;
+        let mut left = Batch { ops };
         if !records.is_empty() {
             tracing::info!(
                 file = %redb.path(),
@@ -134,28 +112,14 @@ impl Logged {
 
     /// Reads the writes logged since the last checkpoint back into memory, from the log.
     fn read_back(&mut self) {
-        let mut pending: HashMap<String, BTreeMap<Vec<u8>, Option<Vec<u8>>>> = HashMap::new();
-        let mut malformed = false;
-        let first = self.first.to_be_bytes();
-        let read = self.redb.scan(
-            LOG,
-            (Bound::Included(&first), Bound::Unbounded),
-            false,
-            &mut |_, v| {
-                match decode(v) {
-                    Ok(ops) => hold(&mut pending, ops),
-                    Err(Malformed) => malformed = true,
-                }
-                !malformed
-            },
-        );
-        self.unread = match (read, malformed) {
-            (Ok(()), false) => {
+        self.unread = match logged(&self.redb, self.first) {
+            Ok((_, ops)) => {
+                let mut pending = HashMap::new();
+                hold(&mut pending, ops);
                 self.pending = pending;
                 None
             }
-            (Err(e), _) => Some(e.to_string()),
-            (Ok(()), true) => Some("a logged commit is malformed".to_owned()),
+            Err(e) => Some(e.to_string()),
         };
     }
 
@@ -171,6 +135,36 @@ impl Logged {
                 ),
             }),
         }
+    }
+}
+
+/// The log's records from number `first` on: their keys, and their writes in order. A
+/// record that is malformed (or fails its checksum) is an error naming the file.
+fn logged(redb: &Redb, first: u64) -> Result<(Vec<Vec<u8>>, Vec<Op>), Error> {
+    let (mut records, mut ops) = (Vec::new(), Vec::new());
+    let mut malformed = false;
+    let first = first.to_be_bytes();
+    redb.scan(
+        LOG,
+        (Bound::Included(&first), Bound::Unbounded),
+        false,
+        &mut |k, v| {
+            records.push(k.to_vec());
+            match decode(v) {
+                Ok(record) => ops.extend(record),
+                Err(Malformed) => malformed = true,
+            }
+            !malformed
+        },
+    )?;
+    match malformed {
+        true => Err(Error::Storage {
+            reason: format!(
+                "{} is damaged: a logged commit is malformed; restore the file from a backup",
+                redb.path()
+            ),
+        }),
+        false => Ok((records, ops)),
     }
 }
 
