@@ -109,20 +109,175 @@ pub(crate) fn seal(table: &str, key: &[u8], value: &[u8]) -> Vec<u8> {
 /// What [`seal`] sealed, checked: the value the engine wrote, or `None` if the key or the
 /// value was damaged.
 pub(crate) fn unseal<'v>(table: &str, key: &[u8], sealed: &'v [u8]) -> Option<&'v [u8]> {
-    match table {
-        META => Some(sealed),
-        ENTITIES | LOG => {
-            let (value, sum) = sealed.split_at_checked(sealed.len().checked_sub(4)?)?;
-            (sum == checksum(key, value).to_le_bytes()).then_some(value)
+    unseal_with(table, sealed, |value| checksum(key, value))
+}
+
+/// [`unseal`] for the entries of one scan of `table`, in order, whose keys start with
+/// `prefix` (the bounds' shared prefix). A key's checksum is computed only from where it
+/// leaves the key read before it: the checksum's state after the bytes they share is kept.
+pub(crate) struct Unsealer<'a> {
+    table: &'a str,
+    prefix: &'a [u8],
+    /// The length of the keys the states below are for, and the state after that length and
+    /// `prefix`.
+    primed: Option<(usize, crc32fast::Hasher)>,
+    /// The last key's tail (what follows `prefix`), and the state after its first `at` bytes.
+    last: Vec<u8>,
+    at: usize,
+    shared: crc32fast::Hasher,
+}
+
+impl<'a> Unsealer<'a> {
+    pub(crate) fn new(table: &'a str, prefix: &'a [u8]) -> Unsealer<'a> {
+        Unsealer {
+            table,
+            prefix,
+            primed: None,
+            last: Vec::new(),
+            at: 0,
+            shared: crc32fast::Hasher::new(),
         }
-        _ => (sealed == checksum(key, &[]).to_le_bytes()).then_some(&[][..]),
+    }
+
+    /// [`unseal`] of `sealed`, read under the key `prefix` + `tail`.
+    pub(crate) fn unseal<'v>(&mut self, tail: &[u8], sealed: &'v [u8]) -> Option<&'v [u8]> {
+        let len = self.prefix.len() + tail.len();
+        let primed = match &self.primed {
+            Some((primed_len, hasher)) if *primed_len == len => hasher,
+            _ => {
+                let hasher = primed(len, self.prefix);
+                self.shared = hasher.clone();
+                self.last.clear();
+                self.at = 0;
+                &self.primed.insert((len, hasher)).1
+            }
+        };
+        let common = common_prefix(&self.last, tail);
+        if common < self.at {
+            // The kept state is past where this key leaves the last one: start again.
+            self.shared = primed.clone();
+            self.shared.update(&tail[..common]);
+        } else {
+            self.shared.update(&tail[self.at..common]);
+        }
+        self.at = common;
+        self.last.clear();
+        self.last.extend_from_slice(tail);
+        let shared = &self.shared;
+        unseal_with(self.table, sealed, |value| {
+            finished(shared.clone(), &tail[common..], value)
+        })
     }
 }
 
+/// How many bytes `a` and `b` start with in common.
+pub(crate) fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let words = a.as_chunks::<8>().0.iter().zip(b.as_chunks::<8>().0);
+    let mut common = 0;
+    for (x, y) in words {
+        let differ = u64::from_le_bytes(*x) ^ u64::from_le_bytes(*y);
+        if differ != 0 {
+            return common + differ.trailing_zeros() as usize / 8;
+        }
+        common += 8;
+    }
+    common
+        + a[common..]
+            .iter()
+            .zip(&b[common..])
+            .take_while(|(x, y)| x == y)
+            .count()
+}
+
+/// [`unseal`], with `sum` the checksum of a key (known to the caller) and a value.
+fn unseal_with<'v>(
+    table: &str,
+    sealed: &'v [u8],
+    sum: impl FnOnce(&[u8]) -> u32,
+) -> Option<&'v [u8]> {
+    match table {
+        META => Some(sealed),
+        ENTITIES | LOG => {
+            let (value, stored) = sealed.split_at_checked(sealed.len().checked_sub(4)?)?;
+            (stored == sum(value).to_le_bytes()).then_some(value)
+        }
+        _ => (sealed == sum(&[]).to_le_bytes()).then_some(&[][..]),
+    }
+}
+
+/// The CRC-32 of a key's length (as a little-endian `u64`), the key, and a value.
 fn checksum(key: &[u8], value: &[u8]) -> u32 {
+    finished(primed(key.len(), &[]), key, value)
+}
+
+/// The checksum's state after a key's length `len` and the first bytes of the key, `head`.
+fn primed(len: usize, head: &[u8]) -> crc32fast::Hasher {
     let mut hasher = crc32fast::Hasher::new();
-    hasher.update(&(key.len() as u64).to_le_bytes());
-    hasher.update(key);
-    hasher.update(value);
-    hasher.finalize()
+    hasher.update(&(len as u64).to_le_bytes());
+    hasher.update(head);
+    hasher
+}
+
+/// The checksum from a `primed` state: the rest of the key, then the value.
+fn finished(mut primed: crc32fast::Hasher, rest: &[u8], value: &[u8]) -> u32 {
+    primed.update(rest);
+    primed.update(value);
+    primed.finalize()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An [`Unsealer`] reading a scan's entries in order (keys of several lengths that share
+    /// more or less of their bytes, some damaged) answers as [`unseal`] does for each one.
+    #[test]
+    fn an_unsealer_answers_as_unseal_for_every_entry_of_a_scan() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut random = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let prefix = b"partition kind property value ";
+        for table in [ENTITIES, "properties", META] {
+            let mut keys: Vec<Vec<u8>> = (0..400)
+                .map(|_| {
+                    let mut key = prefix[..random(prefix.len() as u64) as usize].to_vec();
+                    key.resize(prefix.len(), b'x');
+                    let len = 8 + random(3) as usize * 9;
+                    key.extend((0..len).map(|_| random(3) as u8));
+                    key
+                })
+                .collect();
+            keys.sort();
+            let shared = &keys[0][..common_prefix(&keys[0], &keys[keys.len() - 1])];
+            let mut unsealer = Unsealer::new(table, shared);
+            for key in &keys {
+                let value = vec![random(256) as u8; random(4) as usize];
+                let mut sealed = seal(table, key, &value);
+                if random(5) == 0 && !sealed.is_empty() {
+                    let at = random(sealed.len() as u64) as usize;
+                    sealed[at] ^= 1 << random(8);
+                }
+                let tail = &key[shared.len()..];
+                assert_eq!(unsealer.unseal(tail, &sealed), unseal(table, key, &sealed));
+            }
+        }
+    }
+
+    #[test]
+    fn common_prefix_counts_the_bytes_two_slices_start_with() {
+        let a = b"0123456789abcdefghij";
+        for len in 0..=a.len() {
+            for at in 0..len {
+                let mut b = a[..len].to_vec();
+                b[at] ^= 0x80;
+                assert_eq!(common_prefix(a, &b), at);
+                assert_eq!(common_prefix(&b, a), at);
+            }
+            assert_eq!(common_prefix(a, &a[..len]), len);
+        }
+    }
 }

@@ -407,7 +407,10 @@ mod tests {
             let mut batch = (Batch::default(), Batch::default());
             for _ in 0..=random(6) {
                 let table = tables[random(3) as usize];
-                let key = vec![b'k', random(40) as u8];
+                // Keys of one to three bytes after a shared one: scans compare and check
+                // them from where they leave their bounds' shared prefix.
+                let mut key = vec![b'k', random(40) as u8];
+                key.extend((0..random(3)).map(|_| random(4) as u8));
                 match random(3) {
                     0 => {
                         batch.0.delete(table, key.clone());
@@ -426,10 +429,13 @@ mod tests {
             memory.apply(batch.1).unwrap();
             for table in tables {
                 let (a, b) = (vec![b'k', random(40) as u8], vec![b'k', random(40) as u8]);
-                let ranges: [Range<'_>; 3] = [
+                let ranges: [Range<'_>; 6] = [
                     (Bound::Unbounded, Bound::Unbounded),
                     (Bound::Included(&a), Bound::Excluded(&b)),
                     (Bound::Excluded(&a), Bound::Included(&b)),
+                    (Bound::Included(&a), Bound::Included(&b)),
+                    (Bound::Included(&a), Bound::Unbounded),
+                    (Bound::Unbounded, Bound::Excluded(&b)),
                 ];
                 for range in ranges {
                     for reverse in [false, true] {

@@ -17,7 +17,8 @@ use smallvec::SmallVec;
 
 use crate::error::Error;
 use crate::format::file::{
-    ENTITIES, FORMAT, FORMAT_1, FORMAT_2, FORMAT_3, FORMAT_KEY, META, seal, unseal, with_times,
+    ENTITIES, FORMAT, FORMAT_1, FORMAT_2, FORMAT_3, FORMAT_KEY, META, Unsealer, common_prefix,
+    seal, unseal, with_times,
 };
 use crate::format::keycode;
 
@@ -122,6 +123,30 @@ fn walk<T>(
         if !step(entry)? {
             return Ok(());
         }
+    }
+}
+
+/// The longest prefix both of `range`'s bounds start with (none if one is unbounded): every
+/// key inside the range starts with it.
+fn shared_prefix<'a>(range: Range<'a>) -> &'a [u8] {
+    match range {
+        (
+            Bound::Included(low) | Bound::Excluded(low),
+            Bound::Included(high) | Bound::Excluded(high),
+        ) => &low[..common_prefix(low, high)],
+        _ => &[],
+    }
+}
+
+/// Whether `key` is on the near side of `far`, the bound a scan ends at (its upper bound, or
+/// with `reverse` its lower one).
+fn within(key: &[u8], far: Bound<&[u8]>, reverse: bool) -> bool {
+    match (far, reverse) {
+        (Bound::Unbounded, _) => true,
+        (Bound::Included(end), false) => key <= end,
+        (Bound::Excluded(end), false) => key < end,
+        (Bound::Included(start), true) => key >= start,
+        (Bound::Excluded(start), true) => key > start,
     }
 }
 
@@ -441,21 +466,24 @@ impl Redb {
 
     /// Unseals `value` read under `key` in `table`, or names the damage.
     fn unsealed<'v>(&self, table: &str, key: &[u8], value: &'v [u8]) -> Result<&'v [u8], Error> {
-        unseal(table, key, value).ok_or_else(|| {
-            let what = match table {
-                ENTITIES => match keycode::Reader::new(key).key() {
-                    Ok(key) => format!("the entity {key:?}"),
-                    Err(_) => "an entity (its key is damaged too)".to_owned(),
-                },
-                _ => format!("an entry of table `{table}`"),
-            };
-            Error::Storage {
-                reason: format!(
-                    "{} is damaged: {what} fails its checksum; restore the file from a backup",
-                    self.path
-                ),
-            }
-        })
+        unseal(table, key, value).ok_or_else(|| self.damaged(table, key))
+    }
+
+    /// The error of an entry read under `key` in `table` that fails its checksum.
+    fn damaged(&self, table: &str, key: &[u8]) -> Error {
+        let what = match table {
+            ENTITIES => match keycode::Reader::new(key).key() {
+                Ok(key) => format!("the entity {key:?}"),
+                Err(_) => "an entity (its key is damaged too)".to_owned(),
+            },
+            _ => format!("an entry of table `{table}`"),
+        };
+        Error::Storage {
+            reason: format!(
+                "{} is damaged: {what} fails its checksum; restore the file from a backup",
+                self.path
+            ),
+        }
     }
 }
 
@@ -591,17 +619,42 @@ impl Store for Redb {
         if is_empty(&range) {
             return Ok(());
         }
+        // Every key in the range starts with the bounds' shared prefix (but a damaged one),
+        // so the far bound is compared, and the checksum computed, from where a key leaves
+        // it; redb is given the near bound only, not to compare each key whole a second time.
+        let shared = shared_prefix(range);
+        let (near, far) = match reverse {
+            false => ((range.0, Bound::Unbounded), range.1),
+            true => ((Bound::Unbounded, range.1), range.0),
+        };
+        let far_tail = far.map(|bound| &bound[shared.len()..]);
+        let mut unsealer = Unsealer::new(table, shared);
         contained(&self.path, || {
             let Some(t) = self.table(table)? else {
                 return Ok(());
             };
             let entries = t
-                .range::<&[u8]>(range)
+                .range::<&[u8]>(near)
                 .map_err(|e| self.error("cannot read", e))?;
             walk(entries, reverse, |entry| {
                 let (k, v) = entry.map_err(|e| self.error("cannot read", e))?;
-                let value = self.unsealed(table, k.value(), v.value())?;
-                Ok(visit(k.value(), value))
+                let key = k.value();
+                let value = match key.strip_prefix(shared) {
+                    Some(tail) => {
+                        if !within(tail, far_tail, reverse) {
+                            return Ok(false);
+                        }
+                        unsealer.unseal(tail, v.value())
+                    }
+                    None => {
+                        if !within(key, far, reverse) {
+                            return Ok(false);
+                        }
+                        unseal(table, key, v.value())
+                    }
+                };
+                let value = value.ok_or_else(|| self.damaged(table, key))?;
+                Ok(visit(key, value))
             })
         })
     }
