@@ -46,6 +46,7 @@ mod logged;
 mod merge;
 mod open;
 mod plan;
+mod ranges;
 mod reads;
 mod records;
 mod scan;

@@ -17,13 +17,13 @@ use smallvec::SmallVec;
 
 use crate::error::Error;
 use crate::format::file::{
-    ENTITIES, FORMAT, FORMAT_1, FORMAT_2, FORMAT_3, FORMAT_KEY, META, Unsealer, common_prefix,
-    seal, unseal, with_times,
+    ENTITIES, FORMAT, FORMAT_1, FORMAT_2, FORMAT_3, FORMAT_KEY, META, Unsealer, seal, unseal,
+    with_times,
 };
 use crate::format::keycode;
 
-/// A key range: lower and upper bounds.
-pub(crate) type Range<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);
+pub(crate) use super::ranges::{Range, is_empty};
+use super::ranges::{shared_prefix, walk, within};
 
 /// One change of a batch.
 pub(crate) enum Op {
@@ -106,58 +106,6 @@ type Inline = SmallVec<[u8; 56]>;
 /// Calls `visit` with `value` if there is one; returns whether there was.
 fn visit_one(value: Option<&[u8]>, visit: &mut dyn FnMut(&[u8])) -> bool {
     value.map(visit).is_some()
-}
-
-/// Steps through `entries` forwards (or backwards) until `step` returns `false`.
-fn walk<T>(
-    mut entries: impl DoubleEndedIterator<Item = T>,
-    reverse: bool,
-    mut step: impl FnMut(T) -> Result<bool, Error>,
-) -> Result<(), Error> {
-    loop {
-        let entry = match reverse {
-            true => entries.next_back(),
-            false => entries.next(),
-        };
-        let Some(entry) = entry else { return Ok(()) };
-        if !step(entry)? {
-            return Ok(());
-        }
-    }
-}
-
-/// The longest prefix both of `range`'s bounds start with (none if one is unbounded): every
-/// key inside the range starts with it.
-fn shared_prefix<'a>(range: Range<'a>) -> &'a [u8] {
-    match range {
-        (
-            Bound::Included(low) | Bound::Excluded(low),
-            Bound::Included(high) | Bound::Excluded(high),
-        ) => &low[..common_prefix(low, high)],
-        _ => &[],
-    }
-}
-
-/// Whether `key` is on the near side of `far`, the bound a scan ends at (its upper bound, or
-/// with `reverse` its lower one).
-fn within(key: &[u8], far: Bound<&[u8]>, reverse: bool) -> bool {
-    match (far, reverse) {
-        (Bound::Unbounded, _) => true,
-        (Bound::Included(end), false) => key <= end,
-        (Bound::Excluded(end), false) => key < end,
-        (Bound::Included(start), true) => key >= start,
-        (Bound::Excluded(start), true) => key > start,
-    }
-}
-
-/// Whether a range is empty or inverted (`BTreeMap::range` panics on those).
-pub(crate) fn is_empty(range: &Range<'_>) -> bool {
-    match (range.0, range.1) {
-        (Bound::Included(a), Bound::Included(b)) => a > b,
-        (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
-        | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
-        _ => false,
-    }
 }
 
 impl Store for Memory {
