@@ -36,3 +36,15 @@ pub(crate) fn fnv1a_128(bytes: &[u8]) -> u128 {
 pub(crate) fn scattered_name(natural: &str) -> String {
     format!("{:06x}-{natural}", fnv1a(natural.as_bytes()) >> 40)
 }
+
+/// For tests: numbers below `n` from a xorshift generator started at `seed` (not zero): the
+/// same sequence on every run, so a failure is reproduced as it was.
+#[cfg(test)]
+pub(crate) fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |n| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    }
+}

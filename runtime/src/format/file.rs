@@ -233,13 +233,7 @@ mod tests {
     /// more or less of their bytes, some damaged) answers as [`unseal`] does for each one.
     #[test]
     fn an_unsealer_answers_as_unseal_for_every_entry_of_a_scan() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut random = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut random = crate::hash::xorshift(0x9e37_79b9_7f4a_7c15_u64);
         let prefix = b"partition kind property value ";
         for table in [ENTITIES, "properties", META] {
             let mut keys: Vec<Vec<u8>> = (0..400)

@@ -395,13 +395,7 @@ mod tests {
         let path = file("merge");
         let mut logged = Logged::with_checkpoint(Redb::open(&path, None).unwrap(), 600).unwrap();
         let mut memory = Memory::default();
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        let mut random = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut random = crate::hash::xorshift(0x2545_f491_4f6c_dd1d_u64);
         let tables = ["entities", "kinds", "properties"];
         for _ in 0..400 {
             let mut batch = (Batch::default(), Batch::default());
