@@ -94,29 +94,50 @@ pub(crate) fn composite_table(definition: &[u8]) -> String {
 /// commit) followed by a CRC-32 of its key and form; for an index entry (whose key is all its data), the CRC-32 of
 /// the key. The meta table is not sealed.
 pub(crate) fn seal(table: &str, key: &[u8], value: &[u8]) -> Vec<u8> {
-    match table {
-        META => value.to_vec(),
-        ENTITIES | LOG => {
+    match Sealing::of(table) {
+        Sealing::None => value.to_vec(),
+        Sealing::Value => {
             let mut sealed = Vec::with_capacity(value.len() + 4);
             sealed.extend_from_slice(value);
             sealed.extend_from_slice(&checksum(key, value).to_le_bytes());
             sealed
         }
-        _ => checksum(key, &[]).to_le_bytes().to_vec(),
+        Sealing::Key => checksum(key, &[]).to_le_bytes().to_vec(),
+    }
+}
+
+/// How a table's values are sealed.
+#[derive(Clone, Copy)]
+enum Sealing {
+    /// Not at all (the meta table).
+    None,
+    /// The value, then the checksum of its key and itself (entities, the log).
+    Value,
+    /// Only the checksum of the key (index entries, whose key is all their data).
+    Key,
+}
+
+impl Sealing {
+    fn of(table: &str) -> Sealing {
+        match table {
+            META => Sealing::None,
+            ENTITIES | LOG => Sealing::Value,
+            _ => Sealing::Key,
+        }
     }
 }
 
 /// What [`seal`] sealed, checked: the value the engine wrote, or `None` if the key or the
 /// value was damaged.
 pub(crate) fn unseal<'v>(table: &str, key: &[u8], sealed: &'v [u8]) -> Option<&'v [u8]> {
-    unseal_with(table, sealed, |value| checksum(key, value))
+    unseal_with(Sealing::of(table), sealed, |value| checksum(key, value))
 }
 
 /// [`unseal`] for the entries of one scan of `table`, in order, whose keys start with
 /// `prefix` (the bounds' shared prefix). A key's checksum is computed only from where it
 /// leaves the key read before it: the checksum's state after the bytes they share is kept.
 pub(crate) struct Unsealer<'a> {
-    table: &'a str,
+    sealing: Sealing,
     prefix: &'a [u8],
     /// The length of the keys the states below are for, and the state after that length and
     /// `prefix`.
@@ -130,7 +151,7 @@ pub(crate) struct Unsealer<'a> {
 impl<'a> Unsealer<'a> {
     pub(crate) fn new(table: &'a str, prefix: &'a [u8]) -> Unsealer<'a> {
         Unsealer {
-            table,
+            sealing: Sealing::of(table),
             prefix,
             primed: None,
             last: Vec::new(),
@@ -147,7 +168,6 @@ impl<'a> Unsealer<'a> {
             _ => {
                 let hasher = primed(len, self.prefix);
                 self.shared = hasher.clone();
-                self.last.clear();
                 self.at = 0;
                 &self.primed.insert((len, hasher)).1
             }
@@ -157,14 +177,15 @@ impl<'a> Unsealer<'a> {
             // The kept state is past where this key leaves the last one: start again.
             self.shared = primed.clone();
             self.shared.update(&tail[..common]);
-        } else {
+        } else if common > self.at {
             self.shared.update(&tail[self.at..common]);
         }
         self.at = common;
-        self.last.clear();
-        self.last.extend_from_slice(tail);
+        // The bytes both keys start with are in place already.
+        self.last.truncate(common);
+        self.last.extend_from_slice(&tail[common..]);
         let shared = &self.shared;
-        unseal_with(self.table, sealed, |value| {
+        unseal_with(self.sealing, sealed, |value| {
             finished(shared.clone(), &tail[common..], value)
         })
     }
@@ -172,6 +193,8 @@ impl<'a> Unsealer<'a> {
 
 /// How many bytes `a` and `b` start with in common.
 pub(crate) fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
     let words = a.as_chunks::<8>().0.iter().zip(b.as_chunks::<8>().0);
     let mut common = 0;
     for (x, y) in words {
@@ -180,6 +203,16 @@ pub(crate) fn common_prefix(a: &[u8], b: &[u8]) -> usize {
             return common + differ.trailing_zeros() as usize / 8;
         }
         common += 8;
+    }
+    // The last 8 bytes, overlapping the words compared (equal up to `common`).
+    if common < n
+        && let (Some(x), Some(y)) = (a.last_chunk::<8>(), b.last_chunk::<8>())
+    {
+        let differ = u64::from_le_bytes(*x) ^ u64::from_le_bytes(*y);
+        return match differ {
+            0 => n,
+            _ => n - 8 + differ.trailing_zeros() as usize / 8,
+        };
     }
     common
         + a[common..]
@@ -190,18 +223,14 @@ pub(crate) fn common_prefix(a: &[u8], b: &[u8]) -> usize {
 }
 
 /// [`unseal`], with `sum` the checksum of a key (known to the caller) and a value.
-fn unseal_with<'v>(
-    table: &str,
-    sealed: &'v [u8],
-    sum: impl FnOnce(&[u8]) -> u32,
-) -> Option<&'v [u8]> {
-    match table {
-        META => Some(sealed),
-        ENTITIES | LOG => {
+fn unseal_with(sealing: Sealing, sealed: &[u8], sum: impl FnOnce(&[u8]) -> u32) -> Option<&[u8]> {
+    match sealing {
+        Sealing::None => Some(sealed),
+        Sealing::Value => {
             let (value, stored) = sealed.split_at_checked(sealed.len().checked_sub(4)?)?;
             (stored == sum(value).to_le_bytes()).then_some(value)
         }
-        _ => (sealed == sum(&[]).to_le_bytes()).then_some(&[][..]),
+        Sealing::Key => (sealed == sum(&[]).to_le_bytes()).then_some(&[][..]),
     }
 }
 
@@ -221,7 +250,10 @@ fn primed(len: usize, head: &[u8]) -> crc32fast::Hasher {
 /// The checksum from a `primed` state: the rest of the key, then the value.
 fn finished(mut primed: crc32fast::Hasher, rest: &[u8], value: &[u8]) -> u32 {
     primed.update(rest);
-    primed.update(value);
+    // An index entry's value is empty: no call for it (a scan reads thousands).
+    if !value.is_empty() {
+        primed.update(value);
+    }
     primed.finalize()
 }
 
@@ -230,7 +262,8 @@ mod tests {
     use super::*;
 
     /// An [`Unsealer`] reading a scan's entries in order (keys of several lengths that share
-    /// more or less of their bytes, some damaged) answers as [`unseal`] does for each one.
+    /// more or less of their bytes, some damaged) answers as [`unseal`] does for each one, and
+    /// refuses an entry sealed under a key that does not start with the prefix.
     #[test]
     fn an_unsealer_answers_as_unseal_for_every_entry_of_a_scan() {
         let mut random = crate::hash::xorshift(0x9e37_79b9_7f4a_7c15_u64);
@@ -256,6 +289,14 @@ mod tests {
                     sealed[at] ^= 1 << random(8);
                 }
                 let tail = &key[shared.len()..];
+                if table != META && !shared.is_empty() && random(5) == 0 {
+                    // A key out of the scan's order, that does not start with the prefix
+                    // (its tail the same), fails its checksum: a scan reports it damaged.
+                    let mut elsewhere = key.clone();
+                    elsewhere[random(shared.len() as u64) as usize] ^= 1;
+                    let sealed = seal(table, &elsewhere, &value);
+                    assert_eq!(unsealer.unseal(tail, &sealed), None);
+                }
                 assert_eq!(unsealer.unseal(tail, &sealed), unseal(table, key, &sealed));
             }
         }

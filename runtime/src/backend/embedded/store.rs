@@ -567,15 +567,15 @@ impl Store for Redb {
         if is_empty(&range) {
             return Ok(());
         }
-        // Every key in the range starts with the bounds' shared prefix (but a damaged one),
-        // so the far bound is compared, and the checksum computed, from where a key leaves
-        // it; redb is given the near bound only, not to compare each key whole a second time.
+        // redb is given the near bound only, and the scan compares each key with the far one:
+        // a key between both starts with the bounds' shared prefix, so its checksum is
+        // computed from where it leaves that prefix. (A key out of the tree's order, that is
+        // not between them, fails its checksum.)
         let shared = shared_prefix(range);
         let (near, far) = match reverse {
             false => ((range.0, Bound::Unbounded), range.1),
             true => ((Bound::Unbounded, range.1), range.0),
         };
-        let far_tail = far.map(|bound| &bound[shared.len()..]);
         let mut unsealer = Unsealer::new(table, shared);
         contained(&self.path, || {
             let Some(t) = self.table(table)? else {
@@ -587,21 +587,13 @@ impl Store for Redb {
             walk(entries, reverse, |entry| {
                 let (k, v) = entry.map_err(|e| self.error("cannot read", e))?;
                 let key = k.value();
-                let value = match key.strip_prefix(shared) {
-                    Some(tail) => {
-                        if !within(tail, far_tail, reverse) {
-                            return Ok(false);
-                        }
-                        unsealer.unseal(tail, v.value())
-                    }
-                    None => {
-                        if !within(key, far, reverse) {
-                            return Ok(false);
-                        }
-                        unseal(table, key, v.value())
-                    }
-                };
-                let value = value.ok_or_else(|| self.damaged(table, key))?;
+                if !within(key, far, reverse) {
+                    return Ok(false);
+                }
+                let value = key
+                    .get(shared.len()..)
+                    .and_then(|tail| unsealer.unseal(tail, v.value()))
+                    .ok_or_else(|| self.damaged(table, key))?;
                 Ok(visit(key, value))
             })
         })
