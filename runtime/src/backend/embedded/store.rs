@@ -94,14 +94,21 @@ pub(crate) trait Store {
 /// The tables in memory. Keys up to 56 bytes (most: an entity key, an index entry of a short
 /// value) are held inline in the tree's nodes, so a search compares bytes where it finds them
 /// instead of following a pointer per comparison; the entities table, only ever read by key,
-/// is a hash table.
+/// is a hash table. Values are held at their length (`Box<[u8]>`): a stored form is built in a
+/// growing buffer, whose spare capacity would be most of an entity's memory.
 #[derive(Default)]
 pub(crate) struct Memory {
-    entities: HashMap<Inline, Vec<u8>>,
-    tables: HashMap<String, BTreeMap<Inline, Vec<u8>>>,
+    entities: HashMap<Inline, Box<[u8]>>,
+    tables: HashMap<String, BTreeMap<Inline, Box<[u8]>>>,
 }
 
 type Inline = SmallVec<[u8; 56]>;
+
+/// `value` in an allocation of its length. A fresh one, not `into_boxed_slice`'s: shrinking in
+/// place leaves the spare capacity as a fragment the allocator rarely reuses.
+fn exact(value: Vec<u8>) -> Box<[u8]> {
+    Box::from(value.as_slice())
+}
 
 /// Calls `visit` with `value` if there is one; returns whether there was.
 fn visit_one(value: Option<&[u8]>, visit: &mut dyn FnMut(&[u8])) -> bool {
@@ -119,7 +126,7 @@ impl Store for Memory {
             ENTITIES => self.entities.get(key),
             _ => self.tables.get(table).and_then(|t| t.get(key)),
         };
-        Ok(visit_one(value.map(Vec::as_slice), visit))
+        Ok(visit_one(value.map(|v| &**v), visit))
     }
 
     fn scan(
@@ -134,7 +141,7 @@ impl Store for Memory {
         }
         if table == ENTITIES {
             // Rare (building a newly declared index): sort what the hash table holds.
-            let mut entries: Vec<(&Inline, &Vec<u8>)> = self
+            let mut entries: Vec<(&Inline, &Box<[u8]>)> = self
                 .entities
                 .iter()
                 .filter(|(k, _)| RangeBounds::<[u8]>::contains(&range, k.as_slice()))
@@ -154,13 +161,13 @@ impl Store for Memory {
         for op in batch.ops {
             match op {
                 Op::Put(table, key, value) if table == ENTITIES => {
-                    self.entities.insert(Inline::from_vec(key), value);
+                    self.entities.insert(Inline::from_vec(key), exact(value));
                 }
                 Op::Delete(table, key) if table == ENTITIES => {
                     self.entities.remove(key.as_slice());
                 }
                 Op::Put(table, key, value) => {
-                    let key = Inline::from_vec(key);
+                    let (key, value) = (Inline::from_vec(key), exact(value));
                     match self.tables.get_mut(table.as_ref()) {
                         Some(t) => t.insert(key, value),
                         None => self
