@@ -3,6 +3,14 @@
 //! either function re-keys data already written (and moves users between rollout
 //! buckets): `tests/tests/formats.rs` and `tests/tests/scale_helpers.rs` pin them.
 
+/// A hash map keyed by what the engine holds in memory (store keys, table and kind names):
+/// foldhash, hashbrown's default hasher, seeded per process like std's but several times
+/// cheaper than its SipHash on keys of a few dozen bytes.
+pub(crate) type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// A hash set, hashed as [`Map`].
+pub(crate) type Set<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
+
 /// FNV-1a, 64 bits: checksums, fingerprints, scattered key-name prefixes.
 pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {

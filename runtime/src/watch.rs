@@ -45,9 +45,11 @@
 //! # }).unwrap();
 //! ```
 
-use std::collections::HashMap;
+use crate::hash::Map;
 use std::fmt;
-use std::hash::{BuildHasher as _, RandomState};
+use std::hash::BuildHasher as _;
+
+use foldhash::fast::RandomState;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -64,8 +66,8 @@ fn root_hash(hashing: &RandomState, key: &RawKey) -> u64 {
     hashing.hash_one((key.partition(), key.path().first()))
 }
 
-/// The hasher of a map whose keys are hashes already (keyed with the map's own random state,
-/// so no one can choose colliding keys): they are used as they are.
+/// The hasher of a map whose keys are hashes already (seeded per process by [`root_hash`]'s
+/// random state): they are used as they are.
 #[derive(Default)]
 struct AlreadyHashed(u64);
 
@@ -87,7 +89,7 @@ impl std::hash::Hasher for AlreadyHashed {
 }
 
 /// Entity groups by [`root_hash`].
-type Groups = HashMap<u64, Window, std::hash::BuildHasherDefault<AlreadyHashed>>;
+type Groups = std::collections::HashMap<u64, Window, std::hash::BuildHasherDefault<AlreadyHashed>>;
 
 /// When a pattern becomes a [`Finding`]. The defaults follow Google's pages.
 #[derive(Debug, Clone, PartialEq)]
@@ -289,7 +291,7 @@ pub(crate) struct Watch {
 
 #[derive(Default)]
 struct State {
-    kinds: HashMap<String, KindState>,
+    kinds: Map<String, KindState>,
     /// The key of [`root_hash`].
     hashing: RandomState,
     groups: Groups,

@@ -5,7 +5,7 @@
 //! update, a delete, every ancestor), and every entity written follows the rules of
 //! `limits.rs`.
 
-use std::collections::HashSet;
+use crate::hash::Set;
 
 use crate::backend::Mutation;
 use crate::error::Error;
@@ -49,7 +49,7 @@ pub(crate) fn check_mutations<'m>(
             max: MAX_MUTATIONS,
         });
     }
-    let mut seen = HashSet::with_capacity(mutations.len());
+    let mut seen = Set::with_capacity_and_hasher(mutations.len(), Default::default());
     for mutation in mutations {
         let key = mutation.key();
         check_ancestors(key)?;

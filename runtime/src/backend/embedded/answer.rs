@@ -2,7 +2,7 @@
 //! (`exec.rs`), branches merged in order; its count from index entries where the plan allows;
 //! its explanation (`explain.rs`), and with analyze what it read (counted at the store).
 
-use std::collections::HashMap;
+use crate::hash::Map;
 
 use super::exec::{self, Answered, Hits};
 use super::explain;
@@ -44,17 +44,17 @@ fn measured(value: &[u8], nearest: &FindNearest, dimension: usize) -> Result<Opt
 /// The declared indexes and the index mode: all a query's answer depends on
 /// besides the store.
 pub(super) struct Answers<'a> {
-    pub(super) composites: &'a HashMap<String, Vec<Composite>>,
+    pub(super) composites: &'a Map<String, Vec<Composite>>,
     /// The declared schemas, for their vector indexes.
-    pub(super) declared: &'a HashMap<usize, &'static Schema>,
+    pub(super) declared: &'a Map<usize, &'static Schema>,
     pub(super) strict: bool,
 }
 
 impl<'a> Answers<'a> {
     /// The answers of these declared indexes and schemas, in this index mode.
     pub(super) fn of(
-        composites: &'a HashMap<String, Vec<Composite>>,
-        declared: &'a HashMap<usize, &'static Schema>,
+        composites: &'a Map<String, Vec<Composite>>,
+        declared: &'a Map<usize, &'static Schema>,
         strict: bool,
     ) -> Answers<'a> {
         Answers {

@@ -2,7 +2,7 @@
 //! then what exists (an insert of an entity that does, an update of one that does not), ids
 //! allocated, and only the index entries that change.
 
-use std::collections::HashMap;
+use crate::hash::Map;
 
 use super::exec;
 use super::history::Undo;
@@ -26,7 +26,7 @@ use crate::rules::limits::check_entity;
 /// the history) and each mutation's result.
 pub(super) fn write(
     store: &dyn Store,
-    composites: &HashMap<String, Vec<Composite>>,
+    composites: &Map<String, Vec<Composite>>,
     ids: &mut Ids,
     mutations: Vec<Change>,
     time: Timestamp,

@@ -9,7 +9,7 @@
 //!
 //! The history lives in memory, for both stores: a file reopened keeps no past versions.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use std::ops::{Bound, RangeBounds};
@@ -19,6 +19,7 @@ use smallvec::SmallVec;
 use crate::error::{Error, ServiceCode};
 use crate::format::file::ENTITIES;
 use crate::format::keycode;
+use crate::hash::Map;
 use crate::model::scalar::Timestamp;
 
 use super::exec::corrupt;
@@ -54,7 +55,7 @@ pub(crate) struct History {
     /// When the `floor` version was current from: reads at an earlier time are refused.
     floor_time: Timestamp,
     /// For each entity changed after `floor`: its stored forms before each change, oldest first.
-    changed: HashMap<Vec<u8>, SmallVec<[Before; 1]>>,
+    changed: Map<Vec<u8>, SmallVec<[Before; 1]>>,
     /// The changes kept, in version order (what to collect first, and what changed since).
     log: VecDeque<(u64, Vec<u8>)>,
     /// When each version after `floor` was committed, in order.
@@ -72,7 +73,7 @@ impl History {
             now: 0,
             floor: 0,
             floor_time: Timestamp::now(),
-            changed: HashMap::new(),
+            changed: Map::default(),
             log: VecDeque::new(),
             times: VecDeque::new(),
             clock: Timestamp::MIN,
@@ -240,7 +241,7 @@ pub(crate) struct AsOf<'s> {
     pub(crate) store: &'s dyn Store,
     pub(crate) history: &'s History,
     pub(crate) version: u64,
-    pub(crate) composites: &'s HashMap<String, Vec<Composite>>,
+    pub(crate) composites: &'s Map<String, Vec<Composite>>,
 }
 
 impl AsOf<'_> {
@@ -416,7 +417,7 @@ mod tests {
         history.collect(None);
         assert!(history.log.is_empty() && history.changed.is_empty());
         let store = Memory::default();
-        let composites = HashMap::new();
+        let composites = Map::default();
         let at = AsOf {
             store: &store,
             history: &history,

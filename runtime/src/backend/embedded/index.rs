@@ -16,6 +16,7 @@ use std::ops::Range;
 
 use crate::format::file::{KINDS, PROPERTIES, composite_table, split_times, with_times};
 use crate::format::keycode;
+use crate::hash::Map;
 use crate::model::key::{KEY_PROPERTY, PartitionId, RawKey};
 use crate::model::scalar::Timestamp;
 use crate::model::schema::{Direction, IndexSchema};
@@ -357,7 +358,7 @@ impl CompositeIndex for Composite {
 
 /// The composite indexes of `kind`.
 pub(crate) fn of_kind<'c>(
-    composites: &'c std::collections::HashMap<String, Vec<Composite>>,
+    composites: &'c Map<String, Vec<Composite>>,
     kind: &str,
 ) -> &'c [Composite] {
     composites.get(kind).map_or(&[], Vec::as_slice)

@@ -55,7 +55,7 @@ mod store;
 mod tests;
 mod transactions;
 
-use std::collections::HashMap;
+use crate::hash::Map;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -125,10 +125,10 @@ struct State {
     store: Box<dyn Store + Send>,
     strict: bool,
     /// Declared composite indexes, by kind.
-    composites: HashMap<String, Vec<Composite>>,
+    composites: Map<String, Vec<Composite>>,
     /// The schemas declared, by address (declaring again costs a lookup); their vector
     /// indexes are what strict mode checks a nearest-neighbour search against.
-    declared: HashMap<usize, &'static Schema>,
+    declared: Map<usize, &'static Schema>,
     /// Past versions: what transactions and `read_time` reads read.
     history: History,
     /// The open transactions.
@@ -442,8 +442,8 @@ impl State {
         State {
             store,
             strict: true,
-            composites: HashMap::new(),
-            declared: HashMap::new(),
+            composites: Map::default(),
+            declared: Map::default(),
             history: History::new(),
             transactions: Transactions::default(),
             locks: Locks::default(),

@@ -3,7 +3,9 @@
 //! is opened — and the
 //! declaration of new indexes, recorded and built from what is stored.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+
+use crate::hash::Map;
 use std::path::Path;
 
 use super::exec;
@@ -26,7 +28,7 @@ pub(super) fn load(
     path: &Path,
     ids: &mut Ids,
     history: &mut History,
-    composites: &mut HashMap<String, Vec<Composite>>,
+    composites: &mut Map<String, Vec<Composite>>,
 ) -> Result<(), Error> {
     let mut format = None;
     store.get(META, FORMAT_KEY, &mut |v| format = Some(v.to_vec()))?;

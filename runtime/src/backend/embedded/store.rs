@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 use std::sync::Arc;
@@ -21,6 +21,7 @@ use crate::format::file::{
     with_times,
 };
 use crate::format::keycode;
+use crate::hash::Map;
 
 pub(crate) use super::ranges::{Range, is_empty};
 use super::ranges::{shared_prefix, walk, within};
@@ -98,8 +99,8 @@ pub(crate) trait Store {
 /// growing buffer, whose spare capacity would be most of an entity's memory.
 #[derive(Default)]
 pub(crate) struct Memory {
-    entities: HashMap<Inline, Box<[u8]>>,
-    tables: HashMap<String, BTreeMap<Inline, Box<[u8]>>>,
+    entities: Map<Inline, Box<[u8]>>,
+    tables: Map<String, BTreeMap<Inline, Box<[u8]>>>,
 }
 
 type Inline = SmallVec<[u8; 56]>;
@@ -212,7 +213,7 @@ pub(crate) struct Redb {
 struct Snapshot {
     read: redb::ReadTransaction,
     /// Opened tables (`None`: the table does not exist in this snapshot).
-    tables: HashMap<String, Option<Arc<ReadTable>>>,
+    tables: Map<String, Option<Arc<ReadTable>>>,
 }
 
 /// Opens the database (the file at a path; in tests, a backend that can fail).
@@ -528,7 +529,7 @@ impl Redb {
                 .map_err(|e| self.error("cannot read", e))?;
             *snapshot = Some(Snapshot {
                 read,
-                tables: HashMap::new(),
+                tables: Map::default(),
             });
         }
         let Some(snapshot) = snapshot.as_mut() else {
