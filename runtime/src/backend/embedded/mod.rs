@@ -55,7 +55,6 @@ mod store;
 mod tests;
 mod transactions;
 
-use crate::hash::Map;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -74,6 +73,7 @@ use super::{
 };
 use crate::error::{Error, ServiceCode};
 use crate::format::keycode;
+use crate::hash::Map;
 use crate::model::key::{PartitionId, RawKey};
 use crate::model::schema::Schema;
 use crate::model::value::Value;

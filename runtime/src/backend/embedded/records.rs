@@ -4,8 +4,6 @@
 //! declaration of new indexes, recorded and built from what is stored.
 
 use std::collections::HashSet;
-
-use crate::hash::Map;
 use std::path::Path;
 
 use super::exec;
@@ -18,6 +16,7 @@ use crate::format::file::{
     CLOCK_KEY, ENTITIES, FORMAT, FORMAT_KEY, IDS_KEY, INDEX_PREFIX, META, RESERVED_PREFIX,
 };
 use crate::format::keycode;
+use crate::hash::Map;
 use crate::model::scalar::Timestamp;
 use crate::model::schema::Schema;
 
