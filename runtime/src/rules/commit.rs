@@ -49,7 +49,10 @@ pub(crate) fn check_mutations<'m>(
             max: MAX_MUTATIONS,
         });
     }
-    let mut seen = Set::with_capacity_and_hasher(mutations.len(), Default::default());
+    // A single mutation has nothing to be a duplicate of (and the set would allocate).
+    let many = mutations.len() > 1;
+    let mut seen =
+        Set::with_capacity_and_hasher(if many { mutations.len() } else { 0 }, Default::default());
     for mutation in mutations {
         let key = mutation.key();
         check_ancestors(key)?;
@@ -61,7 +64,7 @@ pub(crate) fn check_mutations<'m>(
             ));
         }
         // R-A4: one entity at most once per commit.
-        if key.is_complete() && !seen.insert(key) {
+        if many && key.is_complete() && !seen.insert(key) {
             return Err(Error::DuplicateKey {
                 key: format!("{key:?}"),
             });

@@ -10,7 +10,7 @@ use super::ids::Ids;
 use super::index::{
     self, Composite, TableName, decode_entity, entity_value, split_entity, version_at,
 };
-use super::store::{Batch, Store};
+use super::store::{Batch, Key, Store};
 use crate::backend::{Change, ChangeResult, Condition, Mask, Mutation, Stamp};
 use crate::error::{Error, ServiceCode};
 use crate::format::file::ENTITIES;
@@ -215,7 +215,7 @@ struct Staged {
     /// The stored entity's stamp.
     stamp: Option<Stamp>,
     /// The stored entity's index entries.
-    old: Vec<(TableName, Vec<u8>)>,
+    old: Vec<(TableName, Key)>,
     /// The entity the commit leaves (`None`: deleted).
     properties: Option<PropertyMap>,
     /// What its transforms gave, in order.
@@ -248,8 +248,8 @@ fn check_condition(
 /// Writes into `batch` what turns the index entries `old` into `new`: the old ones the new
 /// version has not are deleted, the new ones the old version had not are written.
 fn changed_entries(
-    mut old: Vec<(TableName, Vec<u8>)>,
-    mut new: Vec<(TableName, Vec<u8>)>,
+    mut old: Vec<(TableName, Key)>,
+    mut new: Vec<(TableName, Key)>,
     batch: &mut Batch,
 ) {
     if old.is_empty() {

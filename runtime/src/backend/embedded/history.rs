@@ -272,7 +272,7 @@ impl AsOf<'_> {
                     decode_entity(bytes.to_vec(), self.store.written_here()).ok_or_else(corrupt)?;
                 for (t, entry) in index::entries(&key, &properties, composites) {
                     if t == table && RangeBounds::<[u8]>::contains(&range, entry.as_slice()) {
-                        out.insert(entry, then.then(Vec::new));
+                        out.insert(entry.into_vec(), then.then(Vec::new));
                     }
                 }
                 Ok(())

@@ -14,6 +14,8 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
+use smallvec::{SmallVec, smallvec};
+
 use crate::format::file::{KINDS, PROPERTIES, composite_table, split_times, with_times};
 use crate::format::keycode;
 use crate::hash::Map;
@@ -24,6 +26,8 @@ use crate::model::stored::ValueView;
 use crate::model::value::PropertyMap;
 use crate::query::spec::Stamp;
 use crate::rules::index_entries::CompositeIndex;
+
+use super::store::Key;
 
 /// A declared composite index, as the engine maintains it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -226,79 +230,109 @@ impl<'a> Columns<'a> {
     }
 }
 
+/// A composite index's columns as an entity fills them: each one's distinct values (where
+/// they lie in [`Columns::values`]) and its direction.
+type Picked = SmallVec<[(Range<usize>, Direction); 4]>;
+
 /// A table's name, borrowed for the built-in tables.
 pub(crate) type TableName = Cow<'static, str>;
 
-/// Every index entry of the entity `key` holding `properties`: `(table, key)` pairs.
+/// Every index entry of the entity `key` holding `properties`: `(table, key)` pairs, each
+/// built in one reused buffer and held in place (most are short: no allocation each).
 pub(crate) fn entries(
     key: &RawKey,
     properties: &PropertyMap,
     composites: &[Composite],
-) -> Vec<(TableName, Vec<u8>)> {
+) -> Vec<(TableName, Key)> {
     let default = PartitionId::default();
-    let prefix = kind_prefix(key.partition().unwrap_or(&default), key.kind());
-    let mut path = Vec::with_capacity(32);
-    keycode::path(&mut path, key.path());
+    // The kind's prefix, then the key's path: the kinds table's entry.
+    let mut head = Vec::with_capacity(64);
+    keycode::partition(&mut head, key.partition().unwrap_or(&default));
+    keycode::bytes(&mut head, key.kind().as_bytes());
+    let kind_end = head.len();
+    keycode::path(&mut head, key.path());
+    let (prefix, path) = head.split_at(kind_end);
     let columns = Columns::of(properties);
     let mut out = Vec::with_capacity(1 + columns.values.len() + composites.len());
-    out.push((KINDS.into(), [prefix.as_slice(), &path].concat()));
-    let mut property = Vec::with_capacity(prefix.len() + 32);
+    out.push((KINDS.into(), Key::from_slice(&head)));
+    let mut entry = Vec::with_capacity(head.len() + 64);
     for (name, values) in &columns.columns {
-        property.clear();
-        property.extend_from_slice(&prefix);
-        keycode::bytes(&mut property, name.as_bytes());
+        entry.clear();
+        entry.extend_from_slice(prefix);
+        keycode::bytes(&mut entry, name.as_bytes());
+        let property = entry.len();
         for value in columns.values(values) {
-            let mut entry = Vec::with_capacity(property.len() + value.len() + path.len());
-            entry.extend_from_slice(&property);
+            entry.truncate(property);
             entry.extend_from_slice(value);
-            entry.extend_from_slice(&path);
-            out.push((PROPERTIES.into(), entry));
+            entry.extend_from_slice(path);
+            out.push((PROPERTIES.into(), Key::from_slice(&entry)));
         }
     }
+    let mut composites = composites
+        .iter()
+        .filter(|c| c.kind == key.kind())
+        .peekable();
+    if composites.peek().is_none() {
+        return out;
+    }
     let mut inverted_path = Vec::with_capacity(path.len());
-    keycode::inverted(&mut inverted_path, &path);
-    for index in composites.iter().filter(|c| c.kind == key.kind()) {
+    keycode::inverted(&mut inverted_path, path);
+    for index in composites {
         let path = match index.path_inverted() {
             true => &inverted_path,
-            false => &path,
+            false => path,
         };
-        let mut rows: Vec<Vec<u8>> = vec![Vec::new()];
-        for (name, direction) in &index.columns {
-            let Some((_, values)) = columns.columns.iter().find(|(path, _)| path == name) else {
-                rows.clear();
-                break;
-            };
-            rows = rows
-                .into_iter()
-                .flat_map(|row| {
-                    columns.values(values).map(move |value| {
-                        let mut row = row.clone();
-                        match direction {
-                            Direction::Ascending => row.extend_from_slice(value),
-                            Direction::Descending => keycode::inverted(&mut row, value),
-                        }
-                        row
-                    })
-                })
-                .collect();
-        }
-        let ancestors: Vec<Vec<u8>> = if index.ancestor {
-            (1..=key.path().len())
+        // Each column's distinct values and direction (an entity without a column has no
+        // entry in the index).
+        let picked: Option<Picked> = index
+            .columns
+            .iter()
+            .map(|(name, direction)| {
+                let (_, values) = columns.columns.iter().find(|(path, _)| path == name)?;
+                Some((values.clone(), *direction))
+            })
+            .collect();
+        let Some(picked) = picked else {
+            continue;
+        };
+        let ancestors: SmallVec<[Vec<u8>; 1]> = match index.ancestor {
+            true => (1..=key.path().len())
                 .map(|n| {
                     let mut ancestor = Vec::new();
                     keycode::path(&mut ancestor, &key.path()[..n]);
                     ancestor
                 })
-                .collect()
-        } else {
-            vec![Vec::new()]
+                .collect(),
+            false => smallvec![Vec::new()],
         };
-        for ancestor in &ancestors {
-            for row in &rows {
-                out.push((
-                    index.table.clone().into(),
-                    [prefix.as_slice(), ancestor, row, path].concat(),
-                ));
+        // Every combination of the columns' values, the last column turning fastest.
+        let mut at: SmallVec<[usize; 4]> = picked.iter().map(|(values, _)| values.start).collect();
+        'combinations: loop {
+            for ancestor in &ancestors {
+                entry.clear();
+                entry.extend_from_slice(prefix);
+                entry.extend_from_slice(ancestor);
+                for ((_, direction), &value) in picked.iter().zip(&at) {
+                    let value = &columns.bytes[columns.values[value].clone()];
+                    match direction {
+                        Direction::Ascending => entry.extend_from_slice(value),
+                        Direction::Descending => keycode::inverted(&mut entry, value),
+                    }
+                }
+                entry.extend_from_slice(path);
+                out.push((index.table.clone().into(), Key::from_slice(&entry)));
+            }
+            let mut column = picked.len();
+            loop {
+                let Some(previous) = column.checked_sub(1) else {
+                    break 'combinations;
+                };
+                column = previous;
+                at[column] += 1;
+                if at[column] < picked[column].0.end {
+                    break;
+                }
+                at[column] = picked[column].0.start;
             }
         }
     }

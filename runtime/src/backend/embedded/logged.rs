@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 
-use super::store::{Batch, Op, Range, Redb, Store, is_empty};
+use super::store::{Batch, Key, Op, Range, Redb, Store, is_empty};
 use crate::error::Error;
 use crate::format::file::LOG;
 use crate::model::stored::{Malformed, Reader, Writer};
@@ -179,7 +179,7 @@ fn hold(pending: &mut HashMap<String, BTreeMap<Vec<u8>, Option<Vec<u8>>>>, ops: 
             Some(entries) => entries,
             None => pending.entry(table.into_owned()).or_default(),
         };
-        entries.insert(key, value);
+        entries.insert(key.into_vec(), value);
     }
 }
 
@@ -316,7 +316,7 @@ fn decode(record: &[u8]) -> Result<Vec<Op>, Malformed> {
         };
         let table = std::str::from_utf8(r.bytes()?).map_err(|_| Malformed)?;
         let table = Cow::Owned(table.to_owned());
-        let key = r.bytes()?.to_vec();
+        let key = Key::from_slice(r.bytes()?);
         ops.push(match put {
             true => Op::Put(table, key, r.bytes()?.to_vec()),
             false => Op::Delete(table, key),
@@ -364,8 +364,8 @@ mod tests {
     #[test]
     fn a_record_is_laid_out_as_its_writes_in_order() {
         let ops = [
-            Op::Put("entities".into(), vec![1, 2], vec![3]),
-            Op::Delete("kinds".into(), vec![4]),
+            Op::Put("entities".into(), Key::from_slice(&[1, 2]), vec![3]),
+            Op::Delete("kinds".into(), Key::from_slice(&[4])),
         ];
         let record = encode(&ops);
         let hex: String = record.iter().map(|b| format!("{b:02x}")).collect();
@@ -549,7 +549,7 @@ mod tests {
                 let mut sealed = seal(
                     LOG,
                     &[0; 8],
-                    &encode(&[Op::Delete("kinds".into(), vec![1])]),
+                    &encode(&[Op::Delete("kinds".into(), Key::from_slice(&[1]))]),
                 );
                 sealed[0] ^= 1;
                 sealed

@@ -10,7 +10,7 @@ use super::exec;
 use super::history::History;
 use super::ids::Ids;
 use super::index::{self, Composite};
-use super::store::{Batch, Store};
+use super::store::{Batch, Key, Store};
 use crate::error::Error;
 use crate::format::file::{
     CLOCK_KEY, ENTITIES, FORMAT, FORMAT_KEY, IDS_KEY, INDEX_PREFIX, META, RESERVED_PREFIX,
@@ -85,7 +85,7 @@ pub(super) fn load(
 pub(super) fn clock(batch: &mut Batch, time: Timestamp) {
     batch.put(
         META,
-        CLOCK_KEY.to_vec(),
+        Key::from_slice(CLOCK_KEY),
         time.as_micros().to_be_bytes().to_vec(),
     );
 }

@@ -28,9 +28,14 @@ use super::ranges::{shared_prefix, walk, within};
 
 /// One change of a batch.
 pub(crate) enum Op {
-    Put(Cow<'static, str>, Vec<u8>, Vec<u8>),
-    Delete(Cow<'static, str>, Vec<u8>),
+    Put(Cow<'static, str>, Key, Vec<u8>),
+    Delete(Cow<'static, str>, Key),
 }
+
+/// A key written: up to 56 bytes (most: an entity key, an index entry of a short value) held
+/// in place, so a commit builds its index entries without an allocation each, and the memory
+/// store keeps them as they come.
+pub(crate) type Key = SmallVec<[u8; 56]>;
 
 impl Op {
     /// The table and key written.
@@ -51,14 +56,14 @@ impl Batch {
     pub(crate) fn put(
         &mut self,
         table: impl Into<Cow<'static, str>>,
-        key: Vec<u8>,
+        key: impl Into<Key>,
         value: Vec<u8>,
     ) {
-        self.ops.push(Op::Put(table.into(), key, value));
+        self.ops.push(Op::Put(table.into(), key.into(), value));
     }
 
-    pub(crate) fn delete(&mut self, table: impl Into<Cow<'static, str>>, key: Vec<u8>) {
-        self.ops.push(Op::Delete(table.into(), key));
+    pub(crate) fn delete(&mut self, table: impl Into<Cow<'static, str>>, key: impl Into<Key>) {
+        self.ops.push(Op::Delete(table.into(), key.into()));
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -99,11 +104,9 @@ pub(crate) trait Store {
 /// growing buffer, whose spare capacity would be most of an entity's memory.
 #[derive(Default)]
 pub(crate) struct Memory {
-    entities: Map<Inline, Box<[u8]>>,
-    tables: Map<String, BTreeMap<Inline, Box<[u8]>>>,
+    entities: Map<Key, Box<[u8]>>,
+    tables: Map<String, BTreeMap<Key, Box<[u8]>>>,
 }
-
-type Inline = SmallVec<[u8; 56]>;
 
 /// `value` in an allocation of its length. A fresh one, not `into_boxed_slice`'s: shrinking in
 /// place leaves the spare capacity as a fragment the allocator rarely reuses.
@@ -142,7 +145,7 @@ impl Store for Memory {
         }
         if table == ENTITIES {
             // Rare (building a newly declared index): sort what the hash table holds.
-            let mut entries: Vec<(&Inline, &Box<[u8]>)> = self
+            let mut entries: Vec<(&Key, &Box<[u8]>)> = self
                 .entities
                 .iter()
                 .filter(|(k, _)| RangeBounds::<[u8]>::contains(&range, k.as_slice()))
@@ -162,13 +165,13 @@ impl Store for Memory {
         for op in batch.ops {
             match op {
                 Op::Put(table, key, value) if table == ENTITIES => {
-                    self.entities.insert(Inline::from_vec(key), exact(value));
+                    self.entities.insert(key, exact(value));
                 }
                 Op::Delete(table, key) if table == ENTITIES => {
                     self.entities.remove(key.as_slice());
                 }
                 Op::Put(table, key, value) => {
-                    let (key, value) = (Inline::from_vec(key), exact(value));
+                    let value = exact(value);
                     match self.tables.get_mut(table.as_ref()) {
                         Some(t) => t.insert(key, value),
                         None => self

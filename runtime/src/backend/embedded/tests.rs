@@ -318,3 +318,58 @@ async fn a_page_of_whole_entities_is_handed_over_as_stored_with_one_cursor_for_i
     assert_eq!(masked.len(), 4);
     assert!(masked.iter().all(|(_, s)| s.is_none()));
 }
+
+/// A composite index holds one entry per combination of its columns' distinct values (for
+/// an ancestor index, per ancestor too), and none for an entity that lacks a column.
+#[test]
+fn a_composite_index_holds_every_combination_of_its_columns_values() {
+    use crate::model::schema::Direction;
+    let element = |kind, id| PathElement::new(kind, Some(IdOrName::Id(KeyId::new(id).unwrap())));
+    let path = vec![
+        element("Customer", 7).unwrap(),
+        element("Order", 1).unwrap(),
+    ];
+    let key = RawKey::new(Some(PartitionId::default()), path).unwrap();
+    let strings = ["x", "y", "z"].map(|s| Value::String(s.to_owned()));
+    let properties = PropertyMap::from([
+        (
+            "a",
+            Property::indexed(Value::Array(vec![
+                Value::Integer(2),
+                Value::Integer(1),
+                Value::Integer(2),
+            ])),
+        ),
+        ("b", Property::indexed(Value::Array(strings.to_vec()))),
+    ]);
+    let columns = |names: &[&str]| {
+        let direction = [Direction::Ascending, Direction::Descending];
+        names
+            .iter()
+            .zip(direction)
+            .map(|(n, d)| (n.to_string(), d))
+            .collect()
+    };
+    let in_index = |index: &index::Composite| -> Vec<_> {
+        index::entries(&key, &properties, std::slice::from_ref(index))
+            .into_iter()
+            .filter(|(table, _)| *table == index.table)
+            .map(|(_, entry)| entry)
+            .collect()
+    };
+    let ancestor = index::Composite::new("Order", true, columns(&["a", "b"]));
+    let entries = in_index(&ancestor);
+    // 2 distinct values of `a` × 3 of `b` × 2 ancestors, all different.
+    assert_eq!(entries.len(), 12);
+    assert_eq!(
+        entries
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        12
+    );
+    let plain = index::Composite::new("Order", false, columns(&["b", "a"]));
+    assert_eq!(in_index(&plain).len(), 6);
+    let missing = index::Composite::new("Order", false, columns(&["a", "c"]));
+    assert!(in_index(&missing).is_empty());
+}
