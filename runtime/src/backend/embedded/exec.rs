@@ -245,6 +245,12 @@ pub(crate) fn count(
     match access {
         Access::Scan => return Ok(None),
         Access::Zigzag => {
+            // One equality filter: its index range, counted by the store.
+            let (streams, target) = streams(prepared, None);
+            if let Some(((_, upper), lower)) = one_stream(&streams, &target) {
+                let range = (Bound::Included(lower.as_slice()), as_ref(upper));
+                return store.count(PROPERTIES, range, limit).map(Some);
+            }
             leapfrog(store, prepared, None, &mut |_| {
                 counted += 1;
                 counted < limit
@@ -260,16 +266,9 @@ pub(crate) fn count(
     if entries.empty {
         return Ok(Some(counted));
     }
-    store.scan(
-        &entries.table,
-        entries.bounds.range(),
-        false,
-        &mut |_, _| {
-            counted += 1;
-            counted < limit
-        },
-    )?;
-    Ok(Some(counted))
+    store
+        .count(&entries.table, entries.bounds.range(), limit)
+        .map(Some)
 }
 
 /// Up to `limit` entries of one plan after `start` and up to `end` (positions of that plan),
@@ -669,34 +668,8 @@ fn leapfrog(
     start: Option<Vec<u8>>,
     visit: &mut dyn FnMut(&[u8]) -> bool,
 ) -> Result<(), Error> {
-    let query = prepared.query;
-    let head = index::kind_prefix(&query.partition, &query.kind);
-    let within = query
-        .ancestor
-        .as_ref()
-        .map(index::path_prefix)
-        .unwrap_or_default();
-    let streams: Vec<(Vec<u8>, Bound<Vec<u8>>)> = prepared
-        .filters()
-        .iter()
-        .map(|f| {
-            let mut base = head.clone();
-            keycode::bytes(&mut base, f.property.as_bytes());
-            base.extend_from_slice(&encoded(&f.value, false));
-            let upper = after_prefix(&[base.as_slice(), &within].concat());
-            (base, upper)
-        })
-        .collect();
-    // The smallest key path still possible: just past the start cursor's.
-    let mut target = match start {
-        Some(mut path) => {
-            path.push(0);
-            path
-        }
-        None => within,
-    };
-    if let [(base, upper)] = streams.as_slice() {
-        let lower = [base.as_slice(), &target].concat();
+    let (streams, mut target) = streams(prepared, start);
+    if let Some(((base, upper), lower)) = one_stream(&streams, &target) {
         let range = (Bound::Included(lower.as_slice()), as_ref(upper));
         return store.scan(PROPERTIES, range, false, &mut |k, _| {
             visit(&k[base.len()..])
@@ -732,4 +705,48 @@ fn leapfrog(
         }
         target.push(0);
     }
+}
+
+/// The index range of a zigzag plan of one equality filter, read straight through (`None`
+/// with several): where its entries start (each key path follows it), from `target` on.
+fn one_stream<'s>(streams: &'s [Stream], target: &[u8]) -> Option<(&'s Stream, Vec<u8>)> {
+    let [stream] = streams else {
+        return None;
+    };
+    Some((stream, [stream.0.as_slice(), target].concat()))
+}
+
+/// An equality filter's index entries: the start they share, and the bound just past them.
+type Stream = (Vec<u8>, Bound<Vec<u8>>);
+
+/// The index range of each equality filter of a zigzag plan (from the entries' shared start
+/// to just past them), and the smallest key path still possible: just past `start`'s, or the
+/// ancestor's path (empty without one).
+fn streams(prepared: &Prepared<'_>, start: Option<Vec<u8>>) -> (Vec<Stream>, Vec<u8>) {
+    let query = prepared.query;
+    let head = index::kind_prefix(&query.partition, &query.kind);
+    let within = query
+        .ancestor
+        .as_ref()
+        .map(index::path_prefix)
+        .unwrap_or_default();
+    let streams: Vec<Stream> = prepared
+        .filters()
+        .iter()
+        .map(|f| {
+            let mut base = head.clone();
+            keycode::bytes(&mut base, f.property.as_bytes());
+            base.extend_from_slice(&encoded(&f.value, false));
+            let upper = after_prefix(&[base.as_slice(), &within].concat());
+            (base, upper)
+        })
+        .collect();
+    let target = match start {
+        Some(mut path) => {
+            path.push(0);
+            path
+        }
+        None => within,
+    };
+    (streams, target)
 }

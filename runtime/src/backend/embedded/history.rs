@@ -385,7 +385,7 @@ impl Store for AsOf<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::embedded::store::Memory;
+    use crate::backend::embedded::memory::Memory;
 
     #[test]
     fn versions_are_kept_while_needed_and_collected_after() {

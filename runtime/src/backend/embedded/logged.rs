@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 
-use super::store::{Batch, Key, Op, Range, Redb, Store, is_empty};
+use super::store::{Batch, Key, Op, Range, Redb, Store, counter, is_empty};
 use crate::error::Error;
 use crate::format::file::LOG;
 use crate::model::stored::{Malformed, Reader, Writer};
@@ -123,6 +123,60 @@ impl Logged {
         };
     }
 
+    /// The tables' entries and the logged ones, merged in order: a logged write replaces the
+    /// table's entry under its key (a deletion hides it). Generic in `visit`, so that a count
+    /// steps through redb's entries with no call per entry but redb's own.
+    fn merged(
+        &self,
+        table: &str,
+        range: Range<'_>,
+        reverse: bool,
+        mut visit: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), Error> {
+        self.readable()?;
+        let Some(pending) = self.pending.get(table).filter(|_| !is_empty(&range)) else {
+            return self.redb.each(table, range, reverse, visit);
+        };
+        let mut logged = pending.range::<[u8], _>(range);
+        let mut step = move || match reverse {
+            true => logged.next_back(),
+            false => logged.next(),
+        };
+        // Whether `a` comes before `b` in the scan's direction.
+        let before = |a: &[u8], b: &[u8]| match reverse {
+            true => a > b,
+            false => a < b,
+        };
+        let mut held = step();
+        let mut stopped = false;
+        self.redb.each(table, range, reverse, |key, value| {
+            while let Some((logged_key, logged_value)) = held {
+                if before(key, logged_key) {
+                    break;
+                }
+                held = step();
+                if let Some(v) = logged_value
+                    && !visit(logged_key, v)
+                {
+                    stopped = true;
+                    return false;
+                }
+                if logged_key.as_slice() == key {
+                    return true;
+                }
+            }
+            stopped = !visit(key, value);
+            !stopped
+        })?;
+        while !stopped && let Some((logged_key, logged_value)) = held {
+            if let Some(v) = logged_value {
+                stopped = !visit(logged_key, v);
+            }
+            held = step();
+        }
+        Ok(())
+    }
+
     /// Fails while the logged writes are not in memory (see [`Logged::unread`]).
     fn readable(&self) -> Result<(), Error> {
         match &self.unread {
@@ -205,8 +259,6 @@ impl Store for Logged {
         }
     }
 
-    /// The tables' entries and the logged ones, merged in order: a logged write replaces the
-    /// table's entry under its key (a deletion hides it).
     fn scan(
         &self,
         table: &str,
@@ -214,48 +266,15 @@ impl Store for Logged {
         reverse: bool,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), Error> {
-        self.readable()?;
-        let Some(pending) = self.pending.get(table).filter(|_| !is_empty(&range)) else {
-            return self.redb.scan(table, range, reverse, visit);
-        };
-        let mut logged = pending.range::<[u8], _>(range);
-        let mut step = move || match reverse {
-            true => logged.next_back(),
-            false => logged.next(),
-        };
-        // Whether `a` comes before `b` in the scan's direction.
-        let before = |a: &[u8], b: &[u8]| match reverse {
-            true => a > b,
-            false => a < b,
-        };
-        let mut held = step();
-        let mut stopped = false;
-        self.redb.scan(table, range, reverse, &mut |key, value| {
-            while let Some((logged_key, logged_value)) = held {
-                if before(key, logged_key) {
-                    break;
-                }
-                held = step();
-                if let Some(v) = logged_value
-                    && !visit(logged_key, v)
-                {
-                    stopped = true;
-                    return false;
-                }
-                if logged_key.as_slice() == key {
-                    return true;
-                }
-            }
-            stopped = !visit(key, value);
-            !stopped
-        })?;
-        while !stopped && let Some((logged_key, logged_value)) = held {
-            if let Some(v) = logged_value {
-                stopped = !visit(logged_key, v);
-            }
-            held = step();
+        self.merged(table, range, reverse, visit)
+    }
+
+    fn count(&self, table: &str, range: Range<'_>, limit: usize) -> Result<usize, Error> {
+        let mut counted = 0;
+        if limit > 0 {
+            self.merged(table, range, false, counter(limit, &mut counted))?;
         }
-        Ok(())
+        Ok(counted)
     }
 
     /// Logs `batch` (on disk when this returns), then holds it for reads; a checkpoint
@@ -330,7 +349,7 @@ mod tests {
     use redb::{ReadableDatabase as _, ReadableTableMetadata as _};
 
     use super::*;
-    use crate::backend::embedded::store::Memory;
+    use crate::backend::embedded::memory::Memory;
     use crate::format::file::seal;
 
     fn file(name: &str) -> std::path::PathBuf {
@@ -388,8 +407,8 @@ mod tests {
     }
 
     /// Random puts and deletes, some of them over keys already checkpointed, read after each
-    /// commit as the memory store reads the same commits: by key, and by range in both
-    /// directions, whole or stopped early — with a checkpoint every few commits.
+    /// commit as the memory store reads the same commits: by key, by range in both
+    /// directions, whole or stopped early, and counted — with a checkpoint every few commits.
     #[test]
     fn reads_merge_the_logged_commits_with_the_tables_as_one_store() {
         let path = file("merge");
@@ -439,6 +458,13 @@ mod tests {
                             scanned(&memory, table, range, reverse, limit),
                             "{table} {range:?} reverse: {reverse}, limit {limit}"
                         );
+                    }
+                    // Counted (whole, up to a limit, up to none) as many as a scan visits.
+                    let all = scanned(&memory, table, range, false, usize::MAX).len();
+                    for limit in [usize::MAX, random(30) as usize, 0] {
+                        let counts = [&logged as &dyn Store, &memory]
+                            .map(|store| store.count(table, range, limit).unwrap());
+                        assert_eq!(counts, [all.min(limit); 2], "{table} {range:?} {limit}");
                     }
                 }
                 let read = |store: &dyn Store| {

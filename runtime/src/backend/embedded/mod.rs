@@ -43,6 +43,7 @@ mod ids;
 mod index;
 mod locks;
 mod logged;
+mod memory;
 mod merge;
 mod open;
 mod plan;
@@ -65,7 +66,8 @@ use self::history::{AsOf, History};
 use self::ids::Ids;
 use self::index::Composite;
 use self::locks::{Locking, Locks};
-use self::store::{Batch, Memory, Store};
+use self::memory::Memory;
+use self::store::{Batch, Store};
 use self::transactions::{Transaction, Transactions};
 use super::{
     Backend, BatchEnd, BoxFuture, Change, Committed, FoundEntity, FoundStamped, ReadFound,

@@ -1,14 +1,14 @@
 //! The ordered key–value store under the engine: named tables of byte keys and values, read
 //! by key or by range (both directions), written in atomic batches. Two implementations: in
-//! memory (`BTreeMap`s) and a `redb` file (ACID; every acknowledged batch is on disk).
+//! memory (`BTreeMap`s, `memory.rs`) and a `redb` file here (ACID; every acknowledged batch
+//! is on disk).
 //!
 //! The engine serialises every call (one lock), so a store needs no locking of its own. A
 //! visitor may read the store again (a nested `get` while scanning).
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::BTreeMap;
-use std::ops::{Bound, RangeBounds};
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -86,6 +86,16 @@ pub(crate) trait Store {
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), Error>;
 
+    /// How many entries `range` holds, up to `limit`: the entries a [`Store::scan`] would
+    /// visit, checked as it checks them. A store may count without a call per entry.
+    fn count(&self, table: &str, range: Range<'_>, limit: usize) -> Result<usize, Error> {
+        let mut counted = 0;
+        if limit > 0 {
+            self.scan(table, range, false, &mut counter(limit, &mut counted))?;
+        }
+        Ok(counted)
+    }
+
     /// Applies `batch` atomically.
     fn apply(&mut self, batch: Batch) -> Result<(), Error>;
 
@@ -97,98 +107,11 @@ pub(crate) trait Store {
     }
 }
 
-/// The tables in memory. Keys up to 56 bytes (most: an entity key, an index entry of a short
-/// value) are held inline in the tree's nodes, so a search compares bytes where it finds them
-/// instead of following a pointer per comparison; the entities table, only ever read by key,
-/// is a hash table. Values are held at their length (`Box<[u8]>`): a stored form is built in a
-/// growing buffer, whose spare capacity would be most of an entity's memory.
-#[derive(Default)]
-pub(crate) struct Memory {
-    entities: Map<Key, Box<[u8]>>,
-    tables: Map<String, BTreeMap<Key, Box<[u8]>>>,
-}
-
-/// `value` in an allocation of its length. A fresh one, not `into_boxed_slice`'s: shrinking in
-/// place leaves the spare capacity as a fragment the allocator rarely reuses.
-fn exact(value: Vec<u8>) -> Box<[u8]> {
-    Box::from(value.as_slice())
-}
-
-/// Calls `visit` with `value` if there is one; returns whether there was.
-fn visit_one(value: Option<&[u8]>, visit: &mut dyn FnMut(&[u8])) -> bool {
-    value.map(visit).is_some()
-}
-
-impl Store for Memory {
-    fn written_here(&self) -> bool {
-        // Filled only by commits, whose maps are checked or written by the writer.
-        true
-    }
-
-    fn get(&self, table: &str, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> Result<bool, Error> {
-        let value = match table {
-            ENTITIES => self.entities.get(key),
-            _ => self.tables.get(table).and_then(|t| t.get(key)),
-        };
-        Ok(visit_one(value.map(|v| &**v), visit))
-    }
-
-    fn scan(
-        &self,
-        table: &str,
-        range: Range<'_>,
-        reverse: bool,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<(), Error> {
-        if is_empty(&range) {
-            return Ok(());
-        }
-        if table == ENTITIES {
-            // Rare (building a newly declared index): sort what the hash table holds.
-            let mut entries: Vec<(&Key, &Box<[u8]>)> = self
-                .entities
-                .iter()
-                .filter(|(k, _)| RangeBounds::<[u8]>::contains(&range, k.as_slice()))
-                .collect();
-            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            return walk(entries.into_iter(), reverse, |(k, v)| Ok(visit(k, v)));
-        }
-        let Some(table) = self.tables.get(table) else {
-            return Ok(());
-        };
-        walk(table.range::<[u8], _>(range), reverse, |(k, v)| {
-            Ok(visit(k, v))
-        })
-    }
-
-    fn apply(&mut self, batch: Batch) -> Result<(), Error> {
-        for op in batch.ops {
-            match op {
-                Op::Put(table, key, value) if table == ENTITIES => {
-                    self.entities.insert(key, exact(value));
-                }
-                Op::Delete(table, key) if table == ENTITIES => {
-                    self.entities.remove(key.as_slice());
-                }
-                Op::Put(table, key, value) => {
-                    let value = exact(value);
-                    match self.tables.get_mut(table.as_ref()) {
-                        Some(t) => t.insert(key, value),
-                        None => self
-                            .tables
-                            .entry(table.into_owned())
-                            .or_default()
-                            .insert(key, value),
-                    };
-                }
-                Op::Delete(table, key) => {
-                    if let Some(t) = self.tables.get_mut(table.as_ref()) {
-                        t.remove(key.as_slice());
-                    }
-                }
-            }
-        }
-        Ok(())
+/// A visitor of a scan that counts the entries it is given, up to `limit`.
+pub(super) fn counter(limit: usize, counted: &mut usize) -> impl FnMut(&[u8], &[u8]) -> bool {
+    move |_, _| {
+        *counted += 1;
+        *counted < limit
     }
 }
 
@@ -492,6 +415,50 @@ fn contained<T>(path: &str, call: impl FnOnce() -> Result<T, Error>) -> Result<T
 }
 
 impl Redb {
+    /// [`Store::scan`], with a visitor the compiler can inline into the loop over redb's
+    /// entries (a count, the log's merge).
+    pub(super) fn each(
+        &self,
+        table: &str,
+        range: Range<'_>,
+        reverse: bool,
+        mut visit: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), Error> {
+        if is_empty(&range) {
+            return Ok(());
+        }
+        // redb is given the near bound only, and the scan compares each key with the far one:
+        // a key between both starts with the bounds' shared prefix, so its checksum is
+        // computed from where it leaves that prefix. (A key out of the tree's order, that is
+        // not between them, fails its checksum.)
+        let shared = shared_prefix(range);
+        let (near, far) = match reverse {
+            false => ((range.0, Bound::Unbounded), range.1),
+            true => ((Bound::Unbounded, range.1), range.0),
+        };
+        let mut unsealer = Unsealer::new(table, shared);
+        contained(&self.path, || {
+            let Some(t) = self.table(table)? else {
+                return Ok(());
+            };
+            let entries = t
+                .range::<&[u8]>(near)
+                .map_err(|e| self.error("cannot read", e))?;
+            walk(entries, reverse, |entry| {
+                let (k, v) = entry.map_err(|e| self.error("cannot read", e))?;
+                let key = k.value();
+                if !within(key, far, reverse) {
+                    return Ok(false);
+                }
+                let value = key
+                    .get(shared.len()..)
+                    .and_then(|tail| unsealer.unseal(tail, v.value()))
+                    .ok_or_else(|| self.damaged(table, key))?;
+                Ok(visit(key, value))
+            })
+        })
+    }
+
     /// The file, as errors name it.
     pub(crate) fn path(&self) -> &str {
         &self.path
@@ -575,39 +542,7 @@ impl Store for Redb {
         reverse: bool,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), Error> {
-        if is_empty(&range) {
-            return Ok(());
-        }
-        // redb is given the near bound only, and the scan compares each key with the far one:
-        // a key between both starts with the bounds' shared prefix, so its checksum is
-        // computed from where it leaves that prefix. (A key out of the tree's order, that is
-        // not between them, fails its checksum.)
-        let shared = shared_prefix(range);
-        let (near, far) = match reverse {
-            false => ((range.0, Bound::Unbounded), range.1),
-            true => ((Bound::Unbounded, range.1), range.0),
-        };
-        let mut unsealer = Unsealer::new(table, shared);
-        contained(&self.path, || {
-            let Some(t) = self.table(table)? else {
-                return Ok(());
-            };
-            let entries = t
-                .range::<&[u8]>(near)
-                .map_err(|e| self.error("cannot read", e))?;
-            walk(entries, reverse, |entry| {
-                let (k, v) = entry.map_err(|e| self.error("cannot read", e))?;
-                let key = k.value();
-                if !within(key, far, reverse) {
-                    return Ok(false);
-                }
-                let value = key
-                    .get(shared.len()..)
-                    .and_then(|tail| unsealer.unseal(tail, v.value()))
-                    .ok_or_else(|| self.damaged(table, key))?;
-                Ok(visit(key, value))
-            })
-        })
+        self.each(table, range, reverse, visit)
     }
 
     fn apply(&mut self, batch: Batch) -> Result<(), Error> {

@@ -4,7 +4,8 @@
 use std::cell::Cell;
 use std::sync::Arc;
 
-use super::store::{Batch, Memory, Range, Store};
+use super::memory::Memory;
+use super::store::{Batch, Range, Store};
 use super::*;
 use crate::backend::{Mask, Mutation};
 use crate::format::file::ENTITIES;
