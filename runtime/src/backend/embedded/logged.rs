@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 
-use super::store::{Batch, Key, Op, Range, Redb, Store, counter, is_empty};
+use super::store::{Batch, Key, Op, Range, Redb, Store, is_empty};
 use crate::error::Error;
 use crate::format::file::LOG;
 use crate::model::stored::{Malformed, Reader, Writer};
@@ -123,60 +123,6 @@ impl Logged {
         };
     }
 
-    /// The tables' entries and the logged ones, merged in order: a logged write replaces the
-    /// table's entry under its key (a deletion hides it). Generic in `visit`, so that a count
-    /// steps through redb's entries with no call per entry but redb's own.
-    fn merged(
-        &self,
-        table: &str,
-        range: Range<'_>,
-        reverse: bool,
-        mut visit: impl FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<(), Error> {
-        self.readable()?;
-        let Some(pending) = self.pending.get(table).filter(|_| !is_empty(&range)) else {
-            return self.redb.each(table, range, reverse, visit);
-        };
-        let mut logged = pending.range::<[u8], _>(range);
-        let mut step = move || match reverse {
-            true => logged.next_back(),
-            false => logged.next(),
-        };
-        // Whether `a` comes before `b` in the scan's direction.
-        let before = |a: &[u8], b: &[u8]| match reverse {
-            true => a > b,
-            false => a < b,
-        };
-        let mut held = step();
-        let mut stopped = false;
-        self.redb.each(table, range, reverse, |key, value| {
-            while let Some((logged_key, logged_value)) = held {
-                if before(key, logged_key) {
-                    break;
-                }
-                held = step();
-                if let Some(v) = logged_value
-                    && !visit(logged_key, v)
-                {
-                    stopped = true;
-                    return false;
-                }
-                if logged_key.as_slice() == key {
-                    return true;
-                }
-            }
-            stopped = !visit(key, value);
-            !stopped
-        })?;
-        while !stopped && let Some((logged_key, logged_value)) = held {
-            if let Some(v) = logged_value {
-                stopped = !visit(logged_key, v);
-            }
-            held = step();
-        }
-        Ok(())
-    }
-
     /// Fails while the logged writes are not in memory (see [`Logged::unread`]).
     fn readable(&self) -> Result<(), Error> {
         match &self.unread {
@@ -259,6 +205,8 @@ impl Store for Logged {
         }
     }
 
+    /// The tables' entries and the logged ones, merged in order: a logged write replaces the
+    /// table's entry under its key (a deletion hides it).
     fn scan(
         &self,
         table: &str,
@@ -266,15 +214,48 @@ impl Store for Logged {
         reverse: bool,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), Error> {
-        self.merged(table, range, reverse, visit)
-    }
-
-    fn count(&self, table: &str, range: Range<'_>, limit: usize) -> Result<usize, Error> {
-        let mut counted = 0;
-        if limit > 0 {
-            self.merged(table, range, false, counter(limit, &mut counted))?;
+        self.readable()?;
+        let Some(pending) = self.pending.get(table).filter(|_| !is_empty(&range)) else {
+            return self.redb.scan(table, range, reverse, visit);
+        };
+        let mut logged = pending.range::<[u8], _>(range);
+        let mut step = move || match reverse {
+            true => logged.next_back(),
+            false => logged.next(),
+        };
+        // Whether `a` comes before `b` in the scan's direction.
+        let before = |a: &[u8], b: &[u8]| match reverse {
+            true => a > b,
+            false => a < b,
+        };
+        let mut held = step();
+        let mut stopped = false;
+        self.redb.scan(table, range, reverse, &mut |key, value| {
+            while let Some((logged_key, logged_value)) = held {
+                if before(key, logged_key) {
+                    break;
+                }
+                held = step();
+                if let Some(v) = logged_value
+                    && !visit(logged_key, v)
+                {
+                    stopped = true;
+                    return false;
+                }
+                if logged_key.as_slice() == key {
+                    return true;
+                }
+            }
+            stopped = !visit(key, value);
+            !stopped
+        })?;
+        while !stopped && let Some((logged_key, logged_value)) = held {
+            if let Some(v) = logged_value {
+                stopped = !visit(logged_key, v);
+            }
+            held = step();
         }
-        Ok(counted)
+        Ok(())
     }
 
     /// Logs `batch` (on disk when this returns), then holds it for reads; a checkpoint

@@ -91,7 +91,10 @@ pub(crate) trait Store {
     fn count(&self, table: &str, range: Range<'_>, limit: usize) -> Result<usize, Error> {
         let mut counted = 0;
         if limit > 0 {
-            self.scan(table, range, false, &mut counter(limit, &mut counted))?;
+            self.scan(table, range, false, &mut |_, _| {
+                counted += 1;
+                counted < limit
+            })?;
         }
         Ok(counted)
     }
@@ -104,14 +107,6 @@ pub(crate) trait Store {
     /// (the memory store). A file's entities are checked on every read.
     fn written_here(&self) -> bool {
         false
-    }
-}
-
-/// A visitor of a scan that counts the entries it is given, up to `limit`.
-pub(super) fn counter(limit: usize, counted: &mut usize) -> impl FnMut(&[u8], &[u8]) -> bool {
-    move |_, _| {
-        *counted += 1;
-        *counted < limit
     }
 }
 
@@ -415,50 +410,6 @@ fn contained<T>(path: &str, call: impl FnOnce() -> Result<T, Error>) -> Result<T
 }
 
 impl Redb {
-    /// [`Store::scan`], with a visitor the compiler can inline into the loop over redb's
-    /// entries (a count, the log's merge).
-    pub(super) fn each(
-        &self,
-        table: &str,
-        range: Range<'_>,
-        reverse: bool,
-        mut visit: impl FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<(), Error> {
-        if is_empty(&range) {
-            return Ok(());
-        }
-        // redb is given the near bound only, and the scan compares each key with the far one:
-        // a key between both starts with the bounds' shared prefix, so its checksum is
-        // computed from where it leaves that prefix. (A key out of the tree's order, that is
-        // not between them, fails its checksum.)
-        let shared = shared_prefix(range);
-        let (near, far) = match reverse {
-            false => ((range.0, Bound::Unbounded), range.1),
-            true => ((Bound::Unbounded, range.1), range.0),
-        };
-        let mut unsealer = Unsealer::new(table, shared);
-        contained(&self.path, || {
-            let Some(t) = self.table(table)? else {
-                return Ok(());
-            };
-            let entries = t
-                .range::<&[u8]>(near)
-                .map_err(|e| self.error("cannot read", e))?;
-            walk(entries, reverse, |entry| {
-                let (k, v) = entry.map_err(|e| self.error("cannot read", e))?;
-                let key = k.value();
-                if !within(key, far, reverse) {
-                    return Ok(false);
-                }
-                let value = key
-                    .get(shared.len()..)
-                    .and_then(|tail| unsealer.unseal(tail, v.value()))
-                    .ok_or_else(|| self.damaged(table, key))?;
-                Ok(visit(key, value))
-            })
-        })
-    }
-
     /// The file, as errors name it.
     pub(crate) fn path(&self) -> &str {
         &self.path
@@ -542,7 +493,39 @@ impl Store for Redb {
         reverse: bool,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), Error> {
-        self.each(table, range, reverse, visit)
+        if is_empty(&range) {
+            return Ok(());
+        }
+        // redb is given the near bound only, and the scan compares each key with the far one:
+        // a key between both starts with the bounds' shared prefix, so its checksum is
+        // computed from where it leaves that prefix. (A key out of the tree's order, that is
+        // not between them, fails its checksum.)
+        let shared = shared_prefix(range);
+        let (near, far) = match reverse {
+            false => ((range.0, Bound::Unbounded), range.1),
+            true => ((Bound::Unbounded, range.1), range.0),
+        };
+        let mut unsealer = Unsealer::new(table, shared);
+        contained(&self.path, || {
+            let Some(t) = self.table(table)? else {
+                return Ok(());
+            };
+            let entries = t
+                .range::<&[u8]>(near)
+                .map_err(|e| self.error("cannot read", e))?;
+            walk(entries, reverse, |entry| {
+                let (k, v) = entry.map_err(|e| self.error("cannot read", e))?;
+                let key = k.value();
+                if !within(key, far, reverse) {
+                    return Ok(false);
+                }
+                let value = key
+                    .get(shared.len()..)
+                    .and_then(|tail| unsealer.unseal(tail, v.value()))
+                    .ok_or_else(|| self.damaged(table, key))?;
+                Ok(visit(key, value))
+            })
+        })
     }
 
     fn apply(&mut self, batch: Batch) -> Result<(), Error> {
