@@ -176,7 +176,7 @@ impl Store {
     async fn open(&self) -> Result<Arc<dyn Backend>, Error> {
         let engine = match &self.data {
             Some(path) => Embedded::open_with_cache(path, self.cache_bytes)?,
-            None => Embedded::in_memory(),
+            None => Embedded::in_memory_compressed(),
         };
         let engine = match self.keep_versions {
             Some(retention) => engine.keep_versions(retention),

@@ -10,6 +10,7 @@
 //! The history lives in memory, for both stores: a file reopened keeps no past versions.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use std::ops::{Bound, RangeBounds};
@@ -24,6 +25,7 @@ use crate::model::scalar::Timestamp;
 
 use super::exec::corrupt;
 use super::index::{self, Composite, decode_entity};
+use super::ranges::overlay;
 use super::store::{Batch, Range, Store};
 
 /// How long past versions are kept for `read_time` reads by default: the service's hour.
@@ -38,7 +40,7 @@ pub(crate) const DEFAULT_MAX_CHANGES: usize = 1_000_000;
 /// One entity's stored form before a change, and the version that changed it.
 struct Before {
     version: u64,
-    value: Option<Vec<u8>>,
+    value: Option<Box<[u8]>>,
 }
 
 /// What a commit replaced: each entity written (its entities-table key) with its stored form
@@ -55,9 +57,10 @@ pub(crate) struct History {
     /// When the `floor` version was current from: reads at an earlier time are refused.
     floor_time: Timestamp,
     /// For each entity changed after `floor`: its stored forms before each change, oldest first.
-    changed: Map<Vec<u8>, SmallVec<[Before; 1]>>,
+    /// The key is held once, here and in `log` (a million changes kept by default).
+    changed: Map<Arc<[u8]>, SmallVec<[Before; 1]>>,
     /// The changes kept, in version order (what to collect first, and what changed since).
-    log: VecDeque<(u64, Vec<u8>)>,
+    log: VecDeque<(u64, Arc<[u8]>)>,
     /// When each version after `floor` was committed, in order.
     times: VecDeque<(u64, Timestamp)>,
     /// When the last commit was applied: each commit's time is later (a file keeps it, so
@@ -127,10 +130,14 @@ impl History {
         }
         self.times.push_back((version, time));
         for (key, value) in undo {
-            self.changed
-                .entry(key.clone())
-                .or_default()
-                .push(Before { version, value });
+            let key = match self.changed.get_key_value(key.as_slice()) {
+                Some((held, _)) => held.clone(),
+                None => Arc::from(key),
+            };
+            // A stored form read from the store is a copy of its length: boxed in place.
+            let value = value.map(Vec::into_boxed_slice);
+            let befores = self.changed.entry(key.clone()).or_default();
+            befores.push(Before { version, value });
             self.log.push_back((version, key));
         }
     }
@@ -150,8 +157,8 @@ impl History {
             .iter()
             .rev()
             .take_while(|(v, _)| *v > version)
-            .filter(|(_, key)| seen.insert(key.as_slice()))
-            .map(|(_, key)| key.as_slice())
+            .filter(|(_, key)| seen.insert(&**key))
+            .map(|(_, key)| &**key)
             .collect()
     }
 
@@ -212,10 +219,10 @@ impl History {
                 let Some((_, key)) = self.log.pop_front() else {
                     break;
                 };
-                if let Some(befores) = self.changed.get_mut(&key) {
+                if let Some(befores) = self.changed.get_mut(&*key) {
                     befores.remove(0);
                     if befores.is_empty() {
-                        self.changed.remove(&key);
+                        self.changed.remove(&*key);
                     }
                 }
             }
@@ -320,7 +327,7 @@ impl Store for AsOf<'_> {
         reverse: bool,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), Error> {
-        let mut overrides = match self.current() {
+        let overrides = match self.current() {
             true => Vec::new(),
             false => self.overrides(table, range)?,
         };
@@ -329,50 +336,10 @@ impl Store for AsOf<'_> {
         }
         // The store's entries and the overrides, merged in scan order; an override replaces
         // (or, when absent then, hides) the store's entry of the same key.
-        if reverse {
-            overrides.reverse();
-        }
-        let mut pending = overrides.iter().map(|(k, v)| (k.as_slice(), v.as_deref()));
-        let mut next = pending.next();
-        let before = |a: &[u8], b: &[u8]| match reverse {
-            true => a > b,
-            false => a < b,
-        };
-        let mut stopped = false;
-        self.store.scan(table, range, reverse, &mut |key, value| {
-            while let Some((k, v)) = next
-                && before(k, key)
-            {
-                next = pending.next();
-                if let Some(v) = v
-                    && !visit(k, v)
-                {
-                    stopped = true;
-                    return false;
-                }
-            }
-            if let Some((k, v)) = next
-                && k == key
-            {
-                next = pending.next();
-                return match v {
-                    Some(v) => {
-                        stopped = !visit(k, v);
-                        !stopped
-                    }
-                    None => true,
-                };
-            }
-            stopped = !visit(key, value);
-            !stopped
-        })?;
-        while !stopped && let Some((k, v)) = next {
-            next = pending.next();
-            if let Some(v) = v {
-                stopped = !visit(k, v);
-            }
-        }
-        Ok(())
+        let overrides = overrides.iter().map(|(k, v)| (k.as_slice(), v.as_deref()));
+        overlay(overrides, reverse, visit, |visit| {
+            self.store.scan(table, range, reverse, visit)
+        })
     }
 
     fn apply(&mut self, _: Batch) -> Result<(), Error> {

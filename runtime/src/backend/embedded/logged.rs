@@ -19,6 +19,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 
+use super::ranges::overlay;
 use super::store::{Batch, Key, Op, Range, Redb, Store, is_empty};
 use crate::error::Error;
 use crate::format::file::LOG;
@@ -218,44 +219,11 @@ impl Store for Logged {
         let Some(pending) = self.pending.get(table).filter(|_| !is_empty(&range)) else {
             return self.redb.scan(table, range, reverse, visit);
         };
-        let mut logged = pending.range::<[u8], _>(range);
-        let mut step = move || match reverse {
-            true => logged.next_back(),
-            false => logged.next(),
-        };
-        // Whether `a` comes before `b` in the scan's direction.
-        let before = |a: &[u8], b: &[u8]| match reverse {
-            true => a > b,
-            false => a < b,
-        };
-        let mut held = step();
-        let mut stopped = false;
-        self.redb.scan(table, range, reverse, &mut |key, value| {
-            while let Some((logged_key, logged_value)) = held {
-                if before(key, logged_key) {
-                    break;
-                }
-                held = step();
-                if let Some(v) = logged_value
-                    && !visit(logged_key, v)
-                {
-                    stopped = true;
-                    return false;
-                }
-                if logged_key.as_slice() == key {
-                    return true;
-                }
-            }
-            stopped = !visit(key, value);
-            !stopped
-        })?;
-        while !stopped && let Some((logged_key, logged_value)) = held {
-            if let Some(v) = logged_value {
-                stopped = !visit(logged_key, v);
-            }
-            held = step();
-        }
-        Ok(())
+        let logged = pending.range::<[u8], _>(range);
+        let logged = logged.map(|(k, v)| (k.as_slice(), v.as_deref()));
+        overlay(logged, reverse, visit, |visit| {
+            self.redb.scan(table, range, reverse, visit)
+        })
     }
 
     /// Logs `batch` (on disk when this returns), then holds it for reads; a checkpoint
@@ -330,7 +298,7 @@ mod tests {
     use redb::{ReadableDatabase as _, ReadableTableMetadata as _};
 
     use super::*;
-    use crate::backend::embedded::memory::Memory;
+    use crate::backend::embedded::memory::tests::{reads_as_the_memory_store, scanned};
     use crate::format::file::seal;
 
     fn file(name: &str) -> std::path::PathBuf {
@@ -340,24 +308,6 @@ mod tests {
         ));
         let _ = std::fs::remove_file(&path);
         path
-    }
-
-    /// Every entry of `table` in `range`, forwards or backwards, stopping after `limit`.
-    fn scanned(
-        store: &dyn Store,
-        table: &str,
-        range: Range<'_>,
-        reverse: bool,
-        limit: usize,
-    ) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let mut out = Vec::new();
-        store
-            .scan(table, range, reverse, &mut |k, v| {
-                out.push((k.to_vec(), v.to_vec()));
-                out.len() < limit
-            })
-            .unwrap();
-        out
     }
 
     /// A record's layout, pinned: a log written by one version is applied by the next.
@@ -387,75 +337,13 @@ mod tests {
         assert!(decode(&record[..record.len() - 1]).is_err());
     }
 
-    /// Random puts and deletes, some of them over keys already checkpointed, read after each
-    /// commit as the memory store reads the same commits: by key, by range in both
-    /// directions, whole or stopped early, and counted — with a checkpoint every few commits.
+    /// Random puts and deletes, some of them over keys already checkpointed, read as the
+    /// memory store reads the same commits, with a checkpoint every few commits.
     #[test]
     fn reads_merge_the_logged_commits_with_the_tables_as_one_store() {
         let path = file("merge");
         let mut logged = Logged::with_checkpoint(Redb::open(&path, None).unwrap(), 600).unwrap();
-        let mut memory = Memory::default();
-        let mut random = crate::hash::xorshift(0x2545_f491_4f6c_dd1d_u64);
-        let tables = ["entities", "kinds", "properties"];
-        for _ in 0..400 {
-            let mut batch = (Batch::default(), Batch::default());
-            for _ in 0..=random(6) {
-                let table = tables[random(3) as usize];
-                // Keys of one to three bytes after a shared one: scans compare and check
-                // them from where they leave their bounds' shared prefix.
-                let mut key = vec![b'k', random(40) as u8];
-                key.extend((0..random(3)).map(|_| random(4) as u8));
-                match random(3) {
-                    0 => {
-                        batch.0.delete(table, key.clone());
-                        batch.1.delete(table, key);
-                    }
-                    _ => {
-                        // Index entries hold no value (a file keeps none).
-                        let len = if table == "entities" { random(20) } else { 0 };
-                        let value = vec![random(256) as u8; len as usize];
-                        batch.0.put(table, key.clone(), value.clone());
-                        batch.1.put(table, key, value);
-                    }
-                }
-            }
-            logged.apply(batch.0).unwrap();
-            memory.apply(batch.1).unwrap();
-            for table in tables {
-                let (a, b) = (vec![b'k', random(40) as u8], vec![b'k', random(40) as u8]);
-                let ranges: [Range<'_>; 6] = [
-                    (Bound::Unbounded, Bound::Unbounded),
-                    (Bound::Included(&a), Bound::Excluded(&b)),
-                    (Bound::Excluded(&a), Bound::Included(&b)),
-                    (Bound::Included(&a), Bound::Included(&b)),
-                    (Bound::Included(&a), Bound::Unbounded),
-                    (Bound::Unbounded, Bound::Excluded(&b)),
-                ];
-                for range in ranges {
-                    for reverse in [false, true] {
-                        let limit = random(30) as usize + 1;
-                        assert_eq!(
-                            scanned(&logged, table, range, reverse, limit),
-                            scanned(&memory, table, range, reverse, limit),
-                            "{table} {range:?} reverse: {reverse}, limit {limit}"
-                        );
-                    }
-                    // Counted (whole, up to a limit, up to none) as many as a scan visits.
-                    let all = scanned(&memory, table, range, false, usize::MAX).len();
-                    for limit in [usize::MAX, random(30) as usize, 0] {
-                        let counts = [&logged as &dyn Store, &memory]
-                            .map(|store| store.count(table, range, limit).unwrap());
-                        assert_eq!(counts, [all.min(limit); 2], "{table} {range:?} {limit}");
-                    }
-                }
-                let read = |store: &dyn Store| {
-                    let mut found = None;
-                    let there = store.get(table, &a, &mut |v| found = Some(v.to_vec()));
-                    (there.unwrap(), found)
-                };
-                assert_eq!(read(&logged), read(&memory), "{table} {a:?}");
-            }
-        }
+        reads_as_the_memory_store(&mut logged, 400);
         assert!(logged.first > 0, "checkpoints were made");
         assert!(
             logged.first < logged.next,

@@ -122,3 +122,97 @@ impl Store for Memory {
         Ok(())
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::ops::Bound;
+
+    use super::*;
+
+    /// Every entry of `table` in `range`, forwards or backwards, stopping after `limit`.
+    pub(crate) fn scanned(
+        store: &dyn Store,
+        table: &str,
+        range: Range<'_>,
+        reverse: bool,
+        limit: usize,
+    ) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::new();
+        store
+            .scan(table, range, reverse, &mut |k, v| {
+                out.push((k.to_vec(), v.to_vec()));
+                out.len() < limit
+            })
+            .unwrap();
+        out
+    }
+
+    /// `rounds` commits of random puts and deletes (over keys written before, some of them
+    /// long before) applied to `store` and to the memory store, and `store` read after each
+    /// as the memory store reads: by key, by range in both directions, whole or stopped
+    /// early, and counted.
+    pub(crate) fn reads_as_the_memory_store(store: &mut dyn Store, rounds: usize) {
+        let mut memory = Memory::default();
+        let mut random = crate::hash::xorshift(0x2545_f491_4f6c_dd1d_u64);
+        let tables = ["entities", "kinds", "properties"];
+        for _ in 0..rounds {
+            let mut batch = (Batch::default(), Batch::default());
+            for _ in 0..=random(6) {
+                let table = tables[random(3) as usize];
+                // Keys of one to three bytes after a shared one: scans compare and check
+                // them from where they leave their bounds' shared prefix.
+                let mut key = vec![b'k', random(40) as u8];
+                key.extend((0..random(3)).map(|_| random(4) as u8));
+                match random(3) {
+                    0 => {
+                        batch.0.delete(table, key.clone());
+                        batch.1.delete(table, key);
+                    }
+                    _ => {
+                        // Index entries hold no value (a file keeps none).
+                        let len = if table == "entities" { random(20) } else { 0 };
+                        let value = vec![random(256) as u8; len as usize];
+                        batch.0.put(table, key.clone(), value.clone());
+                        batch.1.put(table, key, value);
+                    }
+                }
+            }
+            store.apply(batch.0).unwrap();
+            memory.apply(batch.1).unwrap();
+            for table in tables {
+                let (a, b) = (vec![b'k', random(40) as u8], vec![b'k', random(40) as u8]);
+                let ranges: [Range<'_>; 6] = [
+                    (Bound::Unbounded, Bound::Unbounded),
+                    (Bound::Included(&a), Bound::Excluded(&b)),
+                    (Bound::Excluded(&a), Bound::Included(&b)),
+                    (Bound::Included(&a), Bound::Included(&b)),
+                    (Bound::Included(&a), Bound::Unbounded),
+                    (Bound::Unbounded, Bound::Excluded(&b)),
+                ];
+                for range in ranges {
+                    for reverse in [false, true] {
+                        let limit = random(30) as usize + 1;
+                        assert_eq!(
+                            scanned(store, table, range, reverse, limit),
+                            scanned(&memory, table, range, reverse, limit),
+                            "{table} {range:?} reverse: {reverse}, limit {limit}"
+                        );
+                    }
+                    // Counted (whole, up to a limit, up to none) as many as a scan visits.
+                    let all = scanned(&memory, table, range, false, usize::MAX).len();
+                    for limit in [usize::MAX, random(30) as usize, 0] {
+                        let counts = [&*store, &memory as &dyn Store]
+                            .map(|store| store.count(table, range, limit).unwrap());
+                        assert_eq!(counts, [all.min(limit); 2], "{table} {range:?} {limit}");
+                    }
+                }
+                let read = |store: &dyn Store| {
+                    let mut found = None;
+                    let there = store.get(table, &a, &mut |v| found = Some(v.to_vec()));
+                    (there.unwrap(), found)
+                };
+                assert_eq!(read(store), read(&memory), "{table} {a:?}");
+            }
+        }
+    }
+}

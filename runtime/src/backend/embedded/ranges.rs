@@ -1,6 +1,6 @@
 //! Ranges of the ordered tables' keys, as both stores read them: whether one is empty, the
 //! prefix every key inside it starts with, which side of its far end a key is on, and a walk
-//! over a store's entries in either direction.
+//! over a store's entries in either direction, and writes laid over a store's entries.
 
 use std::ops::Bound;
 
@@ -26,6 +26,54 @@ pub(super) fn walk<T>(
             return Ok(());
         }
     }
+}
+
+/// A scan of a store's entries with `writes` laid over them (a value, or `None` where one was
+/// deleted), both in the scan's order: `base` scans the store with the visitor it is given,
+/// and `visit` sees the merged entries, a write replacing the store's entry under its key.
+pub(super) fn overlay<'a>(
+    mut writes: impl DoubleEndedIterator<Item = (&'a [u8], Option<&'a [u8]>)>,
+    reverse: bool,
+    visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    base: impl FnOnce(&mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let mut step = move || match reverse {
+        true => writes.next_back(),
+        false => writes.next(),
+    };
+    // Whether `a` comes before `b` in the scan's direction.
+    let before = |a: &[u8], b: &[u8]| match reverse {
+        true => a > b,
+        false => a < b,
+    };
+    let mut held = step();
+    let mut stopped = false;
+    base(&mut |key, value| {
+        while let Some((written, written_value)) = held {
+            if before(key, written) {
+                break;
+            }
+            held = step();
+            if let Some(v) = written_value
+                && !visit(written, v)
+            {
+                stopped = true;
+                return false;
+            }
+            if written == key {
+                return true;
+            }
+        }
+        stopped = !visit(key, value);
+        !stopped
+    })?;
+    while !stopped && let Some((written, written_value)) = held {
+        if let Some(v) = written_value {
+            stopped = !visit(written, v);
+        }
+        held = step();
+    }
+    Ok(())
 }
 
 /// The longest prefix both of `range`'s bounds start with (none if one is unbounded): every
