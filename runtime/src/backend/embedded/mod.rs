@@ -152,11 +152,12 @@ impl Embedded {
         Embedded::with_store(Box::new(Memory::default()))
     }
 
-    /// An empty engine in memory, in strict index mode, holding its data compressed: about
-    /// a quarter of [`in_memory`](Embedded::in_memory)'s memory for a large data set, for
-    /// reads and writes a few times slower (a read by key decompresses a block of about
-    /// 8 KiB). For a server holding millions of entities; the last few thousand writes of
-    /// each table are held as `in_memory` holds them.
+    /// An empty engine in memory, in strict index mode, holding its data compressed: for a
+    /// million small entities, a tenth of [`in_memory`](Embedded::in_memory)'s memory
+    /// (`BENCHMARKS.md`). Reads cost more: one by key decompresses a block of about 8 KiB.
+    /// For a server holding millions of entities (`datastore-entity-server` without
+    /// `--data`); the last few thousand writes of each table are held as `in_memory` holds
+    /// them.
     pub fn in_memory_compressed() -> Embedded {
         Embedded::with_store(Box::new(packed::Packed::default()))
     }
