@@ -59,8 +59,8 @@ pub struct Options {
     pub host: String,
     /// The port (`8081` by default, the emulators'; `0` picks a free one).
     pub port: u16,
-    /// Keep the data in this file (`Db::open`'s format), created if missing; in memory when
-    /// `None`.
+    /// Keep the data in this file (`Db::open`'s format), created if missing; in memory,
+    /// compressed ([`Embedded::in_memory_compressed`]), when `None`.
     pub data: Option<PathBuf>,
     /// How long past versions are kept for reads at a `read_time`
     /// ([`Embedded::keep_versions`]); the engine's default (an hour, at most a million
@@ -171,7 +171,7 @@ impl Server {
 }
 
 impl Store {
-    /// The store: the file's, or a new one in memory; in strict index mode with the required
+    /// The store: the file's, or a new one in memory (compressed); in strict index mode with the required
     /// indexes declared, or serving every query as the Firestore emulator does.
     async fn open(&self) -> Result<Arc<dyn Backend>, Error> {
         let engine = match &self.data {

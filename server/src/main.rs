@@ -11,7 +11,8 @@ const USAGE: &str = "usage: datastore-entity-server [--host HOST] [--port PORT] 
 
   --host HOST   the address to listen on (default 127.0.0.1)
   --port PORT   the port (default 8081; 0 picks a free one)
-  --data FILE   keep the data in FILE (created if missing; in memory otherwise)
+  --data FILE   keep the data in FILE (created if missing; in memory, compressed,
+                otherwise)
   --require-indexes FILE
                 serve only the queries the composite indexes of this index.yaml serve
                 (as the service does); every query otherwise, as the Firestore emulator
