@@ -7,7 +7,7 @@
 //! entries follow from entities, so they are not kept). Versions that no open transaction and
 //! no read inside the retention window can ask for are collected.
 //!
-//! The history lives in memory, for both stores: a file reopened keeps no past versions.
+//! The history lives in memory, for every store: a file reopened keeps no past versions.
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
-//! Ranges of the ordered tables' keys, as both stores read them: whether one is empty, the
+//! Ranges of the ordered tables' keys, as the stores read them: whether one is empty, the
 //! prefix every key inside it starts with, which side of its far end a key is on, and a walk
-//! over a store's entries in either direction, and writes laid over a store's entries.
+//! over a store's entries in either direction; and writes laid over a store's entries.
 
 use std::ops::Bound;
 

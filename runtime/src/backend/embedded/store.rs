@@ -1,7 +1,7 @@
 //! The ordered key–value store under the engine: named tables of byte keys and values, read
-//! by key or by range (both directions), written in atomic batches. Two implementations: in
-//! memory (`BTreeMap`s, `memory.rs`) and a `redb` file here (ACID; every acknowledged batch
-//! is on disk).
+//! by key or by range (both directions), written in atomic batches. Three implementations:
+//! in memory (`BTreeMap`s, `memory.rs`), in memory compressed (`packed.rs`), and a `redb`
+//! file here (ACID; every acknowledged batch is on disk).
 //!
 //! The engine serialises every call (one lock), so a store needs no locking of its own. A
 //! visitor may read the store again (a nested `get` while scanning).
