@@ -160,6 +160,11 @@ impl<'a> Unsealer<'a> {
         }
     }
 
+    /// The prefix every key read starts with.
+    pub(crate) fn prefix(&self) -> &'a [u8] {
+        self.prefix
+    }
+
     /// [`unseal`] of `sealed`, read under the key `prefix` + `tail`.
     pub(crate) fn unseal<'v>(&mut self, tail: &[u8], sealed: &'v [u8]) -> Option<&'v [u8]> {
         let len = self.prefix.len() + tail.len();

@@ -226,6 +226,16 @@ impl Store for Logged {
         })
     }
 
+    fn count(&self, table: &str, range: Range<'_>, limit: usize) -> Result<usize, Error> {
+        self.readable()?;
+        let writes = self.pending.get(table).filter(|_| !is_empty(&range));
+        let writes = writes.into_iter().flat_map(|pending| {
+            let logged = pending.range::<[u8], _>(range);
+            logged.map(|(k, v)| (k.as_slice(), v.is_some()))
+        });
+        self.redb.count_under(table, range, limit, writes)
+    }
+
     /// Logs `batch` (on disk when this returns), then holds it for reads; a checkpoint
     /// follows once enough is logged.
     fn apply(&mut self, batch: Batch) -> Result<(), Error> {
@@ -431,6 +441,53 @@ mod tests {
         assert_eq!(scanned(&logged.redb, "entities", all, false, 99), expected);
         assert!(scanned(&logged.redb, LOG, all, false, 99).is_empty());
         assert_eq!(scanned(&logged, "entities", all, false, 99), expected);
+        drop(logged);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// A count checks every entry of the file it passes, as a scan does, those the log
+    /// replaces too: a damaged one is an error, not a number; one it stops before is not read.
+    #[test]
+    fn a_count_checks_the_entries_of_the_file_it_passes() {
+        let path = file("count");
+        let mut redb = Redb::open(&path, None).unwrap();
+        let mut batch = Batch::default();
+        (0..10_u8).for_each(|n| batch.put("properties", vec![b'p', n], vec![]));
+        redb.apply(batch).unwrap();
+        drop(redb);
+        {
+            let db = redb::Database::create(&path).unwrap();
+            let write = db.begin_write().unwrap();
+            let mut sealed = seal("properties", &[b'p', 5], &[]);
+            sealed[0] ^= 1;
+            write
+                .open_table(redb::TableDefinition::<&[u8], &[u8]>::new("properties"))
+                .unwrap()
+                .insert(&[b'p', 5][..], sealed.as_slice())
+                .unwrap();
+            write.commit().unwrap();
+        }
+        let redb = Redb::open(&path, None).unwrap();
+        let mut logged = Logged::with_checkpoint(redb, usize::MAX).unwrap();
+        let mut batch = Batch::default();
+        batch.put("properties", vec![b'p', 5], vec![]);
+        batch.delete("properties", vec![b'p', 7]);
+        batch.put("properties", vec![b'p', 3, 1], vec![]);
+        logged.apply(batch).unwrap();
+        let (low, high) = ([b'p', 0], [b'p', 4]);
+        let before = (Bound::Included(&low[..]), Bound::Excluded(&high[..]));
+        assert_eq!(logged.count("properties", before, usize::MAX).unwrap(), 5);
+        let all = (Bound::Unbounded, Bound::Unbounded);
+        assert_eq!(logged.count("properties", all, 3).unwrap(), 3);
+        for counted in [
+            logged.count("properties", all, 99),
+            logged.redb.count("properties", all, 99),
+        ] {
+            let Err(Error::Storage { reason }) = counted else {
+                panic!("a damaged entry is counted: {counted:?}");
+            };
+            assert!(reason.contains("damaged"), "{reason}");
+        }
         drop(logged);
         let _ = std::fs::remove_file(&path);
     }

@@ -8,7 +8,6 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -24,7 +23,7 @@ use crate::format::keycode;
 use crate::hash::Map;
 
 pub(crate) use super::ranges::{Range, is_empty};
-use super::ranges::{shared_prefix, walk, within};
+use super::ranges::{shared_prefix, within};
 
 /// One change of a batch.
 pub(crate) enum Op {
@@ -496,36 +495,52 @@ impl Store for Redb {
         if is_empty(&range) {
             return Ok(());
         }
-        // redb is given the near bound only, and the scan compares each key with the far one:
+        // redb's cursor is put at the near bound, and the scan compares each key with the far
+        // one (a cursor steps without the two ends and the checks of redb's range iterator):
         // a key between both starts with the bounds' shared prefix, so its checksum is
         // computed from where it leaves that prefix. (A key out of the tree's order, that is
         // not between them, fails its checksum.)
         let shared = shared_prefix(range);
-        let (near, far) = match reverse {
-            false => ((range.0, Bound::Unbounded), range.1),
-            true => ((Bound::Unbounded, range.1), range.0),
+        let far = match reverse {
+            false => range.1,
+            true => range.0,
         };
         let mut unsealer = Unsealer::new(table, shared);
         contained(&self.path, || {
             let Some(t) = self.table(table)? else {
                 return Ok(());
             };
-            let entries = t
-                .range::<&[u8]>(near)
-                .map_err(|e| self.error("cannot read", e))?;
-            walk(entries, reverse, |entry| {
-                let (k, v) = entry.map_err(|e| self.error("cannot read", e))?;
+            let read = |e: redb::StorageError| self.error("cannot read", e);
+            let mut cursor = match reverse {
+                false => t.lower_bound(range.0),
+                true => t.upper_bound(range.1),
+            }
+            .map_err(read)?;
+            loop {
+                let entry = match reverse {
+                    false => cursor.next(),
+                    true => cursor.prev(),
+                };
+                let Some((k, v)) = entry.map_err(read)? else {
+                    return Ok(());
+                };
                 let key = k.value();
                 if !within(key, far, reverse) {
-                    return Ok(false);
+                    return Ok(());
                 }
                 let value = key
                     .get(shared.len()..)
                     .and_then(|tail| unsealer.unseal(tail, v.value()))
                     .ok_or_else(|| self.damaged(table, key))?;
-                Ok(visit(key, value))
-            })
+                if !visit(key, value) {
+                    return Ok(());
+                }
+            }
         })
+    }
+
+    fn count(&self, table: &str, range: Range<'_>, limit: usize) -> Result<usize, Error> {
+        self.count_under(table, range, limit, std::iter::empty())
     }
 
     fn apply(&mut self, batch: Batch) -> Result<(), Error> {
@@ -549,6 +564,72 @@ impl Store for Redb {
 }
 
 impl Redb {
+    /// How many entries `range` holds, up to `limit`, with `writes` laid over the file's
+    /// (each a key inside `range`, in increasing order, and whether it puts a value or
+    /// deletes): what a [`Store::scan`] of the file under those writes would visit, every
+    /// entry of the file in `range` checked as the scan checks it, but no call per entry and
+    /// one comparison per entry (with the next write's key, or with the range's end once
+    /// there is none).
+    pub(crate) fn count_under<'w>(
+        &self,
+        table: &str,
+        range: Range<'_>,
+        limit: usize,
+        mut writes: impl Iterator<Item = (&'w [u8], bool)>,
+    ) -> Result<usize, Error> {
+        if limit == 0 || is_empty(&range) {
+            return Ok(0);
+        }
+        let mut unsealer = Unsealer::new(table, shared_prefix(range));
+        let mut held = writes.next();
+        let mut counted = 0;
+        contained(&self.path, || {
+            let Some(t) = self.table(table)? else {
+                return Ok(());
+            };
+            let read = |e: redb::StorageError| self.error("cannot read", e);
+            let mut cursor = t.lower_bound(range.0).map_err(read)?;
+            while let Some((k, v)) = cursor.next().map_err(read)? {
+                let key = k.value();
+                let mut replaced = false;
+                // Past the next write's key (the writes are inside the range), or the end.
+                let further = match held {
+                    Some((written, _)) => key >= written,
+                    None => !within(key, range.1, false),
+                };
+                if further {
+                    while let Some((written, put)) = held.filter(|(w, _)| *w <= key) {
+                        counted += usize::from(put);
+                        held = writes.next();
+                        replaced = written == key;
+                        if counted >= limit || replaced {
+                            break;
+                        }
+                    }
+                    if counted >= limit || !within(key, range.1, false) {
+                        return Ok(());
+                    }
+                }
+                key.get(unsealer.prefix().len()..)
+                    .and_then(|tail| unsealer.unseal(tail, v.value()))
+                    .ok_or_else(|| self.damaged(table, key))?;
+                counted += usize::from(!replaced);
+                if counted >= limit {
+                    return Ok(());
+                }
+            }
+            Ok(())
+        })?;
+        // The writes past the file's last entry.
+        while counted < limit
+            && let Some((_, put)) = held
+        {
+            counted += usize::from(put);
+            held = writes.next();
+        }
+        Ok(counted.min(limit))
+    }
+
     /// Applies `batch` in one durable redb transaction, every value sealed: one table after
     /// another, each in key order (a copy-on-write B-tree then changes each page it touches
     /// in one run instead of going back to it), the writes to one key in their order.
