@@ -18,7 +18,7 @@ pub use crate::model::schema::{
     ReplicaSchema, Schema, ShardedIndexSchema, VectorIndexSchema,
 };
 pub use crate::model::sink::{Form, ValueWriter};
-pub use crate::model::stored::ValueRef;
+pub use crate::model::stored::{StoredAt, ValueRef};
 pub use crate::model::value::{DecodeError, Property, PropertyMap, Value};
 pub use crate::query::descriptor::{
     Excluded, Flattened, IndexMarker, Indexed, Nested, PropertyPath,

@@ -8,7 +8,7 @@
 use crate::error::Error;
 use std::cmp::Ordering;
 
-use crate::model::stored::{ValueView, checked_view, chunk, len};
+use crate::model::stored::{StoredAt, ValueView, checked_view, chunk, len};
 
 /// A stored property map being read front to back (see the module docs).
 pub struct InOrder<'a> {
@@ -41,52 +41,71 @@ impl<'a> InOrder<'a> {
         }
     }
 
-    /// The value of property `name`, if the map has it. Names must be asked for in
-    /// increasing order; the properties before `name` are checked and passed over.
-    pub(crate) fn find(&mut self, name: &str) -> Option<ValueView<'a>> {
+    /// The bytes of property `name`'s value (not checked yet: its read checks it, or
+    /// [`InOrder::view`]), if the map has it. Names must be asked for in strictly increasing
+    /// order; the properties before `name` are checked and passed over.
+    pub(crate) fn find(&mut self, name: &str) -> Option<StoredAt<'a>> {
         while self.left > 0 && !self.malformed {
             let Ok((stored, after)) = chunk(self.rest) else {
                 self.malformed = true;
                 break;
             };
             // Compared as bytes: a stored name equal to `name` is UTF-8 without a check, and
-            // one after it is checked when it is read or passed over.
-            let found = match stored.cmp(name.as_bytes()) {
+            // one before it is checked when it is passed over.
+            match stored.cmp(name.as_bytes()) {
                 Ordering::Greater => return None,
-                Ordering::Equal => Some(name),
-                Ordering::Less => None,
-            };
-            let Some(value) = self.next(stored, found, after) else {
-                self.malformed = true;
-                break;
-            };
-            if found.is_some() {
-                return Some(value);
+                Ordering::Less => {
+                    self.malformed = self.pass(stored, after).is_none();
+                }
+                Ordering::Equal => {
+                    // Past the last name without a comparison: every name read so far was
+                    // less than one asked for before `name` or passed over before it.
+                    debug_assert!(self.last.is_none_or(|last| last < stored));
+                    let Some((_excluded, value)) = after.split_first() else {
+                        self.malformed = true;
+                        break;
+                    };
+                    self.last = Some(stored);
+                    return Some(StoredAt(value));
+                }
             }
         }
         None
     }
 
-    /// Checks the property named `stored` (already known to be the UTF-8 `checked` when
-    /// given) whose flag and value start `after`, and moves past it.
-    fn next(
-        &mut self,
-        stored: &'a [u8],
-        checked: Option<&str>,
-        after: &'a [u8],
-    ) -> Option<ValueView<'a>> {
-        if checked.is_none() {
-            std::str::from_utf8(stored).ok()?;
+    /// The value at `at` (what [`InOrder::find`] gave), checked, and moved past; `None` if
+    /// it is malformed (then reported by [`InOrder::finish`]).
+    pub(crate) fn view(&mut self, at: StoredAt<'a>) -> Option<ValueView<'a>> {
+        match checked_view(at.0) {
+            Ok((value, rest)) => {
+                self.read_to(rest);
+                Some(value)
+            }
+            Err(_) => {
+                self.malformed = true;
+                None
+            }
         }
+    }
+
+    /// Moves past the value just read, which ends where `rest` starts.
+    pub(crate) fn read_to(&mut self, rest: &'a [u8]) {
+        self.rest = rest;
+        self.left -= 1;
+    }
+
+    /// Checks the property named `stored` whose flag and value start `after`, and moves past
+    /// it; `None` if it is malformed.
+    fn pass(&mut self, stored: &'a [u8], after: &'a [u8]) -> Option<()> {
+        std::str::from_utf8(stored).ok()?;
         if self.last.is_some_and(|last| last >= stored) {
             return None;
         }
         let (_excluded, after) = after.split_first()?;
-        let (value, after) = checked_view(after).ok()?;
-        self.rest = after;
-        self.left -= 1;
+        let (_, after) = checked_view(after).ok()?;
+        self.read_to(after);
         self.last = Some(stored);
-        Some(value)
+        Some(())
     }
 
     /// Checks the properties left unread; an error if anything in the map was malformed (the
@@ -94,7 +113,7 @@ impl<'a> InOrder<'a> {
     pub fn finish(mut self) -> Result<(), Error> {
         while self.left > 0 && !self.malformed {
             match chunk(self.rest) {
-                Ok((name, after)) => self.malformed = self.next(name, None, after).is_none(),
+                Ok((name, after)) => self.malformed = self.pass(name, after).is_none(),
                 Err(_) => self.malformed = true,
             }
         }

@@ -6,7 +6,7 @@ use crate::model::name::KeyName;
 use crate::model::scalar::{Blob, GeoPoint, Timestamp, Vector};
 use crate::model::schema::Schema;
 use crate::model::sink::ValueWriter;
-use crate::model::stored::{ValueRef, ValueView};
+use crate::model::stored::{DOUBLE, INTEGER, StoredAt, TIMESTAMP, ValueRef, ValueView};
 use crate::model::value::{DecodeError, Value};
 
 /// A Rust type that can be stored as a property value.
@@ -62,6 +62,18 @@ pub trait PropertyType: Sized {
     #[doc(hidden)]
     fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         Self::from_value(value.to_value()?)
+    }
+
+    /// Reads the stored value at `at` in one pass, checking it as it reads it, when it is of
+    /// this type's own kind and reads without a mistake (what the derive's one-pass read of
+    /// the stored form tries first), and what follows it; `None` for anything else, which is
+    /// then checked and read through [`PropertyType::read_value`] (the same value, the same
+    /// mistakes). Not a public API.
+    #[doc(hidden)]
+    #[inline]
+    fn read_stored(at: StoredAt<'_>) -> Option<(Self, StoredAt<'_>)> {
+        let _ = at;
+        None
     }
 
     /// The value of a property the entity does not have (an error, except for `Option` and `Vec`).
@@ -187,6 +199,11 @@ macro_rules! integer_property {
             fn write_value(&self, w: &mut ValueWriter<'_>) {
                 w.integer(i64::from(*self));
             }
+            #[inline]
+            fn read_stored(at: StoredAt<'_>) -> Option<(Self, StoredAt<'_>)> {
+                let (n, rest) = at.word(INTEGER)?;
+                Some((<$t>::try_from(n.cast_signed()).ok()?, rest))
+            }
             fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
                 if let ValueView::Integer(i) = value.0
                     && let Ok(n) = <$t>::try_from(i)
@@ -236,6 +253,10 @@ impl PropertyType for bool {
     fn write_value(&self, w: &mut ValueWriter<'_>) {
         w.boolean(*self);
     }
+    #[inline]
+    fn read_stored(at: StoredAt<'_>) -> Option<(Self, StoredAt<'_>)> {
+        at.boolean()
+    }
     fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         match value.0 {
             ValueView::Boolean(b) => Ok(b),
@@ -270,6 +291,10 @@ impl PropertyType for String {
     }
     fn write_value(&self, w: &mut ValueWriter<'_>) {
         w.string(self);
+    }
+    #[inline]
+    fn read_stored(at: StoredAt<'_>) -> Option<(Self, StoredAt<'_>)> {
+        at.string().map(|(s, rest)| (s.to_owned(), rest))
     }
     fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         match value.as_str() {
@@ -318,6 +343,10 @@ impl PropertyType for f64 {
     fn write_value(&self, w: &mut ValueWriter<'_>) {
         w.double(*self);
     }
+    #[inline]
+    fn read_stored(at: StoredAt<'_>) -> Option<(Self, StoredAt<'_>)> {
+        at.word(DOUBLE).map(|(n, rest)| (f64::from_bits(n), rest))
+    }
     fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         match value.0 {
             ValueView::Double(d) => Ok(d),
@@ -363,6 +392,11 @@ impl PropertyType for Timestamp {
     }
     fn write_value(&self, w: &mut ValueWriter<'_>) {
         w.timestamp(*self);
+    }
+    #[inline]
+    fn read_stored(at: StoredAt<'_>) -> Option<(Self, StoredAt<'_>)> {
+        let (n, rest) = at.word(TIMESTAMP)?;
+        Some((Timestamp::checked(n.cast_signed())?, rest))
     }
     fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         match value.0 {
@@ -459,6 +493,13 @@ impl<T: PropertyType> PropertyType for Option<T> {
             None => w.null(),
         }
     }
+    #[inline]
+    fn read_stored(at: StoredAt<'_>) -> Option<(Self, StoredAt<'_>)> {
+        match at.null() {
+            Some(rest) => Some((None, rest)),
+            None => T::read_stored(at).map(|(v, rest)| (Some(v), rest)),
+        }
+    }
     fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         match value.is_null() {
             true => Ok(None),
@@ -497,6 +538,21 @@ impl<T: PropertyType> PropertyType for Vec<T> {
     fn write_value(&self, w: &mut ValueWriter<'_>) {
         w.array(self.len());
         self.iter().for_each(|v| v.write_value(w));
+    }
+    /// An array of values of `T`'s own kind, each read as it is checked (arrays of arrays
+    /// are left to the general read, which checks their depth).
+    fn read_stored(at: StoredAt<'_>) -> Option<(Self, StoredAt<'_>)> {
+        if T::REPEATED {
+            return None;
+        }
+        let (len, mut rest) = at.array()?;
+        let mut out = Vec::with_capacity(len.min(4096));
+        for _ in 0..len {
+            let (v, after) = T::read_stored(rest)?;
+            out.push(v);
+            rest = after;
+        }
+        Some((out, rest))
     }
     fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         let (Some(elements), Some(len)) = (value.elements(), value.array_len()) else {

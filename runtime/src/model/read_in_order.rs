@@ -37,7 +37,16 @@ impl ReadInOrder for InOrder<'_> {
         name: &str,
         missing: Option<fn() -> T>,
     ) -> Result<T, DecodeError> {
-        match self.find(name) {
+        // Straight from the bytes when they hold a value of `T`'s own kind, else checked
+        // and read through a view (the same value, the same mistakes).
+        let Some(at) = self.find(name) else {
+            return missing_as(missing);
+        };
+        if let Some((read, rest)) = T::read_stored(at) {
+            self.read_to(rest.0);
+            return Ok(read);
+        }
+        match self.view(at) {
             Some(value) => T::read_value(ValueRef(value)),
             None => missing_as(missing),
         }

@@ -858,7 +858,7 @@ pub(crate) fn len(bytes: &[u8]) -> Result<(usize, &[u8]), Malformed> {
 }
 
 #[inline]
-fn u64(bytes: &[u8]) -> Result<(u64, &[u8]), Malformed> {
+pub(crate) fn u64(bytes: &[u8]) -> Result<(u64, &[u8]), Malformed> {
     let (head, rest) = bytes.split_first_chunk::<8>().ok_or(Malformed)?;
     Ok((u64::from_le_bytes(*head), rest))
 }
@@ -1047,12 +1047,18 @@ pub(crate) fn find_property<'a>(
     Ok(None)
 }
 
-/// Checks a stored property map at the start of `bytes`; returns what follows it.
+/// Checks a stored property map at the start of `bytes` as [`slots`] checks one (names
+/// strictly increasing too: an embedded entity that passes decodes); returns what follows it.
 fn skip_properties(bytes: &[u8], depth: usize, keys: bool) -> Result<&[u8], Malformed> {
     let (n, mut rest) = len(bytes)?;
+    let mut last: Option<&str> = None;
     for _ in 0..n {
-        rest = text(rest)?.1;
-        let (_, after) = rest.split_first().ok_or(Malformed)?;
+        let (name, after) = text(rest)?;
+        if last.is_some_and(|last| last >= name) {
+            return Err(Malformed);
+        }
+        last = Some(name);
+        let (_, after) = after.split_first().ok_or(Malformed)?;
         rest = view_in(after, depth, keys)?.1;
     }
     Ok(rest)
@@ -1319,6 +1325,58 @@ impl Stored {
 
     pub(crate) fn entries(&self) -> &Entries {
         self.decoded.get_or_init(|| Box::new(self.decode()))
+    }
+}
+
+/// A stored value's bytes, not checked yet, and what follows them: what a field's one-pass
+/// read takes straight from the stored form when the value is of the field's own type
+/// ([`PropertyType::read_stored`](crate::PropertyType::read_stored)), checking it as it
+/// reads it. Not a public API.
+#[derive(Debug, Clone, Copy)]
+pub struct StoredAt<'a>(pub(crate) &'a [u8]);
+
+impl<'a> StoredAt<'a> {
+    /// What follows the tag when the value is a `tag`.
+    #[inline(always)]
+    pub(crate) fn tagged(self, tag: u8) -> Option<&'a [u8]> {
+        match self.0.split_first() {
+            Some((&found, rest)) if found == tag => Some(rest),
+            _ => None,
+        }
+    }
+
+    /// The 8 bytes of a value that is a `tag` (an integer, a double, a timestamp).
+    #[inline(always)]
+    pub(crate) fn word(self, tag: u8) -> Option<(u64, StoredAt<'a>)> {
+        let (n, rest) = u64(self.tagged(tag)?).ok()?;
+        Some((n, StoredAt(rest)))
+    }
+
+    /// A string value, checked to be UTF-8.
+    #[inline(always)]
+    pub(crate) fn string(self) -> Option<(&'a str, StoredAt<'a>)> {
+        let (s, rest) = text(self.tagged(STRING)?).ok()?;
+        Some((s, StoredAt(rest)))
+    }
+
+    /// A boolean value.
+    #[inline(always)]
+    pub(crate) fn boolean(self) -> Option<(bool, StoredAt<'a>)> {
+        let (&b, rest) = self.tagged(BOOLEAN)?.split_first()?;
+        Some((b != 0, StoredAt(rest)))
+    }
+
+    /// What follows a null value.
+    #[inline(always)]
+    pub(crate) fn null(self) -> Option<StoredAt<'a>> {
+        self.tagged(NULL).map(StoredAt)
+    }
+
+    /// An array value's length, and its elements' bytes.
+    #[inline(always)]
+    pub(crate) fn array(self) -> Option<(usize, StoredAt<'a>)> {
+        let (n, rest) = len(self.tagged(ARRAY)?).ok()?;
+        Some((n, StoredAt(rest)))
     }
 }
 
