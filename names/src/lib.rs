@@ -237,6 +237,11 @@ pub fn suggest(role: NameRole, name: &str) -> Option<String> {
     (fixed != name && check(role, &fixed).is_ok()).then_some(fixed)
 }
 
+/// Whether `name` matches `__.*__`, which the service reserves (R-N5).
+pub const fn is_reserved_name(name: &str) -> bool {
+    is_reserved(name.as_bytes())
+}
+
 const fn is_reserved(bytes: &[u8]) -> bool {
     let n = bytes.len();
     n >= 4 && bytes[0] == b'_' && bytes[1] == b'_' && bytes[n - 2] == b'_' && bytes[n - 1] == b'_'

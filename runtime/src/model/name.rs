@@ -5,6 +5,7 @@
 
 use std::fmt;
 
+pub(crate) use datastore_entity_names::is_reserved_name;
 pub use datastore_entity_names::{MAX_NAME_BYTES, NameRole, NameViolation};
 
 use crate::error::Error;

@@ -3,9 +3,10 @@
 //! batches that come back. The typed descriptors (`descriptor.rs`) and the `Db`'s queries
 //! build it; every backend answers it.
 
+use std::borrow::Cow;
 use std::fmt;
 
-use crate::model::key::{PartitionId, RawKey};
+use crate::model::key::{KEY_PROPERTY, PartitionId, RawKey};
 use crate::model::scalar::{Timestamp, Vector};
 use crate::model::schema::Direction;
 use crate::model::value::{PropertyMap, Value};
@@ -160,7 +161,8 @@ pub enum ResultShape {
 pub struct QuerySpec {
     /// The partition (namespace) queried.
     pub partition: PartitionId,
-    /// The kind.
+    /// The kind; empty: every kind (a kindless query, which takes only ancestor and `__key__`
+    /// filters, and no order but the key ascending).
     pub kind: String,
     /// Only entities under this key (strongly consistent, R-E1).
     pub ancestor: Option<RawKey>,
@@ -182,6 +184,39 @@ pub struct QuerySpec {
     /// Return the entities whose vector is nearest this one, nearest first (the filters
     /// choose among them; orders and `limit` do not apply).
     pub find_nearest: Option<FindNearest>,
+}
+
+impl QuerySpec {
+    /// The query as the service answers it: `__key__` among the projected properties adds
+    /// nothing (every result holds its key), so it is dropped, and a projection of the key
+    /// alone is a keys-only query.
+    pub(crate) fn answered(&self) -> Cow<'_, QuerySpec> {
+        let ResultShape::Projection(names) = &self.shape else {
+            return Cow::Borrowed(self);
+        };
+        if !names.iter().any(|n| n == KEY_PROPERTY) {
+            return Cow::Borrowed(self);
+        }
+        let rest: Vec<String> = names
+            .iter()
+            .filter(|n| *n != KEY_PROPERTY)
+            .cloned()
+            .collect();
+        let shape = match rest.is_empty() {
+            true => ResultShape::KeysOnly,
+            false => ResultShape::Projection(rest),
+        };
+        Cow::Owned(QuerySpec {
+            shape,
+            ..self.clone()
+        })
+    }
+
+    /// Whether the query reads every kind (its kind is empty): only ancestor and `__key__`
+    /// filters, ordered by the key ascending at most, as the service takes it.
+    pub fn is_kindless(&self) -> bool {
+        self.kind.is_empty()
+    }
 }
 
 /// A nearest-neighbour search (the service's `FindNearest`).

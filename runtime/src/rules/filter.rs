@@ -13,6 +13,7 @@
 use std::cmp::Ordering;
 
 use crate::model::key::KEY_PROPERTY;
+use crate::model::schema::Direction;
 use crate::model::value::Value;
 use crate::model::walk::compare_values;
 use crate::query::spec::{FilterNode, Operator, PropertyFilter, QuerySpec, ResultShape};
@@ -77,6 +78,9 @@ pub(crate) fn check(filters: &[FilterNode]) -> Result<(), String> {
 /// of a refusal.
 pub(crate) fn check_query(query: &QuerySpec) -> Result<(), String> {
     check(&query.filters)?;
+    if query.is_kindless() {
+        check_kindless(query)?;
+    }
     for leaf in query.filters.iter().flat_map(FilterNode::leaves) {
         let operands = match &leaf.value {
             Value::Array(values) if matches!(leaf.op, Operator::In | Operator::NotIn) => values,
@@ -135,10 +139,43 @@ pub(crate) fn check_query(query: &QuerySpec) -> Result<(), String> {
         && let Some((_, name)) = names
             .iter()
             .enumerate()
-            .find(|(i, name)| names[..*i].contains(name))
+            .find(|(i, name)| *name != KEY_PROPERTY && names[..*i].contains(name))
     {
         return Err(format!(
             "it projects `{name}` twice; the service refuses a property projected more than once"
+        ));
+    }
+    Ok(())
+}
+
+/// A query without a kind reads the entities in key order: it filters on `__key__` (and an
+/// ancestor) only and orders by the key ascending at most, as the service takes it.
+fn check_kindless(query: &QuerySpec) -> Result<(), String> {
+    if let Some(leaf) = query
+        .filters
+        .iter()
+        .flat_map(FilterNode::leaves)
+        .find(|f| f.property != KEY_PROPERTY)
+    {
+        return Err(format!(
+            "it has no kind and filters on `{}`; a query without a kind filters on \
+             `{KEY_PROPERTY}` and its ancestor only: name the kind",
+            leaf.property
+        ));
+    }
+    if let Some(order) = query
+        .orders
+        .iter()
+        .find(|o| o.property != KEY_PROPERTY || o.direction != Direction::Ascending)
+    {
+        return Err(format!(
+            "it has no kind and orders by `{}` {}; a query without a kind is ordered by \
+             `{KEY_PROPERTY}` ascending only: name the kind",
+            order.property,
+            match order.direction {
+                Direction::Ascending => "ascending",
+                Direction::Descending => "descending",
+            }
         ));
     }
     Ok(())

@@ -8,6 +8,7 @@
 #![allow(missing_docs)]
 
 mod ancestors;
+mod answers;
 mod arrays;
 mod batches;
 mod crud;
@@ -31,6 +32,7 @@ mod vectors;
 mod versions;
 
 pub use ancestors::*;
+pub use answers::*;
 pub use arrays::*;
 pub use batches::*;
 pub use crud::*;
@@ -81,6 +83,7 @@ macro_rules! all_conformance_tests {
         $crate::transforms_tests!($backend);
         $crate::partial_tests!($backend);
         $crate::vectors_tests!($backend);
+        $crate::answers_tests!($backend);
     };
 }
 
@@ -94,6 +97,7 @@ pub fn index_yaml() -> String {
         Indexed::SCHEMA,
         projections::Stamp::SCHEMA,
         operators::Item::SCHEMA,
+        &answers::LEGACY,
     ])
 }
 

@@ -244,9 +244,13 @@ impl Partitions {
         };
         pb::Query {
             projection,
-            kind: vec![pb::KindExpression {
-                name: spec.kind.clone(),
-            }],
+            // A query without a kind names none.
+            kind: (!spec.is_kindless())
+                .then(|| pb::KindExpression {
+                    name: spec.kind.clone(),
+                })
+                .into_iter()
+                .collect(),
             filter,
             order: spec.orders.iter().map(order).collect(),
             start_cursor: spec.start_cursor.clone().unwrap_or_default(),

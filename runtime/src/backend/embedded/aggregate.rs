@@ -4,6 +4,7 @@
 
 use super::scan::{self, Prepared};
 use crate::error::Error;
+use crate::model::key::KEY_PROPERTY;
 use crate::model::value::Value;
 use crate::model::walk::compare_values;
 use crate::query::spec::{Aggregation, Operator, QueryBatch, QuerySpec, ResultShape};
@@ -28,8 +29,21 @@ impl Plan {
 
     /// The plan of `aggregation` over `query`, refused as the service refuses it.
     pub(super) fn new(query: &QuerySpec, aggregation: &Aggregation) -> Result<Plan, Error> {
+        let query = &*query.answered();
         // The query is refused as a query would be (the service validates both alike).
         Prepared::new(query)?;
+        if let Aggregation::Sum(p) | Aggregation::Avg(p) = aggregation
+            && p == KEY_PROPERTY
+        {
+            return Err(Error::InvalidQuery {
+                kind: query.kind.clone(),
+                reason: format!(
+                    "a sum or an average of `{KEY_PROPERTY}`: keys are not numbers, and the \
+                     service refuses it (\"Aggregations are not supported for the property: \
+                     {KEY_PROPERTY}\")"
+                ),
+            });
+        }
         // As the Firestore emulator answers: a count runs over any query's rows, a sum or an
         // average over its entities only.
         let allowed = match (aggregation, &query.shape) {

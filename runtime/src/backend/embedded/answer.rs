@@ -71,6 +71,7 @@ impl<'a> Answers<'a> {
         store: &dyn Store,
         query: &QuerySpec,
     ) -> Result<Option<usize>, Error> {
+        let query = &*query.answered();
         let prepared = Prepared::new(query)?;
         if prepared.branch_count() != 1 {
             return Ok(None);
@@ -122,6 +123,7 @@ impl<'a> Answers<'a> {
         made: impl FnOnce(Hits, &Prepared<'_>) -> Result<T, Error>,
         whole: impl FnOnce(QueryBatch) -> T,
     ) -> Result<T, Error> {
+        let query = &*query.answered();
         if let Some(nearest) = &query.find_nearest {
             return self.nearest(store, query, nearest).map(whole);
         }
@@ -317,6 +319,7 @@ impl<'a> Answers<'a> {
 
     /// How `query` is answered: the plan of each branch of its filter, in words.
     pub(super) fn plan(&self, query: &QuerySpec) -> Result<Explanation, Error> {
+        let query = &*query.answered();
         let prepared = Prepared::new(query)?;
         Ok(explain::explain(&prepared, &self.plans(&prepared)?))
     }

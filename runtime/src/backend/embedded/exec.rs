@@ -378,14 +378,14 @@ fn candidates(
     prepared: &Prepared<'_>,
 ) -> Result<(Vec<(RawKey, PropertyMap)>, Vec<Stamp>), Error> {
     let query = prepared.query;
-    let head = index::kind_prefix(&query.partition, &query.kind);
+    let (table, head) = index::listing(&query.partition, &query.kind);
     let mut prefix = head.clone();
     if let Some(ancestor) = &query.ancestor {
         prefix.extend_from_slice(&index::path_prefix(ancestor));
     }
     let bounds = Bounds::prefix(prefix);
     let mut paths = Vec::new();
-    store.scan(KINDS, bounds.range(), false, &mut |k, _| {
+    store.scan(table, bounds.range(), false, &mut |k, _| {
         paths.push(k[head.len()..].to_vec());
         true
     })?;
@@ -430,6 +430,10 @@ fn entries<'q>(prepared: &'q Prepared<'_>, access: &'q Access) -> Entries<'q> {
     match access {
         Access::Kind => {
             entries.reverse = prepared.key_direction == Direction::Descending;
+            let (table, listed) = index::listing(&query.partition, &query.kind);
+            entries.table = Cow::Borrowed(table);
+            entries.head = listed.len();
+            head = listed;
             let mut prefix = head.clone();
             if let Some(ancestor) = &query.ancestor {
                 prefix.extend_from_slice(&index::path_prefix(ancestor));

@@ -16,7 +16,7 @@ use std::ops::Range;
 
 use smallvec::{SmallVec, smallvec};
 
-use crate::format::file::{KINDS, PROPERTIES, composite_table, split_times, with_times};
+use crate::format::file::{ENTITIES, KINDS, PROPERTIES, composite_table, split_times, with_times};
 use crate::format::keycode;
 use crate::hash::Map;
 use crate::model::key::{KEY_PROPERTY, PartitionId, RawKey};
@@ -135,6 +135,19 @@ pub(crate) fn kind_prefix(partition: &PartitionId, kind: &str) -> Vec<u8> {
     keycode::partition(&mut out, partition);
     keycode::bytes(&mut out, kind.as_bytes());
     out
+}
+
+/// Where the entities a query reads are listed in key order: the kinds table after the kind's
+/// prefix, or for a query without a kind, the entities table after the partition's.
+pub(crate) fn listing(partition: &PartitionId, kind: &str) -> (&'static str, Vec<u8>) {
+    match kind.is_empty() {
+        true => {
+            let mut out = Vec::with_capacity(32);
+            keycode::partition(&mut out, partition);
+            (ENTITIES, out)
+        }
+        false => (KINDS, kind_prefix(partition, kind)),
+    }
 }
 
 /// The entities table's key of `key`.

@@ -80,6 +80,15 @@ pub(crate) fn choose(
     if prepared.needs_scan {
         return Ok(Access::Scan);
     }
+    // A query without a kind reads the entities table in key order, between the keys its
+    // filters name; a projection evaluates its entities one by one (no index lists every
+    // kind's values of a property).
+    if query.is_kindless() {
+        return Ok(match projected(prepared).is_empty() && orders.is_empty() {
+            true => Access::Kind,
+            false => Access::Scan,
+        });
+    }
     // Filters on the key alone read the kinds table between the keys they name, in the key
     // order asked; beside other filters or orders, the kind is evaluated entity by entity.
     let on_key = prepared

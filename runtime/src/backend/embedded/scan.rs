@@ -26,22 +26,15 @@ use crate::rules::filter::{branches, check_query};
 pub(crate) const SCAN: u8 = 0;
 
 /// Calls `visit` with each indexed value of `path` (dotted into embedded entities), array
-/// elements flattened. Nothing when the entity lacks the property or it is excluded.
+/// elements flattened. Nothing when the entity lacks the property or it is excluded. The
+/// path is read as the index entries name values: the whole path as one top-level name
+/// (python-ndb's legacy layout of structured properties, a flattened property), and each
+/// split at a dot, a name then the rest of the path inside its embedded entity.
 pub(crate) fn visit_indexed<'p>(
     properties: &'p PropertyMap,
     path: &str,
     visit: &mut dyn FnMut(&'p Value),
 ) {
-    let (head, rest) = match path.split_once('.') {
-        Some((head, rest)) => (head, Some(rest)),
-        None => (path, None),
-    };
-    let Some(property) = properties.get(head) else {
-        return;
-    };
-    if property.excluded {
-        return;
-    }
     fn descend<'p>(value: &'p Value, rest: Option<&str>, visit: &mut dyn FnMut(&'p Value)) {
         match (value, rest) {
             // The elements of an array are indexed; the properties of embedded entities inside
@@ -53,7 +46,17 @@ pub(crate) fn visit_indexed<'p>(
             (_, Some(_)) => {}
         }
     }
-    descend(&property.value, rest, visit);
+    let heads = path
+        .match_indices('.')
+        .map(|(at, _)| (&path[..at], Some(&path[at + 1..])))
+        .chain([(path, None)]);
+    for (head, rest) in heads {
+        if let Some(property) = properties.get(head)
+            && !property.excluded
+        {
+            descend(&property.value, rest, visit);
+        }
+    }
 }
 
 /// Filters compare in the index order, across types, as the service's index scans do: a
@@ -149,7 +152,9 @@ impl<'q> Prepared<'q> {
             kind: query.kind.clone(),
             reason,
         };
-        validate(NameRole::Kind, &query.kind)?;
+        if !query.is_kindless() {
+            validate(NameRole::Kind, &query.kind)?;
+        }
         if let Some(ancestor) = &query.ancestor {
             if !ancestor.is_complete() || check_ancestors(ancestor).is_err() {
                 return Err(invalid("the ancestor key is incomplete".into()));

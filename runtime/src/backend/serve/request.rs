@@ -18,6 +18,7 @@ use crate::backend::{
 };
 use crate::error::{Error, ServiceCode};
 use crate::model::key::{KEY_PROPERTY, PartitionId, RawKey};
+use crate::model::name::is_reserved_name;
 use crate::model::scalar::Timestamp;
 use crate::model::schema::Direction;
 use crate::model::value::{PropertyMap, Value};
@@ -218,11 +219,9 @@ impl Scope {
         let partition = self.partition(partition)?;
         let kind = match query.kind.as_slice() {
             [kind] if !kind.name.is_empty() => kind.name.clone(),
-            [] | [_] => {
-                return Err(invalid(
-                    "A query names one kind: kindless queries are not served by this server.",
-                ));
-            }
+            // A kindless query: every kind.
+            [] => String::new(),
+            [_] => return Err(invalid("The kind is the empty string.")),
             _ => return Err(invalid("A query can only have one kind.")),
         };
         let distinct: Vec<String> = query
@@ -434,14 +433,34 @@ impl Scope {
                 "An aggregation query needs at least one aggregation.",
             ));
         }
+        if query.aggregations.len() > MAX_AGGREGATIONS {
+            return Err(invalid(format!(
+                "An aggregation query takes at most {MAX_AGGREGATIONS} aggregations, not {}.",
+                query.aggregations.len()
+            )));
+        }
         let mut aggregations = Vec::with_capacity(query.aggregations.len());
-        for (i, aggregation) in query.aggregations.into_iter().enumerate() {
+        // The unnamed ones are named `property_1`, `property_2`… in their order.
+        let mut unnamed = 0;
+        for aggregation in query.aggregations {
             let alias = match aggregation.alias.is_empty() {
-                true => format!("property_{}", i + 1),
+                true => {
+                    unnamed += 1;
+                    format!("property_{unnamed}")
+                }
                 false => aggregation.alias,
             };
+            if is_reserved_name(&alias) {
+                return Err(invalid(format!(
+                    "The property.name \"{}\" is reserved.",
+                    cut(&alias)
+                )));
+            }
             if aggregations.iter().any(|(a, _)| *a == alias) {
-                return Err(invalid(format!("The alias \"{alias}\" is used twice.")));
+                return Err(invalid(format!(
+                    "Aggregation aliases contain duplicate alias: {}.",
+                    cut(&alias)
+                )));
             }
             let operator = match aggregation.operator {
                 Some(Op::Count(count)) => Aggregation::Count {
@@ -568,6 +587,19 @@ fn filled(name: &str, value: &pb::Value) -> Result<(), Status> {
             .iter()
             .try_for_each(|(inner, v)| filled(&format!("{name}.{inner}"), v)),
         Some(_) => Ok(()),
+    }
+}
+
+/// The most aggregations one aggregation query takes (Firestore in Datastore mode).
+const MAX_AGGREGATIONS: usize = 5;
+
+/// `text` as an error message quotes it: whole when short, else its first 100 characters and
+/// how long it is (a message echoing a 100 KB name would be refused by clients as metadata).
+pub(super) fn cut(text: &str) -> Cow<'_, str> {
+    const SHOWN: usize = 100;
+    match text.char_indices().nth(SHOWN) {
+        None => Cow::Borrowed(text),
+        Some((at, _)) => Cow::Owned(format!("{}… ({} bytes)", &text[..at], text.len())),
     }
 }
 

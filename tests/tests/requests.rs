@@ -1,0 +1,161 @@
+//! Requests of Google's protocol as other clients send them, to `datastore-entity-server` and to
+//! the Firestore emulator in Datastore mode (the referee) side by side (issue #48): each answer,
+//! or refusal with its status, the same on both.
+
+use std::collections::HashMap;
+
+use datastore_entity_tests::harness::{self, Backend, PROJECT};
+use gcloud_sdk::google::datastore::v1 as pb;
+use pb::datastore_client::DatastoreClient;
+use tonic::Code;
+use tonic::transport::Channel;
+
+/// A client of the server and one of the Firestore emulator (`None` for the emulator where it
+/// is not installed and this is not CI).
+async fn clients() -> Vec<(&'static str, DatastoreClient<Channel>)> {
+    let mut hosts = vec![("server", harness::server_host().to_owned())];
+    if harness::shared_emulator(Backend::Firestore).is_some() {
+        let host = harness::emulator_host(Backend::Firestore).expect("started");
+        hosts.push(("firestore", host));
+    }
+    let mut clients = Vec::new();
+    for (name, host) in hosts {
+        let channel = Channel::from_shared(format!("http://{host}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        clients.push((name, DatastoreClient::new(channel)));
+    }
+    clients
+}
+
+fn partition(namespace: &str) -> Option<pb::PartitionId> {
+    Some(pb::PartitionId {
+        project_id: PROJECT.into(),
+        namespace_id: namespace.into(),
+        ..pb::PartitionId::default()
+    })
+}
+
+fn key(namespace: &str, kind: &str, name: &str) -> pb::Key {
+    pb::Key {
+        partition_id: partition(namespace),
+        path: vec![pb::key::PathElement {
+            kind: kind.into(),
+            id_type: Some(pb::key::path_element::IdType::Name(name.into())),
+        }],
+    }
+}
+
+fn integer(n: i64) -> pb::Value {
+    pb::Value {
+        value_type: Some(pb::value::ValueType::IntegerValue(n)),
+        ..pb::Value::default()
+    }
+}
+
+/// Upserts `K:name` with `n` in `namespace`, outside a transaction.
+async fn put(client: &mut DatastoreClient<Channel>, namespace: &str, name: &str, n: i64) {
+    let entity = pb::Entity {
+        key: Some(key(namespace, "K", name)),
+        properties: HashMap::from([("n".to_owned(), integer(n))]),
+    };
+    let request = pb::CommitRequest {
+        project_id: PROJECT.into(),
+        mode: pb::commit_request::Mode::NonTransactional as i32,
+        mutations: vec![pb::Mutation {
+            operation: Some(pb::mutation::Operation::Upsert(entity)),
+            ..pb::Mutation::default()
+        }],
+        ..pb::CommitRequest::default()
+    };
+    client.commit(request).await.unwrap();
+}
+
+fn count(alias: &str) -> pb::aggregation_query::Aggregation {
+    pb::aggregation_query::Aggregation {
+        alias: alias.into(),
+        operator: Some(pb::aggregation_query::aggregation::Operator::Count(
+            pb::aggregation_query::aggregation::Count::default(),
+        )),
+    }
+}
+
+fn aggregation(
+    namespace: &str,
+    aggregations: Vec<pb::aggregation_query::Aggregation>,
+) -> pb::RunAggregationQueryRequest {
+    let query = pb::Query {
+        kind: vec![pb::KindExpression { name: "K".into() }],
+        ..pb::Query::default()
+    };
+    pb::RunAggregationQueryRequest {
+        project_id: PROJECT.into(),
+        partition_id: partition(namespace),
+        query_type: Some(
+            pb::run_aggregation_query_request::QueryType::AggregationQuery(pb::AggregationQuery {
+                aggregations,
+                query_type: Some(pb::aggregation_query::QueryType::NestedQuery(query)),
+            }),
+        ),
+        ..pb::RunAggregationQueryRequest::default()
+    }
+}
+
+/// The aliases and values of an aggregation's answer, by alias.
+fn aggregated(answer: pb::RunAggregationQueryResponse) -> Vec<(String, i64)> {
+    let batch = answer.batch.expect("a batch");
+    let mut values: Vec<(String, i64)> = batch.aggregation_results[0]
+        .aggregate_properties
+        .iter()
+        .map(|(alias, value)| match value.value_type {
+            Some(pb::value::ValueType::IntegerValue(n)) => (alias.clone(), n),
+            ref other => panic!("{alias}: {other:?}"),
+        })
+        .collect();
+    values.sort();
+    values
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregations_take_five_at_most_and_no_reserved_alias() {
+    for (runner, mut client) in clients().await {
+        let ns = "aggregation-limits";
+        put(&mut client, ns, "a", 1).await;
+        // Five: answered, the unnamed ones named `property_1`, `property_2`… in their order.
+        let five = vec![count("c0"), count(""), count("c2"), count("c3"), count("")];
+        let answer = client.run_aggregation_query(aggregation(ns, five)).await;
+        let expected: Vec<(String, i64)> = ["c0", "c2", "c3", "property_1", "property_2"]
+            .iter()
+            .map(|a| ((*a).to_owned(), 1))
+            .collect();
+        assert_eq!(
+            aggregated(answer.unwrap().into_inner()),
+            expected,
+            "{runner}"
+        );
+        // Six: refused (the Firestore emulator fails with UNKNOWN; the service and this
+        // server with INVALID_ARGUMENT).
+        let six = (0..6).map(|i| count(&format!("c{i}"))).collect();
+        let refused = client.run_aggregation_query(aggregation(ns, six)).await;
+        let status = refused.expect_err("six aggregations");
+        match runner {
+            "firestore" => assert_eq!(status.code(), Code::Unknown, "{status:?}"),
+            _ => assert_eq!(status.code(), Code::InvalidArgument, "{status:?}"),
+        }
+        // An alias the service reserves, or one used twice.
+        for (aggregations, text) in [
+            (vec![count("__x__")], "\"__x__\" is reserved"),
+            (vec![count("__key__")], "\"__key__\" is reserved"),
+            (vec![count("c"), count("c")], "duplicate alias: c"),
+        ] {
+            let refused = client
+                .run_aggregation_query(aggregation(ns, aggregations))
+                .await;
+            let status = refused.expect_err(text);
+            assert_eq!(status.code(), Code::InvalidArgument, "{runner}: {status:?}");
+            assert!(status.message().contains(text), "{runner}: {status:?}");
+        }
+    }
+}
