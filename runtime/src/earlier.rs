@@ -176,9 +176,6 @@ pub mod diagnostics {
 /// `datastore_entity::migrate`).
 #[doc(hidden)]
 pub mod scale {
-    /// Deprecated: [`crate::MAX_MUTATIONS`].
-    #[deprecated(since = "0.1.0", note = "use `datastore_entity::MAX_MUTATIONS`")]
-    pub const MAX_MUTATIONS: usize = crate::MAX_MUTATIONS;
 
     /// Deprecated paths of the bulk writer.
     pub mod bulk {

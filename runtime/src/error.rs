@@ -197,16 +197,20 @@ pub enum Error {
         field: String,
     },
 
-    /// A commit with more mutations than the service takes in one commit (replicas and counter
-    /// shards included). Nothing was written.
+    /// A commit larger than the service takes: its entities (replicas included) and the
+    /// keys it deletes over the 10 MiB of a request and of a transaction. Nothing was written.
     #[error(
-        "one commit would hold {count} mutations, more than the service's limit of {max} \
-         (replicas and counter shards count too); nothing was written. Write fewer entities \
-         per call, or use `Db::put_chunked`, which commits them {max} at a time (not atomically)"
+        "one commit would carry {bytes} bytes of entities and keys ({mutations} mutations, \
+         replicas and counter shards included), more than the service's limit of {max} for a \
+         request and for a transaction; nothing was written. Write fewer entities per call, or \
+         use `Db::put_chunked`, which commits them in as many commits as they need (not \
+         atomically)"
     )]
-    TooManyMutations {
+    CommitTooLarge {
         /// The mutations the commit would hold.
-        count: usize,
+        mutations: usize,
+        /// Its size: each entity's, as the service measures it, and each deleted key's.
+        bytes: usize,
         /// The limit.
         max: usize,
     },

@@ -129,7 +129,7 @@ pub use query::explain::{ExecutionStats, Explanation};
 pub use query::results::{Cursor, Numeric, Page, SumError};
 pub use query::spec::{Distance, Operator};
 pub use query::transform::{Arithmetic, ArrayOf, ServerTime, Transform};
-pub use rules::commit::MAX_MUTATIONS;
+pub use rules::commit::MAX_COMMIT_BYTES;
 pub use rules::filter::{MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_NOT_IN_VALUES};
 pub use rules::index_entries::{MAX_INDEX_ENTRIES, MAX_INDEXED_VALUES};
 pub use rules::limits::{MAX_ENTITY_BYTES, MAX_INDEXED_BYTES};

@@ -58,8 +58,11 @@ use smallvec::SmallVec;
 use crate::model::key::{IdOrName, RawKey};
 use crate::model::stored::ValueView;
 use crate::model::value::PropertyMap;
+
+/// Writes over the ramp's rate a window tolerates: one commit of a bulk writer at the ramp's
+/// start (500 mutations), which lands all at once.
+const RAMP_BURST: f64 = 500.0;
 use crate::query::write::Mutation;
-use crate::rules::commit::MAX_MUTATIONS;
 
 /// A hash of `key`'s root (its entity group): partition and first path element.
 fn root_hash(hashing: &RandomState, key: &RawKey) -> u64 {
@@ -428,7 +431,7 @@ impl KindState {
         let seconds = t.ramp_measure.as_secs_f64().max(1e-9);
         if self.reported_ramp
             || now.saturating_sub(self.first) >= t.ramp_window
-            || self.in_window as f64 <= t.ramp_rate * seconds + MAX_MUTATIONS as f64
+            || self.in_window as f64 <= t.ramp_rate * seconds + RAMP_BURST
         {
             return None;
         }

@@ -1,8 +1,8 @@
 //! The typed `Db` API on the embedded engine: reads, writes, atomic commits, ids,
 //! namespaces. Each runtime rule's test names its rule id.
 
-use datastore_entity::Error;
 use datastore_entity::prelude::*;
+use datastore_entity::{Error, MAX_COMMIT_BYTES};
 use datastore_entity_tests::{Account, Address, Call, Instrumented, Post, account, account_key};
 
 fn post(account: &Key<Account>, title: &str, author: &str, micros: i64) -> Post {
@@ -472,52 +472,49 @@ async fn key_valued_properties_take_the_partition_of_the_handle() {
 }
 
 #[tokio::test]
-async fn a_commit_over_500_mutations_is_refused_and_put_chunked_writes_it_in_parts() {
+async fn a_commit_over_10_mib_is_refused_and_put_chunked_writes_it_in_parts() {
     let (backend, db) = Instrumented::db();
-    let accounts: Vec<Account> = (0..501).map(|i| account(&format!("u{i}"))).collect();
-    match db.put_many(&accounts).await {
-        Err(Error::TooManyMutations { count, max }) => assert_eq!((count, max), (501, 500)),
+    // Any number of mutations is one commit: the service's limit is on bytes.
+    let accounts: Vec<Account> = (0..1_200).map(|i| account(&format!("u{i}"))).collect();
+    db.put_many(&accounts).await.unwrap();
+    assert_eq!(backend.count(Call::Commit), 1);
+    // Twelve entities of 1 MB: over the 10 MiB of a commit, refused before anything is sent.
+    let big = |prefix: &str, i: usize| Account {
+        bio: "b".repeat(1_000_000),
+        ..account(&format!("{prefix}{i}"))
+    };
+    let large: Vec<Account> = (0..12).map(|i| big("w", i)).collect();
+    match db.put_many(&large).await {
+        Err(Error::CommitTooLarge {
+            mutations,
+            bytes,
+            max,
+        }) => {
+            assert_eq!((mutations, max), (12, MAX_COMMIT_BYTES));
+            assert!(bytes > 12_000_000 && bytes < 12_100_000, "{bytes}");
+        }
         other => panic!("{other:?}"),
     }
-    assert_eq!(backend.count(Call::Commit), 0, "nothing was sent");
-    // Replicas count: 100 configs with 5 replicas each are 600 mutations.
-    let configs: Vec<datastore_entity_tests::SiteConfig> = (0..100)
-        .map(|i| datastore_entity_tests::SiteConfig {
-            name: KeyName::new(format!("c{i}")).unwrap(),
-            banner: String::new(),
-            version: 0,
-        })
-        .collect();
-    assert!(matches!(
-        db.put_many(&configs).await,
-        Err(Error::TooManyMutations { count: 600, .. })
-    ));
-    assert_eq!(backend.count(Call::Commit), 0);
-
-    let keys = db.put_chunked(&accounts).await.unwrap();
-    assert_eq!(keys.len(), 501);
-    assert_eq!(backend.count(Call::Commit), 2);
-    assert_eq!(keys[500].name(), Some("u500"));
-    db.put_chunked(&configs).await.unwrap();
-    assert_eq!(
-        backend.count(Call::Commit),
-        4,
-        "83 configs (498 mutations) per commit"
-    );
-
+    assert_eq!(backend.count(Call::Commit), 1, "nothing was sent");
+    assert!(db.get(&account_key("w0")).await.unwrap().is_none());
+    // In parts: 9 (9 MB) fit under the 10 MiB with room to spare, then 3.
+    let keys = db.put_chunked(&large).await.unwrap();
+    assert_eq!(keys.len(), 12);
+    assert_eq!(backend.count(Call::Commit), 3);
+    assert_eq!(keys[11].name(), Some("w11"));
+    assert!(db.get(&account_key("w11")).await.unwrap().is_some());
     // A failing commit after the first reports how much was written.
-    let mut bad: Vec<Account> = (0..600).map(|i| account(&format!("v{i}"))).collect();
-    bad[550].bio = "x".repeat(10);
-    bad[550].email = "y".repeat(2_000); // indexed and over 1,500 bytes
+    let mut bad: Vec<Account> = (0..12).map(|i| big("v", i)).collect();
+    bad[10].email = "y".repeat(2_000); // indexed and over 1,500 bytes
     match db.put_chunked(&bad).await {
         Err(Error::PartiallyWritten { written, source }) => {
-            assert_eq!(written, 500);
+            assert_eq!(written, 9);
             assert!(matches!(*source, Error::IndexedValueTooLarge { .. }));
         }
         other => panic!("{other:?}"),
     }
-    assert!(db.get(&account_key("v499")).await.unwrap().is_some());
-    assert!(db.get(&account_key("v500")).await.unwrap().is_none());
+    assert!(db.get(&account_key("v8")).await.unwrap().is_some());
+    assert!(db.get(&account_key("v9")).await.unwrap().is_none());
 }
 
 #[tokio::test]

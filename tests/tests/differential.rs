@@ -595,7 +595,7 @@ fn kind(error: &Error) -> String {
         | Error::TooManyIndexEntries { .. }
         | Error::EntityTooLarge { .. }
         | Error::DuplicateKey { .. }
-        | Error::TooManyMutations { .. }
+        | Error::CommitTooLarge { .. }
         | Error::InvalidQuery { .. }
         | Error::InvalidCursor { .. } => "INVALID_ARGUMENT".to_owned(),
         other => format!("{other:?}"),

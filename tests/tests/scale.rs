@@ -632,10 +632,12 @@ struct Crowded {
 }
 
 #[tokio::test]
-async fn an_owner_with_more_shards_than_a_commit_holds_is_deleted_shards_first() {
-    // Issue #26: one commit of 1,001 mutations was refused, and the owner stayed forever.
-    // The shards go first, in commits of 500, the owner last: a failure on the way leaves
-    // an owner that can be deleted again.
+async fn owners_with_more_shards_than_a_commit_holds_are_deleted_shards_first() {
+    // Issue #26: one commit of 1,001 mutations was refused (the crate took the legacy
+    // Datastore's 500 for a limit), and the owner stayed forever. An owner and its 1,000
+    // shards are one commit; owners whose shards' keys pass the 10 MiB of a commit have their
+    // shards deleted first, in as many commits as they need, the owners last: a failure on
+    // the way leaves owners that can be deleted again.
     let (backend, db) = Instrumented::db();
     let key = db
         .put(&Crowded {
@@ -647,18 +649,29 @@ async fn an_owner_with_more_shards_than_a_commit_holds_is_deleted_shards_first()
     Crowded::increment_hits(&db, &key, 3).await.unwrap();
     let before = backend.commits().len();
     db.delete(&key).await.unwrap();
+    let sizes: Vec<usize> = backend.commits()[before..].iter().map(Vec::len).collect();
+    assert_eq!(sizes, [1_001]);
+    assert_eq!(db.get(&key).await.unwrap(), None);
+    assert_eq!(Crowded::hits_total(&db, &key).await.unwrap(), 0);
+    // 9 owners of long names, which each shard's name spells: 9,000 shards' keys of about
+    // 1.4 KB, over 12 MB.
+    let keys: Vec<Key<Crowded>> = (0..9)
+        .map(|i| Crowded::key(KeyName::new(format!("{i}-{}", "o".repeat(1_000))).unwrap()))
+        .collect();
+    let before = backend.commits().len();
+    db.delete_many(&keys).await.unwrap();
     let commits = backend.commits()[before..].to_vec();
-    let sizes: Vec<usize> = commits.iter().map(Vec::len).collect();
-    assert_eq!(sizes, [500, 500, 1]);
+    let (owners, shards) = commits.split_last().unwrap();
+    assert!(shards.len() >= 2, "{} commits of shards", shards.len());
     assert!(
-        commits[..2]
+        shards
             .iter()
             .flatten()
             .all(|k| k.kind() == "Crowded.hits.shard")
     );
-    assert_eq!(commits[2][0].kind(), "Crowded");
-    assert_eq!(db.get(&key).await.unwrap(), None);
-    assert_eq!(Crowded::hits_total(&db, &key).await.unwrap(), 0);
+    assert_eq!(shards.iter().map(Vec::len).sum::<usize>(), 9_000);
+    assert_eq!(owners.len(), 9);
+    assert!(owners.iter().all(|k| k.kind() == "Crowded"));
 }
 
 /// A replicated entity whose id is allocated on put.

@@ -30,7 +30,6 @@ use crate::model::entity::Entity;
 use crate::model::key::{Key, PartitionId, RawKey};
 use crate::model::name::{NameRole, validate};
 use crate::model::value::PropertyMap;
-use crate::rules::commit::MAX_MUTATIONS;
 use crate::watch::{Diagnostics, Finding, Watch};
 
 use self::query::Query;
@@ -283,17 +282,23 @@ impl Db {
         self.commit_typed(writes).await
     }
 
-    /// Writes `entities` in as many commits as the service's limit of 500 mutations per
-    /// commit needs (replicas and counter shards included). **Not atomic**: each commit is
-    /// all or nothing, but a failure leaves the earlier commits written, reported as
-    /// [`Error::PartiallyWritten`] with how many entities (from the start) were written.
-    /// Use [`put_many`](Db::put_many) when the entities must be written together.
+    /// Writes `entities` in as many commits as the service's limit of 10 MiB per commit
+    /// needs ([`MAX_COMMIT_BYTES`](crate::MAX_COMMIT_BYTES), replicas included). **Not
+    /// atomic**: each commit is all or nothing, but a failure leaves the earlier commits
+    /// written, reported as [`Error::PartiallyWritten`] with how many entities (from the
+    /// start) were written. Use [`put_many`](Db::put_many) when the entities must be written
+    /// together.
     pub async fn put_chunked<E: Entity>(&self, entities: &[E]) -> Result<Vec<Key<E>>, Error> {
-        let per_entity = 1 + E::SCHEMA.replicas.as_ref().map_or(0, |r| r.copies as usize);
-        let chunk = (MAX_MUTATIONS / per_entity).max(1);
+        let writes = entities
+            .iter()
+            .map(|e| Write::entity(&self.scope, e, Op::Upsert))
+            .collect::<Result<Vec<_>, _>>()?;
+        let runs = write::runs(&writes, usize::MAX);
+        let mut writes = writes.into_iter();
         let mut keys = Vec::with_capacity(entities.len());
-        for part in entities.chunks(chunk) {
-            match self.put_many(part).await {
+        for run in runs {
+            let part = writes.by_ref().take(run.len()).collect();
+            match self.commit_typed(part).await {
                 Ok(written) => keys.extend(written),
                 Err(error) if keys.is_empty() => return Err(error),
                 Err(error) => {
@@ -342,7 +347,7 @@ impl Db {
     /// Deletes many entities in one commit (R-A1); the same key twice is [`Error::DuplicateKey`] (R-A4).
     ///
     /// The shards of `#[sharded]` counters go with them in that commit, unless they are more
-    /// than one commit holds (500 mutations, with the entities and their replicas): then the
+    /// than one commit holds (10 MiB of keys, with the entities and their replicas): then the
     /// shards are deleted first, in as many commits as they need, and the entities last, so
     /// a failure on the way leaves entities that can be deleted again.
     pub async fn delete_many<E: Entity>(&self, keys: &[Key<E>]) -> Result<(), Error> {
@@ -351,11 +356,6 @@ impl Db {
             .map(|k| Write::delete(&self.scope, k))
             .collect::<Result<_, _>>()?;
         let schema = E::SCHEMA;
-        let shards: usize = schema.counters.iter().map(|c| c.shards as usize).sum();
-        let replicas = schema.replicas.as_ref().map_or(0, |r| r.copies as usize);
-        if writes.len().saturating_mul(1 + replicas + shards) <= MAX_MUTATIONS {
-            return self.commit_typed::<E>(writes).await.map(drop);
-        }
         let companions: Vec<Write> = writes
             .iter()
             .flat_map(|w| {
@@ -367,9 +367,13 @@ impl Db {
                 })
             })
             .collect();
-        let mut companions = companions.into_iter().peekable();
-        while companions.peek().is_some() {
-            let chunk: Vec<Write> = companions.by_ref().take(MAX_MUTATIONS).collect();
+        if write::runs(writes.iter().chain(&companions), usize::MAX).len() <= 1 {
+            return self.commit_typed::<E>(writes).await.map(drop);
+        }
+        let runs = write::runs(&companions, usize::MAX);
+        let mut companions = companions.into_iter();
+        for run in runs {
+            let chunk: Vec<Write> = companions.by_ref().take(run.len()).collect();
             write::commit(&self.scope, chunk, None).await?;
         }
         let owners = writes.into_iter().map(Write::without_shards).collect();

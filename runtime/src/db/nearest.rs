@@ -78,6 +78,7 @@ impl<E: Entity> Query<E> {
 
     /// Only results at most `threshold` away (Euclidean, cosine) or with a dot product of at
     /// least `threshold`, for a query with [`find_nearest`](Query::find_nearest).
+    /// A threshold that is not a finite number is refused, as the service refuses it.
     pub fn distance_threshold(mut self, threshold: f64) -> Self {
         match &mut self.spec.find_nearest {
             Some(nearest) => nearest.threshold = Some(threshold),

@@ -548,16 +548,21 @@ impl<E: Entity> Query<E> {
         let total = self.spec.limit;
         // A page's items each carry their own outcome: one that fails is that item's error.
         paged(self, total, |query, size, cursor| {
-            query.limit(size).resume(cursor).fetch_each()
+            query.page(size, cursor).fetch_each()
         })
         .map(Result::flatten)
     }
 
-    /// Continues after `cursor`; `None` keeps the query's own start.
-    pub(crate) fn resume(self, cursor: Option<Cursor>) -> Self {
+    /// The page of `size` results after `cursor` (`None`: from the query's own start). A
+    /// nearest-neighbour search is one page, limited by its own `limit`.
+    pub(crate) fn page(self, size: usize, cursor: Option<Cursor>) -> Self {
+        let query = match self.spec.find_nearest {
+            Some(_) => self,
+            None => self.limit(size),
+        };
         match cursor {
-            Some(cursor) => self.start_after(cursor),
-            None => self,
+            Some(cursor) => query.start_after(cursor),
+            None => query,
         }
     }
 }
@@ -662,7 +667,7 @@ impl<E: Entity> KeysOnlyQuery<E> {
         let total = self.query.spec.limit;
         paged(self, total, |q, size, cursor| {
             KeysOnlyQuery {
-                query: q.query.limit(size).resume(cursor),
+                query: q.query.page(size, cursor),
             }
             .fetch()
         })
@@ -714,7 +719,7 @@ impl<E: Entity, P: Projection<Entity = E>> ProjectionQuery<E, P> {
         let total = self.query.spec.limit;
         paged(self, total, |q, size, cursor| {
             ProjectionQuery::<E, P> {
-                query: q.query.limit(size).resume(cursor),
+                query: q.query.page(size, cursor),
                 projection: PhantomData,
             }
             .fetch()

@@ -11,8 +11,9 @@ use crate::format::companion::{ENTITY, OWNER, companion_key, replica};
 use crate::model::entity::Entity;
 use crate::model::key::{Key, RawKey};
 use crate::model::schema::Schema;
+use crate::model::stored::Writer;
 use crate::model::value::PropertyMap;
-use crate::rules::commit::check_mutations;
+use crate::rules::commit::{MAX_COMMIT_BYTES, check_mutations};
 
 use super::scope::Scope;
 
@@ -45,6 +46,25 @@ pub(crate) struct Write {
 }
 
 impl Write {
+    /// How many mutations this write is, its replicas included (not the counter shards a
+    /// delete takes with it).
+    pub(crate) fn mutations(&self) -> usize {
+        1 + self
+            .schema
+            .and_then(|s| s.replicas.as_ref())
+            .map_or(0, |r| r.copies as usize)
+    }
+
+    /// How many bytes this write adds to its commit, its replicas included (not the counter
+    /// shards a delete takes with it).
+    pub(crate) fn bytes(&self) -> usize {
+        let own = match self.op {
+            Op::Delete => Writer::key_len(&self.key),
+            _ => self.properties.entity_size(&self.key),
+        };
+        own.saturating_mul(self.mutations())
+    }
+
     /// The write of `entity` in `scope`: the properties its type declares, the others left
     /// as stored.
     pub(crate) fn entity<E: Entity>(scope: &Scope, entity: &E, op: Op) -> Result<Write, Error> {
@@ -172,7 +192,7 @@ pub(crate) async fn commit_stamped(
 
 /// The changes of the writes (first, in order, each under its condition) and of their
 /// companions; and how many writes there were. The backend's commit checks them all (`rules::commit`: R-A4, R-I5, the limits,
-/// the 500 mutations) before anything is written or sent; the types written are declared to
+/// the 10 MiB of a commit) before anything is written or sent; the types written are declared to
 /// it first, so it counts their composite indexes.
 pub(crate) async fn prepare(
     scope: &Scope,
@@ -233,6 +253,31 @@ pub(crate) async fn prepare(
         })
         .collect();
     Ok((changes, primaries))
+}
+
+/// `writes` cut, in order, into the runs that fit one commit each: at most `mutations`
+/// mutations (replicas count) and a sixteenth under [`MAX_COMMIT_BYTES`] (room for the
+/// replicas' longer keys); a write larger than that is a run of its own (its commit then says
+/// why it is refused).
+pub(crate) fn runs<'w>(
+    writes: impl IntoIterator<Item = &'w Write>,
+    mutations: usize,
+) -> Vec<std::ops::Range<usize>> {
+    let budget = MAX_COMMIT_BYTES - MAX_COMMIT_BYTES / 16;
+    let mut runs = Vec::new();
+    let (mut start, mut end, mut count, mut bytes) = (0, 0, 0, 0_usize);
+    for write in writes {
+        let (more, size) = (write.mutations(), write.bytes());
+        if end > start && (count + more > mutations || bytes.saturating_add(size) > budget) {
+            runs.push(start..end);
+            (start, count, bytes) = (end, 0, 0);
+        }
+        (end, count, bytes) = (end + 1, count + more, bytes.saturating_add(size));
+    }
+    if end > start {
+        runs.push(start..end);
+    }
+    runs
 }
 
 /// The mutation of one write, and the mutations of its companions.

@@ -1,22 +1,39 @@
 //! The service's rules for one commit, the one checker every write goes through: each
 //! backend's commit calls it before anything is written or sent (the embedded engine checks
-//! each entity after merging a masked write with what is stored). A commit has at most 500
-//! mutations, each entity at most once (R-A4), complete keys where an entity is named (an
-//! update, a delete, every ancestor), and every entity written follows the rules of
-//! `limits.rs`.
+//! each entity after merging a masked write with what is stored). A commit carries at most
+//! 10 MiB of entities and keys (the service's limit on a request and on a transaction; its
+//! current limits page sets no count of mutations), each entity at most once (R-A4), complete
+//! keys where an entity is named (an update, a delete, every ancestor), and every entity
+//! written follows the rules of `limits.rs`.
 
 use crate::hash::Set;
 
 use crate::backend::Mutation;
 use crate::error::Error;
 use crate::model::key::RawKey;
+use crate::model::stored::Writer;
 #[cfg(feature = "cloud")]
 use crate::rules::index_entries::CompositeIndex;
 #[cfg(feature = "cloud")]
 use crate::rules::limits::check_entity;
 
-/// The most mutations the service takes in one commit.
-pub const MAX_MUTATIONS: usize = 500;
+/// The largest commit the service takes, in bytes: "Maximum API request size: 10 MiB" and
+/// "Maximum size for a transaction: 10 MiB"
+/// (<https://cloud.google.com/datastore/docs/concepts/limits>), measured as the entities it
+/// writes (each as [`MAX_ENTITY_BYTES`](crate::MAX_ENTITY_BYTES) measures one) and the keys
+/// it deletes.
+pub const MAX_COMMIT_BYTES: usize = 10 << 20;
+
+/// How many bytes a mutation adds to its commit: the entity it writes, as the service
+/// measures an entity, or the key it deletes.
+pub(crate) fn mutation_bytes(mutation: &Mutation) -> usize {
+    match mutation {
+        Mutation::Insert(key, properties, _)
+        | Mutation::Update(key, properties, _)
+        | Mutation::Upsert(key, properties, _) => properties.entity_size(key),
+        Mutation::Delete(key) => Writer::key_len(key),
+    }
+}
 
 /// Every rule of a commit of `mutations`, each entity written checked with the composite
 /// indexes `composites_of` gives for its mutation (the cloud backend's check; the embedded
@@ -38,21 +55,25 @@ pub(crate) fn check_commit<C: CompositeIndex>(
     Ok(())
 }
 
-/// The rules of a commit that concern its mutations, not what they write: how many, each
-/// entity at most once (R-A4), and complete keys where an entity is named.
+/// The rules of a commit that concern its mutations: its size, each entity at most once
+/// (R-A4), and complete keys where an entity is named.
 pub(crate) fn check_mutations<'m>(
-    mutations: impl ExactSizeIterator<Item = &'m Mutation>,
+    mutations: impl ExactSizeIterator<Item = &'m Mutation> + Clone,
 ) -> Result<(), Error> {
-    if mutations.len() > MAX_MUTATIONS {
-        return Err(Error::TooManyMutations {
-            count: mutations.len(),
-            max: MAX_MUTATIONS,
+    let count = mutations.len();
+    let bytes = mutations
+        .clone()
+        .fold(0_usize, |n, m| n.saturating_add(mutation_bytes(m)));
+    if bytes > MAX_COMMIT_BYTES {
+        return Err(Error::CommitTooLarge {
+            mutations: count,
+            bytes,
+            max: MAX_COMMIT_BYTES,
         });
     }
     // A single mutation has nothing to be a duplicate of (and the set would allocate).
-    let many = mutations.len() > 1;
-    let mut seen =
-        Set::with_capacity_and_hasher(if many { mutations.len() } else { 0 }, Default::default());
+    let many = count > 1;
+    let mut seen = Set::with_capacity_and_hasher(if many { count } else { 0 }, Default::default());
     for mutation in mutations {
         let key = mutation.key();
         check_ancestors(key)?;

@@ -16,7 +16,9 @@ use crate::model::key::KEY_PROPERTY;
 use crate::model::schema::Direction;
 use crate::model::value::Value;
 use crate::model::walk::compare_values;
-use crate::query::spec::{FilterNode, Operator, PropertyFilter, QuerySpec, ResultShape};
+use crate::query::spec::{
+    FilterNode, FindNearest, Operator, PropertyFilter, QuerySpec, ResultShape,
+};
 
 /// The most values an IN filter takes.
 pub const MAX_IN_VALUES: usize = 30;
@@ -78,6 +80,9 @@ pub(crate) fn check(filters: &[FilterNode]) -> Result<(), String> {
 /// of a refusal.
 pub(crate) fn check_query(query: &QuerySpec) -> Result<(), String> {
     check(&query.filters)?;
+    if let Some(nearest) = &query.find_nearest {
+        check_nearest(nearest)?;
+    }
     if query.is_kindless() {
         check_kindless(query)?;
     }
@@ -146,6 +151,25 @@ pub(crate) fn check_query(query: &QuerySpec) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// A nearest-neighbour search returns 1 to [`FindNearest::MAX_LIMIT`] results, within a
+/// threshold that is a finite number, as the service takes it.
+pub(crate) fn check_nearest(nearest: &FindNearest) -> Result<(), String> {
+    if !(1..=FindNearest::MAX_LIMIT).contains(&nearest.limit) {
+        return Err(format!(
+            "a nearest-neighbour search returns 1 to {} results, not {}",
+            FindNearest::MAX_LIMIT,
+            nearest.limit
+        ));
+    }
+    match nearest.threshold {
+        Some(threshold) if !threshold.is_finite() => Err(format!(
+            "a nearest-neighbour search's distance threshold is a finite number, not \
+             {threshold}; the service refuses it"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// A query without a kind reads the entities in key order: it filters on `__key__` (and an

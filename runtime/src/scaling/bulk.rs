@@ -1,22 +1,22 @@
 //! [`BulkWriter`] (R-S4): many entities written (or deleted) at the pace of a [`RampUp`], in
-//! commits of at most 500 mutations, in scattered key order, contention retried, progress
+//! commits of at most 500 mutations and 10 MiB, in scattered key order, contention retried, progress
 //! reported.
 
 use std::time::Duration;
 
 use crate::backend::retry::RetryPolicy;
 use crate::db::Db;
-use crate::db::write::{Op, Write, commit};
+use crate::db::write::{Op, Write, commit, runs};
 use crate::error::Error;
 use crate::hash::fnv1a_mixed;
 use crate::model::entity::Entity;
 use crate::model::key::{Key, RawKey};
-use crate::rules::commit::MAX_MUTATIONS;
 
 use super::ramp::{Limiter, RampUp};
 
-/// The most stored bytes one commit carries: the service takes requests of up to 10 MiB.
-const MAX_BATCH_BYTES: usize = 9 << 20;
+/// The mutations of one commit by default: the ramp's first second (R-S4: 500 writes a second
+/// to a new kind), so the first commit is not held back.
+const BATCH: usize = 500;
 
 /// Where a [`BulkWriter`] is, handed to its progress callback after every commit.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -37,7 +37,8 @@ pub struct Progress {
 type OnProgress<'a> = Box<dyn FnMut(&Progress) + Send + 'a>;
 
 /// Writes or deletes many entities without the hotspots Google's pages warn about (R-S4,
-/// R-K4): commits of at most 500 mutations (replicas counted, and at most 9 MiB), paced by a
+/// R-K4): commits of at most 500 mutations (replicas counted; `batch_size` changes it) and
+/// under the service's 10 MiB, paced by a
 /// [`RampUp`] (500 writes per second, +50 % every 5 minutes), in an order scattered over the
 /// key range (a hash of each key) so consecutive commits do not land on one key range; a
 /// commit that meets contention or an outage is sent again after a backoff. Entities are
@@ -91,8 +92,9 @@ impl std::fmt::Debug for BulkWriter<'_> {
 }
 
 impl<'a> BulkWriter<'a> {
-    /// A writer to `db`: Google's ramp ([`RampUp::new`]), commits of up to 500 mutations,
-    /// and at least 8 attempts per commit (the `Db`'s retry policy's backoff).
+    /// A writer to `db`: Google's ramp ([`RampUp::new`]), commits of up to 500 mutations (and
+    /// 10 MiB, the service's limit), and at least 8 attempts per commit (the `Db`'s retry
+    /// policy's backoff).
     pub fn new(db: &'a Db) -> BulkWriter<'a> {
         BulkWriter {
             db,
@@ -102,7 +104,7 @@ impl<'a> BulkWriter<'a> {
                 max_attempts: db.retry.max_attempts.max(8),
                 ..db.retry
             },
-            batch: MAX_MUTATIONS,
+            batch: BATCH,
             progress: None,
         }
     }
@@ -121,9 +123,10 @@ impl<'a> BulkWriter<'a> {
         self
     }
 
-    /// At most `mutations` mutations per commit (1 to 500; replicas count).
+    /// At most `mutations` mutations per commit (at least 1; replicas count). A commit also
+    /// stops short of the service's 10 MiB ([`MAX_COMMIT_BYTES`](crate::MAX_COMMIT_BYTES)).
     pub fn batch_size(mut self, mutations: usize) -> Self {
-        self.batch = mutations.clamp(1, MAX_MUTATIONS);
+        self.batch = mutations.max(1);
         self
     }
 
@@ -161,12 +164,6 @@ impl<'a> BulkWriter<'a> {
     /// Commits `writes` in batches; the complete key of each, in input order.
     async fn run(&mut self, writes: Vec<Write>) -> Result<Vec<RawKey>, Error> {
         let total = writes.len();
-        let per_write = |w: &Write| {
-            1 + w
-                .schema
-                .and_then(|s| s.replicas.as_ref())
-                .map_or(0, |r| r.copies as usize)
-        };
         let mut order: Vec<usize> = (0..total).collect();
         // Complete keys by a hash of the key (incomplete ones get their ids from the service,
         // which scatters them): consecutive commits land all over the key range.
@@ -178,19 +175,10 @@ impl<'a> BulkWriter<'a> {
         let limiter = self.limiter.get_or_insert_with(|| self.ramp.limiter());
         let mut keys: Vec<Option<RawKey>> = vec![None; total];
         let (mut done, mut retries) = (0, 0);
-        let mut at = 0;
-        while at < order.len() {
-            let (mut mutations, mut bytes, mut end) = (0, 0, at);
-            while end < order.len() {
-                let write = &writes[order[end]];
-                let size = write.properties.encoded_size();
-                let more = per_write(write);
-                if end > at && (mutations + more > self.batch || bytes + size > MAX_BATCH_BYTES) {
-                    break;
-                }
-                (mutations, bytes, end) = (mutations + more, bytes + size, end + 1);
-            }
-            let batch: Vec<Write> = order[at..end].iter().map(|&i| writes[i].clone()).collect();
+        for run in runs(order.iter().map(|&i| &writes[i]), self.batch) {
+            let run = &order[run];
+            let mutations: usize = run.iter().map(|&i| writes[i].mutations()).sum();
+            let batch: Vec<Write> = run.iter().map(|&i| writes[i].clone()).collect();
             limiter
                 .acquire(u32::try_from(mutations).unwrap_or(u32::MAX))
                 .await;
@@ -212,11 +200,10 @@ impl<'a> BulkWriter<'a> {
                     }
                 }
             };
-            for (&i, key) in order[at..end].iter().zip(written) {
+            for (&i, key) in run.iter().zip(written) {
                 keys[i] = Some(key);
             }
-            done += end - at;
-            at = end;
+            done += run.len();
             if let Some(progress) = &mut self.progress {
                 progress(&Progress {
                     done,

@@ -66,7 +66,6 @@ use crate::hash::fnv1a_mixed;
 use crate::model::entity::Entity;
 use crate::model::key::{Key, RawKey};
 use crate::model::schema::Schema;
-use crate::rules::commit::MAX_MUTATIONS;
 
 use super::ramp::RampUp;
 
@@ -347,8 +346,9 @@ impl<'a, O: Entity, N: Entity> CopyJob<'a, O, N> {
         self
     }
 
-    /// At most `entities` old entities per batch (default 100; fewer when the 500-mutation
-    /// limit of one commit needs it).
+    /// At most `entities` old entities per batch (default 100). A batch is one transaction:
+    /// what it writes must fit the service's 10 MiB
+    /// ([`MAX_COMMIT_BYTES`](crate::MAX_COMMIT_BYTES)), so take fewer large entities.
     pub fn batch_size(mut self, entities: usize) -> Self {
         self.batch = entities.max(1);
         self
@@ -375,7 +375,7 @@ impl<'a, O: Entity, N: Entity> CopyJob<'a, O, N> {
             } else {
                 0
             };
-        let batch = self.batch.min(MAX_MUTATIONS / per_entity).max(1);
+        let batch = self.batch;
         let mut state = match self.resume.take() {
             Some(state) => state,
             None => self.plan().await?,

@@ -351,7 +351,8 @@ struct FlockShard {
 
 pub async fn hostile_an_owner_with_any_number_of_shards_is_deleted(t: Ctx) {
     // Issue #26: the owner and its 1,000 shards were one commit of 1,001 mutations, refused
-    // (`TooManyMutations`), so the entity could never be deleted.
+    // (then over the 500 mutations the crate took for a limit), so the entity could never be
+    // deleted.
     let crowd = Crowd {
         name: KeyName::new("crowd").unwrap(),
         hits: 0,

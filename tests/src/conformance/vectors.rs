@@ -4,7 +4,7 @@
 
 use datastore_entity::backend::{Mask, Mutation};
 use datastore_entity::prelude::*;
-use datastore_entity::{Distance, Property, PropertyMap, Value, Vector};
+use datastore_entity::{Distance, Error, Property, PropertyMap, Value, Vector};
 
 use crate::harness::{Backend, Ctx};
 
@@ -15,6 +15,7 @@ macro_rules! vectors_tests {
             vectors_round_trip_exactly,
             vectors_must_be_excluded_from_indexes,
             vectors_nearest_first_by_each_measure,
+            vectors_a_threshold_is_finite_and_a_search_streams,
         );
     };
 }
@@ -176,4 +177,55 @@ pub async fn vectors_nearest_first_by_each_measure(t: Ctx) {
             .await
             .unwrap();
     assert_eq!(ids(&close), ["east", "north"], "{close:?}");
+}
+
+pub async fn vectors_a_threshold_is_finite_and_a_search_streams(t: Ctx) {
+    let near = Vector::new(vec![0.9, 0.1]).unwrap();
+    // A threshold that is not a finite number: refused before anything is sent, as the
+    // service refuses it ("distanceThreshold must be a finite number").
+    for threshold in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        let refused =
+            t.db.query::<Point>()
+                .find_nearest(Point::EMB, &near, Distance::Euclidean, 2)
+                .distance_threshold(threshold)
+                .fetch()
+                .await;
+        assert!(
+            matches!(&refused, Err(Error::InvalidQuery { reason, .. }) if reason.contains("finite")),
+            "{threshold}: {refused:?}"
+        );
+    }
+    if t.backend == Backend::Datastore {
+        return; // no vectors
+    }
+    for (id, v) in [
+        ("s-east", [1.0, 0.0]),
+        ("s-north", [0.0, 1.0]),
+        ("s-west", [-1.0, 0.0]),
+    ] {
+        t.db.put(&Point {
+            id: KeyName::new(id).unwrap(),
+            label: "s".into(),
+            emb: Vector::new(v.to_vec()).unwrap(),
+        })
+        .await
+        .unwrap();
+    }
+    // Streamed, a search gives what a fetch gives: one page, limited by its own `limit`.
+    let search = || {
+        t.db.query::<Point>()
+            .filter(Point::LABEL.eq("s"))
+            .find_nearest(Point::EMB, &near, Distance::Euclidean, 2)
+    };
+    let fetched = search().fetch().await.unwrap().items;
+    let streamed: Vec<Point> = search().stream().try_collect().await.unwrap();
+    assert_eq!(streamed, fetched);
+    let keys: Vec<Key<Point>> = search().keys_only().stream().try_collect().await.unwrap();
+    let ids: Vec<&str> = keys.iter().map(|k| k.name().unwrap()).collect();
+    let fetched_ids: Vec<&str> = fetched.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(ids, fetched_ids);
+    if t.backend != Backend::Firestore {
+        // (The Firestore emulator ignores the search: see above.)
+        assert_eq!(fetched_ids, ["s-east", "s-north"]);
+    }
 }

@@ -22,6 +22,5 @@ fn main() {
     let _ = (Direction::Ascending, Operator::Equal);
     queryable::<datastore_entity::Indexed>();
     let _ = datastore_entity::scale::migrate::rollout("user-1", 50);
-    assert_eq!(datastore_entity::scale::MAX_MUTATIONS, 500);
     let _ = datastore_entity::name::validate_bytes(datastore_entity::NameRole::Kind, b"Account");
 }

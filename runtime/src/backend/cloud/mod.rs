@@ -6,7 +6,7 @@
 //! handled here so users never meet them by surprise: lookups over 1,000 keys are split, and
 //! `deferred` keys fetched again until none remain; query batches that are `NOT_FINISHED`
 //! continue; a commit is checked by `rules::commit` before it is sent (an entity over 1 MiB,
-//! over 500 mutations…). Every call carries the routing header with the project and database.
+//! over 10 MiB…). Every call carries the routing header with the project and database.
 
 mod call;
 pub(crate) mod connect;
@@ -1013,7 +1013,7 @@ impl Backend for Cloud {
 /// The `CommitRequest` a `put_many` of `entities` sends to project `project_id`'s default
 /// database and namespace (upserts, outside a transaction), built as the backend builds it:
 /// each entity written by the derive straight into the wire form, then checked as the write
-/// pipeline checks it (the service's limits, R-I5, the 500 mutations; entity types with
+/// pipeline checks it (the service's limits, R-I5, the 10 MiB of a commit; entity types with
 /// replicas or counters also get companions from `Db::put_many`, not here). For benchmarks,
 /// and tools that look at what goes on the wire.
 ///

@@ -21,6 +21,7 @@ use crate::query::explain::{ExecutionStats, Explanation};
 use crate::query::spec::{
     FilterNode, FindNearest, QueryBatch, QueryResult, QuerySpec, ResultShape,
 };
+use crate::rules::filter::check_nearest;
 
 /// The distance of the entity stored as `value` (an entities-table value) from the search's
 /// vector: `None` if its property is not a vector of the search's dimension.
@@ -211,13 +212,7 @@ impl<'a> Answers<'a> {
             kind: query.kind.clone(),
             reason,
         };
-        if !(1..=FindNearest::MAX_LIMIT).contains(&nearest.limit) {
-            return Err(refuse(format!(
-                "a nearest-neighbour search returns 1 to {} results, not {}",
-                FindNearest::MAX_LIMIT,
-                nearest.limit
-            )));
-        }
+        check_nearest(nearest).map_err(refuse)?;
         if matches!(query.shape, ResultShape::Projection(_)) || !query.orders.is_empty() {
             return Err(refuse(
                 "a nearest-neighbour search is ordered by distance and returns whole entities \
