@@ -249,9 +249,13 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
         .is_some_and(|t| t.as_bytes().starts_with(b"application/grpc"));
     if grpc {
         let service = shared.service.read().map(|s| s.clone()).ok();
-        return match service {
-            Some(service) => call(service, request).await,
-            None => Status::internal("the server's state is poisoned").into_http(),
+        let Some(service) = service else {
+            return Status::internal("the server's state is poisoned").into_http();
+        };
+        return match deadline(&request) {
+            Ok(None) => call(service, request).await,
+            Ok(Some(deadline)) => within(deadline, call(service, request)).await,
+            Err(status) => status.into_http(),
         };
     }
     match (request.method(), request.uri().path()) {
@@ -318,6 +322,49 @@ async fn reset(shared: &Shared) -> Result<(), Error> {
 fn poisoned() -> Error {
     Error::Storage {
         reason: "the server's state is poisoned".to_owned(),
+    }
+}
+
+/// When the call's client stops waiting (its `grpc-timeout` header: digits and a unit, `H`,
+/// `M`, `S`, `m`, `u` or `n`), as the service honours it; `None` without one.
+fn deadline(request: &Request<Incoming>) -> Result<Option<tokio::time::Instant>, Status> {
+    let Some(header) = request.headers().get("grpc-timeout") else {
+        return Ok(None);
+    };
+    let malformed = || Status::invalid_argument("The grpc-timeout header is malformed.");
+    let text = header.to_str().map_err(|_| malformed())?;
+    let (digits, unit) = text.split_at(text.len().saturating_sub(1));
+    // gRPC's timeouts hold at most 8 digits.
+    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(malformed());
+    }
+    let n: u64 = digits.parse().map_err(|_| malformed())?;
+    let timeout = match unit {
+        "H" => Duration::from_secs(n * 3600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return Err(malformed()),
+    };
+    Ok(Some(tokio::time::Instant::now() + timeout))
+}
+
+/// `answer`, or `DEADLINE_EXCEEDED` once `deadline` passes (an answer ready only after it
+/// too: its client stopped waiting, as gRPC's own servers answer it).
+async fn within(
+    deadline: tokio::time::Instant,
+    answer: impl Future<Output = Response<Body>>,
+) -> Response<Body> {
+    let exceeded = || Status::deadline_exceeded("Deadline exceeded.").into_http();
+    if tokio::time::Instant::now() >= deadline {
+        return exceeded();
+    }
+    match tokio::time::timeout_at(deadline, answer).await {
+        Ok(_) if tokio::time::Instant::now() > deadline => exceeded(),
+        Ok(response) => response,
+        Err(_) => exceeded(),
     }
 }
 

@@ -159,3 +159,77 @@ async fn aggregations_take_five_at_most_and_no_reserved_alias() {
         }
     }
 }
+
+/// A unary gRPC call of `method` sent as it is, with `headers`, over hyper's HTTP/2 client (tonic's
+/// client enforces a `grpc-timeout` itself, before any server answers): its `grpc-status`, or
+/// how its stream was reset.
+async fn raw_call(
+    host: &str,
+    method: &str,
+    message: impl gcloud_sdk::prost::Message,
+    headers: &[(&str, &str)],
+) -> Result<Code, String> {
+    use http_body_util::{BodyExt, Full};
+    let stream = tokio::net::TcpStream::connect(host).await.unwrap();
+    let io = hyper_util::rt::TokioIo::new(stream);
+    let executor = hyper_util::rt::TokioExecutor::new();
+    let (mut sender, connection) = hyper::client::conn::http2::handshake(executor, io)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let encoded = message.encode_to_vec();
+    let mut frame = vec![0];
+    frame.extend_from_slice(&u32::try_from(encoded.len()).unwrap().to_be_bytes());
+    frame.extend_from_slice(&encoded);
+    let mut request = hyper::Request::post(format!(
+        "http://{host}/google.datastore.v1.Datastore/{method}"
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request.body(Full::new(bytes::Bytes::from(frame))).unwrap();
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string())?;
+    let in_headers = response.headers().get("grpc-status").cloned();
+    let body = response.into_body().collect().await.unwrap();
+    let status = in_headers
+        .or_else(|| body.trailers().and_then(|t| t.get("grpc-status").cloned()))
+        .expect("a grpc-status");
+    Ok(Code::from_i32(status.to_str().unwrap().parse().unwrap()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_past_its_deadline_is_not_answered() {
+    let mut hosts = vec![("server", harness::server_host().to_owned())];
+    if harness::shared_emulator(Backend::Firestore).is_some() {
+        hosts.push((
+            "firestore",
+            harness::emulator_host(Backend::Firestore).unwrap(),
+        ));
+    }
+    let lookup = || pb::LookupRequest {
+        project_id: PROJECT.into(),
+        keys: vec![key("deadlines", "K", "a")],
+        ..pb::LookupRequest::default()
+    };
+    for (runner, host) in hosts {
+        // A deadline passed before the server reads the call.
+        // The server answers DEADLINE_EXCEEDED; the Firestore emulator (grpc-java) resets the
+        // stream: neither answers the call.
+        let late = raw_call(&host, "Lookup", lookup(), &[("grpc-timeout", "1n")]).await;
+        match runner {
+            "firestore" => assert!(late.is_err(), "{late:?}"),
+            _ => assert_eq!(late, Ok(Code::DeadlineExceeded), "{runner}"),
+        }
+        // A deadline far enough: answered.
+        let ample = raw_call(&host, "Lookup", lookup(), &[("grpc-timeout", "30S")]).await;
+        assert_eq!(ample, Ok(Code::Ok), "{runner}");
+        // No deadline: answered.
+        let none = raw_call(&host, "Lookup", lookup(), &[]).await;
+        assert_eq!(none, Ok(Code::Ok), "{runner}");
+    }
+}
