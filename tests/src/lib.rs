@@ -388,6 +388,10 @@ impl Backend for Instrumented {
     ) -> BoxFuture<'a, Result<(), Error>> {
         self.inner.declare(schema)
     }
+
+    fn cache_identity(&self) -> Option<String> {
+        self.inner.cache_identity()
+    }
 }
 
 /// Takes one from `counter` if it is not zero: whether a failure is still to inject.
@@ -509,6 +513,10 @@ impl Backend for Latency {
         schema: &'static datastore_entity::Schema,
     ) -> BoxFuture<'a, Result<(), Error>> {
         self.inner.declare(schema)
+    }
+
+    fn cache_identity(&self) -> Option<String> {
+        self.inner.cache_identity()
     }
 }
 

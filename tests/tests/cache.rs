@@ -591,7 +591,8 @@ async fn many_large_entities_are_cached_a_few_mib_at_a_time() {
             body: char::from(b'a' + i as u8).to_string().repeat(900_000),
         })
         .collect();
-    db.put_many(&entities).await.unwrap();
+    // 10.8 MB: two commits (one is at most 10 MiB).
+    db.put_chunked(&entities).await.unwrap();
     let keys: Vec<Key<Large>> = (1..=12)
         .map(|i| Large::key(KeyId::new(i).unwrap()))
         .collect();
@@ -679,4 +680,52 @@ async fn a_refused_commit_with_a_key_twice_leaves_it_unlocked() {
     db.get(&key("a")).await.unwrap();
     let stats = db.cache_stats();
     assert_eq!((stats.locked, stats.hits), (0, 1), "{stats:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn engines_sharing_a_redis_never_read_each_others_entities() {
+    // Issue #48: the engine's keys name no project, so two engines' cache keys were one.
+    let Some(redis) = redis() else { return };
+    let cache = || GlobalCache::redis(&redis.url()).unwrap();
+    let dir = std::env::temp_dir().join(format!("shared-redis-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (path_a, path_b) = (dir.join("a.redb"), dir.join("b.redb"));
+    for (a, b) in [
+        (Db::in_memory(), Db::in_memory()),
+        (Db::open(&path_a).unwrap(), Db::open(&path_b).unwrap()),
+    ] {
+        let (a, b) = (a.with_global_cache(cache()), b.with_global_cache(cache()));
+        a.replace(&item("shared", 1)).await.unwrap();
+        assert_eq!(
+            a.get(&key("shared")).await.unwrap(),
+            Some(item("shared", 1))
+        );
+        assert_eq!(
+            a.get(&key("shared")).await.unwrap(),
+            Some(item("shared", 1))
+        );
+        assert_eq!(a.cache_stats().hits, 1, "A reads its own through the cache");
+        assert_eq!(
+            b.get(&key("shared")).await.unwrap(),
+            None,
+            "B never held it"
+        );
+        b.replace(&item("shared", 2)).await.unwrap();
+        assert_eq!(
+            b.get(&key("shared")).await.unwrap(),
+            Some(item("shared", 2))
+        );
+        assert_eq!(
+            a.get(&key("shared")).await.unwrap(),
+            Some(item("shared", 1))
+        );
+    }
+    // A file keeps its identity: reopened, it reads what it cached.
+    let reopened = Db::open(&path_a).unwrap().with_global_cache(cache());
+    assert_eq!(
+        reopened.get(&key("shared")).await.unwrap(),
+        Some(item("shared", 1))
+    );
+    assert_eq!(reopened.cache_stats().hits, 1);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

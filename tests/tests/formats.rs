@@ -354,6 +354,11 @@ fn rendered(table: &str, key: &[u8], value: &[u8]) -> String {
             assert!(plausible(clock), "the last commit's time: {clock}");
             "+time".to_owned()
         }
+        // The file's identity: 16 random bytes, written when it is first opened.
+        "meta" if key == b"identity" => {
+            assert_eq!(value.len(), 16, "an identity of 16 bytes");
+            "+random".to_owned()
+        }
         _ => hex(value),
     };
     format!("{} => {value}", hex(key))

@@ -329,6 +329,14 @@ pub trait Backend: Send + Sync + 'static {
         let _ = schema;
         Box::pin(std::future::ready(Ok(())))
     }
+
+    /// What names this backend's data in a cache shared with other backends, where its keys'
+    /// project does not: the embedded engine's keys name no project, so each engine names its
+    /// own (`embedded-` and 32 hex digits; a file keeps its across opens). `None` (the
+    /// default): the keys' project names it. A wrapper around another backend forwards it.
+    fn cache_identity(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The transaction `id` begun for a read, with the read's answer; if the read failed, the

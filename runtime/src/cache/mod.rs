@@ -69,14 +69,29 @@ impl Caching {
     }
 
     /// The same, with `cache` as its global cache, for keys of `partition`'s project and
-    /// database.
+    /// database. Keys that name no project (the embedded engine's) are cached under the
+    /// backend's own identity, so that engines sharing a Redis never read each other's
+    /// entities; a backend with neither reads around the cache (its writes still lock).
     #[cfg(feature = "redis")]
     pub(crate) fn with_global(mut self, cache: GlobalCache, partition: &PartitionId) -> Caching {
-        self.global = Some(GlobalLayer::new(
+        let identity = match partition.project_id.is_empty() {
+            true => self.inner.cache_identity(),
+            false => Some(partition.project_id.clone()),
+        };
+        let reads = identity.is_some();
+        if !reads {
+            tracing::warn!(
+                "the global cache is read around: the backend's keys name no project and it \
+                 names no identity of its own, so its entities could be mistaken for another's"
+            );
+        }
+        let mut layer = GlobalLayer::new(
             cache,
-            &partition.project_id,
+            identity.as_deref().unwrap_or_default(),
             &partition.database_id,
-        ));
+        );
+        layer.reads = reads;
+        self.global = Some(layer);
         self
     }
 
@@ -366,5 +381,9 @@ impl Backend for Caching {
     fn declare<'a>(&'a self, schema: &'static Schema) -> BoxFuture<'a, Result<(), Error>> {
         self.policies.declare(schema.kind, schema.cache);
         self.inner.declare(schema)
+    }
+
+    fn cache_identity(&self) -> Option<String> {
+        self.inner.cache_identity()
     }
 }

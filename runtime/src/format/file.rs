@@ -54,6 +54,9 @@ pub(crate) const FORMAT_KEY: &[u8] = b"format";
 pub(crate) const IDS_KEY: &[u8] = b"ids";
 /// The meta key of the last commit's time (microseconds, big-endian).
 pub(crate) const CLOCK_KEY: &[u8] = b"clock";
+/// The meta key of the file's identity: 16 random bytes, written when the file is first
+/// opened, naming its data where several engines share a cache (engines before it ignore it).
+pub(crate) const IDENTITY_KEY: &[u8] = b"identity";
 /// The meta keys of reserved ids (then the id, big-endian).
 pub(crate) const RESERVED_PREFIX: &[u8] = b"reserved:";
 /// The meta keys of declared composite indexes (then the index's table name).

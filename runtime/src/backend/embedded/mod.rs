@@ -139,6 +139,9 @@ struct State {
     /// The entities read-write transactions hold, and who waits for them.
     locks: Locks,
     ids: Ids,
+    /// What names this engine's data where several engines share a cache (their keys name no
+    /// project): random for an engine in memory, a file's own (its `identity` record).
+    identity: u128,
 }
 
 impl Embedded {
@@ -448,6 +451,10 @@ impl Backend for Embedded {
     fn declare<'a>(&'a self, schema: &'static Schema) -> BoxFuture<'a, Result<(), Error>> {
         ready(self.state().declare(schema))
     }
+
+    fn cache_identity(&self) -> Option<String> {
+        Some(format!("embedded-{:032x}", self.state().identity))
+    }
 }
 
 impl State {
@@ -461,18 +468,21 @@ impl State {
             transactions: Transactions::default(),
             locks: Locks::default(),
             ids: Ids::default(),
+            identity: fastrand::u128(..),
         }
     }
 
-    /// Reads a file's own records: its format, id counter, reserved ids and declared indexes.
+    /// Reads a file's own records: its format, id counter, reserved ids, declared indexes and
+    /// identity.
     fn load(&mut self, path: &Path) -> Result<(), Error> {
-        records::load(
+        self.identity = records::load(
             &mut *self.store,
             path,
             &mut self.ids,
             &mut self.history,
             &mut self.composites,
-        )
+        )?;
+        Ok(())
     }
 
     /// Applies a batch; a failure leaves the id counter to be persisted again.

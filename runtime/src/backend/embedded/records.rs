@@ -13,7 +13,8 @@ use super::index::{self, Composite};
 use super::store::{Batch, Key, Store};
 use crate::error::Error;
 use crate::format::file::{
-    CLOCK_KEY, ENTITIES, FORMAT, FORMAT_KEY, IDS_KEY, INDEX_PREFIX, META, RESERVED_PREFIX,
+    CLOCK_KEY, ENTITIES, FORMAT, FORMAT_KEY, IDENTITY_KEY, IDS_KEY, INDEX_PREFIX, META,
+    RESERVED_PREFIX,
 };
 use crate::format::keycode;
 use crate::hash::Map;
@@ -21,14 +22,14 @@ use crate::model::scalar::Timestamp;
 use crate::model::schema::Schema;
 
 /// Reads a file's own state: its format, id counter, last commit's time, reserved ids and
-/// declared indexes.
+/// declared indexes; and its identity, which a file gets when first opened.
 pub(super) fn load(
     store: &mut dyn Store,
     path: &Path,
     ids: &mut Ids,
     history: &mut History,
     composites: &mut Map<String, Vec<Composite>>,
-) -> Result<(), Error> {
+) -> Result<u128, Error> {
     let mut format = None;
     store.get(META, FORMAT_KEY, &mut |v| format = Some(v.to_vec()))?;
     match format {
@@ -60,8 +61,12 @@ pub(super) fn load(
     let corrupt = || Error::Storage {
         reason: format!("{}: the engine's own records are corrupt", path.display()),
     };
+    let mut identity = None;
     for (k, v) in entries {
-        if k == IDS_KEY {
+        if k == IDENTITY_KEY {
+            let bytes = <[u8; 16]>::try_from(v.as_slice()).map_err(|_| corrupt())?;
+            identity = Some(u128::from_be_bytes(bytes));
+        } else if k == IDS_KEY {
             let counter = <[u8; 8]>::try_from(v.as_slice()).map_err(|_| corrupt())?;
             ids.load_counter(u64::from_be_bytes(counter));
         } else if k == CLOCK_KEY {
@@ -78,7 +83,16 @@ pub(super) fn load(
                 .push(index);
         }
     }
-    Ok(())
+    match identity {
+        Some(identity) => Ok(identity),
+        None => {
+            let identity = fastrand::u128(..);
+            let mut batch = Batch::default();
+            batch.put(META, IDENTITY_KEY.to_vec(), identity.to_be_bytes().to_vec());
+            store.apply(batch)?;
+            Ok(identity)
+        }
+    }
 }
 
 /// Records in `batch` that a commit was applied at `time`.
