@@ -20,7 +20,8 @@ pub use crate::query::spec::{
 };
 /// The write vocabulary, where the backends' callers have always found it.
 pub use crate::query::write::{
-    Change, ChangeResult, Committed, Condition, Mask, Mutation, PropertyTransform, TransformKind,
+    Change, ChangeResult, Committed, Condition, Mask, Mutation, OnConflict, PropertyTransform,
+    TransformKind,
 };
 
 #[cfg(feature = "cloud")]

@@ -114,8 +114,9 @@ impl Db {
     }
 
     /// Writes `entity` as [`put`](Db::put) does, only if it is still at `version` (read with
-    /// [`get_versioned`](Db::get_versioned); `0`: only if it does not exist). If someone
-    /// wrote it since (or deleted or created it), [`Error::Conflict`] and nothing is written.
+    /// [`get_versioned`](Db::get_versioned); `0`: only if it does not exist, a deleted entity
+    /// included, on every backend). If someone wrote it since (or deleted or created it),
+    /// [`Error::Conflict`] and nothing is written.
     /// Optimistic concurrency in one round trip, without a transaction.
     pub async fn put_if_version<E: Entity>(
         &self,

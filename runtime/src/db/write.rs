@@ -4,7 +4,7 @@
 //! sends the mutations in one backend call.
 
 use crate::backend::{
-    Change, Committed, Condition, Mask, Mutation, PropertyTransform, TransactionId,
+    Change, Committed, Condition, Mask, Mutation, OnConflict, PropertyTransform, TransactionId,
 };
 use crate::error::Error;
 use crate::format::companion::{ENTITY, OWNER, companion_key, replica};
@@ -249,6 +249,7 @@ pub(crate) async fn prepare(
         .map(|(mutation, (condition, transforms))| Change {
             mutation,
             condition,
+            on_conflict: OnConflict::Fail,
             transforms,
         })
         .collect();

@@ -54,6 +54,20 @@ pub enum Condition {
     UpdateTime(Timestamp),
 }
 
+/// What a change whose [`Condition`] does not hold does: the service's conflict resolution
+/// strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnConflict {
+    /// The commit fails with [`Error::Conflict`](crate::Error::Conflict) and writes nothing
+    /// (`FAIL`): what the crate's conditional writes (`put_if_version`…) ask.
+    #[default]
+    Fail,
+    /// The change is skipped and the stored entity kept: its result says
+    /// [`conflict_detected`](ChangeResult::conflict_detected), with the stored version, and the
+    /// commit's other changes apply (`SERVER_VALUE`, the service's default strategy).
+    KeepStored,
+}
+
 /// One change of a commit: a mutation, the condition it is applied under, and the
 /// transforms applied after it.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,6 +76,8 @@ pub struct Change {
     pub mutation: Mutation,
     /// Applied only if this holds (none: always).
     pub condition: Option<Condition>,
+    /// What happens when the condition does not hold.
+    pub on_conflict: OnConflict,
     /// Applied by the service to the entity the mutation leaves, in order, whatever its mask
     /// (an insert, update or upsert only).
     pub transforms: Vec<PropertyTransform>,
@@ -72,6 +88,7 @@ impl From<Mutation> for Change {
         Change {
             mutation,
             condition: None,
+            on_conflict: OnConflict::Fail,
             transforms: Vec::new(),
         }
     }
@@ -127,6 +144,9 @@ pub struct ChangeResult {
     pub stamp: Stamp,
     /// The result of each of the change's transforms, in order.
     pub transform_results: Vec<Value>,
+    /// Whether the change's condition did not hold and it was skipped
+    /// ([`OnConflict::KeepStored`]): the stamp is then the stored entity's.
+    pub conflict_detected: bool,
 }
 
 /// Which stored properties an insert, update or upsert sets (the service's
@@ -208,19 +228,21 @@ impl Mask {
 
     /// `written` laid over `stored` as this mask says: the entity the write leaves.
     pub(crate) fn merge(&self, stored: Option<PropertyMap>, written: PropertyMap) -> PropertyMap {
-        // Nothing stored (most writes): the written entity, without naming the mask's paths.
-        let Some(mut stored) = stored else {
-            return written;
+        let mut stored = match (stored, self) {
+            (_, Mask::Whole) => return written,
+            // Nothing stored (most writes) and an entity type's write: what the type wrote is
+            // exactly what it declares, without naming the mask's paths.
+            (None, Mask::Declared(_)) => return written,
+            // Nothing stored: only the masked paths of what is written (as the service).
+            (None, Mask::Paths(_)) => PropertyMap::new(),
+            (Some(stored), _) => stored,
         };
-        match self.paths() {
-            None => written,
-            Some(paths) => {
-                for path in paths.iter() {
-                    overlay(&mut stored, &written, path);
-                }
-                stored
+        if let Some(paths) = self.paths() {
+            for path in paths.iter() {
+                overlay(&mut stored, &written, path);
             }
         }
+        stored
     }
 }
 

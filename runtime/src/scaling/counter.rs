@@ -124,12 +124,15 @@ pub async fn increment(
 /// its owner, in a transaction), [`Error::Unsupported`] if the server does not know transforms.
 async fn add_on_server(db: &Db, at: &RawKey, delta: i64) -> Result<i64, Error> {
     let change = Change {
-        mutation: Mutation::Update(at.clone(), PropertyMap::new(), Mask::Paths(Vec::new())),
-        condition: None,
         transforms: vec![PropertyTransform {
             path: vec![COUNT.into()],
             kind: TransformKind::Increment(Value::Integer(delta)),
         }],
+        ..Change::from(Mutation::Update(
+            at.clone(),
+            PropertyMap::new(),
+            Mask::Paths(Vec::new()),
+        ))
     };
     let committed = db.backend().commit_changes(vec![change], None).await?;
     let result = committed.results.into_iter().next();

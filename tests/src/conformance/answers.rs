@@ -23,6 +23,7 @@ macro_rules! answers_tests {
             answers_dotted_names_combine_with_other_properties,
             answers_a_kindless_query_reads_every_kind,
             answers_no_sum_or_average_of_the_key,
+            answers_a_masked_write_of_a_new_entity_writes_only_its_paths,
         );
     };
 }
@@ -375,5 +376,46 @@ pub async fn answers_no_sum_or_average_of_the_key(t: Ctx) {
             t.db.backend()
                 .run_aggregation(&spec, &Aggregation::Count { up_to: None }, None);
         assert_eq!(count.await.unwrap(), Value::Integer(1));
+    }
+}
+
+pub async fn answers_a_masked_write_of_a_new_entity_writes_only_its_paths(t: Ctx) {
+    let p = t.db.partition().clone();
+    let written = PropertyMap::from([
+        ("x", Property::indexed(Value::Integer(1))),
+        ("y", Property::indexed(Value::Integer(2))),
+        (
+            "e",
+            Property::indexed(Value::Entity(PropertyMap::from([
+                ("in", Property::indexed(Value::Integer(3))),
+                ("out", Property::indexed(Value::Integer(4))),
+            ]))),
+        ),
+    ]);
+    let mask = Mask::Paths(vec![vec!["x".into()], vec!["e".into(), "in".into()]]);
+    let upserted = named(&p, None, "Masked", "upsert");
+    let inserted = named(&p, None, "Masked", "insert");
+    let mutations = vec![
+        Mutation::Upsert(upserted.clone(), written.clone(), mask.clone()),
+        Mutation::Insert(inserted.clone(), written, mask),
+    ];
+    t.db.backend().commit(mutations, None).await.unwrap();
+    let expected = PropertyMap::from([
+        ("x", Property::indexed(Value::Integer(1))),
+        (
+            "e",
+            Property::indexed(Value::Entity(PropertyMap::from([(
+                "in",
+                Property::indexed(Value::Integer(3)),
+            )]))),
+        ),
+    ]);
+    let found =
+        t.db.backend()
+            .lookup(&[upserted, inserted], None)
+            .await
+            .unwrap();
+    for stored in found {
+        assert_eq!(stored.as_ref(), Some(&expected));
     }
 }

@@ -270,12 +270,15 @@ pub async fn transforms_through_an_embedded_entity(t: Ctx) {
     let key = t.db.put(&tally("embedded")).await.unwrap();
     let raw = t.db.bind(&key).unwrap().into_raw();
     let change = |path: Vec<&'static str>, by: i64| Change {
-        mutation: Mutation::Update(raw.clone(), PropertyMap::new(), Mask::Paths(Vec::new())),
-        condition: None,
         transforms: vec![PropertyTransform {
             path: path.into_iter().map(Into::into).collect(),
             kind: TransformKind::Increment(Value::Integer(by)),
         }],
+        ..Change::from(Mutation::Update(
+            raw.clone(),
+            PropertyMap::new(),
+            Mask::Paths(Vec::new()),
+        ))
     };
     let first =
         t.db.backend()

@@ -5,7 +5,7 @@
 //! The Firestore emulator uses the update time in microseconds as the version, as the embedded
 //! engine does; the legacy Datastore emulator counts commits per entity and reports no times.
 
-use datastore_entity::backend::{Change, Condition, Mask, Mutation};
+use datastore_entity::backend::{Change, Condition, Mask, Mutation, OnConflict};
 use datastore_entity::prelude::*;
 
 use crate::harness::{Backend, Ctx};
@@ -23,6 +23,7 @@ macro_rules! versions_tests {
             versions_a_write_that_changes_nothing_keeps_the_version,
             versions_queries_report_the_version_of_whole_entities,
             versions_an_update_time_condition,
+            versions_a_condition_that_fails_keeps_the_stored_entity_by_default,
         );
     };
 }
@@ -166,6 +167,84 @@ pub async fn versions_zero_means_the_entity_does_not_exist(t: Ctx) {
         "{gone:?}"
     );
     assert_eq!(t.db.get(&key).await.unwrap(), None, "nothing written");
+    // Deleted, it does not exist: version 0 creates it again (issue #48: on the Firestore
+    // emulator, whose base version of a deleted entity is the delete's, a retry loop never
+    // ended). The legacy emulator referees base versions.
+    let recreated = t.db.put_if_version(&account("versions-zero"), 0).await;
+    assert!(recreated.is_ok(), "{recreated:?}");
+    assert!(t.db.get(&key).await.unwrap().is_some());
+}
+
+pub async fn versions_a_condition_that_fails_keeps_the_stored_entity_by_default(t: Ctx) {
+    // The service's default strategy (SERVER_VALUE): the mutation whose base version does not
+    // match is skipped, its result says so with the stored version, the others apply; in a
+    // transaction and out of one. The legacy emulator referees it (the Firestore emulator
+    // ignores the condition, and writes).
+    let key = t.db.put(&account("versions-keep")).await.unwrap();
+    t.db.put(&account("versions-other")).await.unwrap();
+    let read = t.db.get_versioned(&key).await.unwrap().unwrap();
+    let raw = t.db.bind(&key).unwrap().into_raw();
+    let other =
+        t.db.bind(&account_key("versions-other"))
+            .unwrap()
+            .into_raw();
+    let balance = |n: i64| {
+        datastore_entity::PropertyMap::from([(
+            "balance",
+            datastore_entity::Property::indexed(datastore_entity::Value::Integer(n)),
+        )])
+    };
+    let mask = || Mask::Paths(vec![vec!["balance".into()]]);
+    // An earlier version (a later one, which the entity never had, is refused whole).
+    let changes = |n: i64| {
+        vec![
+            Change {
+                condition: Some(Condition::Version(read.version - 1)),
+                on_conflict: OnConflict::KeepStored,
+                ..Change::from(Mutation::Upsert(raw.clone(), balance(n), mask()))
+            },
+            Change::from(Mutation::Upsert(other.clone(), balance(n), mask())),
+        ]
+    };
+    for in_transaction in [false, true] {
+        let n = if in_transaction { 2 } else { 1 };
+        let committed = match in_transaction {
+            false => t.db.backend().commit_changes(changes(n), None).await,
+            true => {
+                let backend = t.db.backend();
+                let mode = datastore_entity::backend::TransactionMode::ReadWrite { previous: None };
+                let id = backend
+                    .begin_transaction(t.db.partition(), &mode)
+                    .await
+                    .unwrap();
+                backend.commit_changes(changes(n), Some(&id)).await
+            }
+        }
+        .unwrap();
+        // (Read as stored: the legacy emulator ignores property masks, and writes `balance`
+        // alone.)
+        let found =
+            t.db.backend()
+                .lookup(std::slice::from_ref(&other), None)
+                .await
+                .unwrap();
+        let other_now = &found[0].as_ref().unwrap()["balance"].value;
+        assert_eq!(
+            other_now,
+            &datastore_entity::Value::Integer(n),
+            "the other mutation applies"
+        );
+        let stored = t.db.get(&key).await.unwrap().unwrap();
+        match t.backend {
+            Backend::Firestore => assert_eq!(stored.balance, n, "the emulator ignores it"),
+            _ => {
+                assert!(committed.results[0].conflict_detected, "{committed:?}");
+                assert_eq!(committed.results[0].stamp.version, read.version);
+                assert!(!committed.results[1].conflict_detected);
+                assert_eq!(stored.balance, 0, "the stored entity is kept");
+            }
+        }
+    }
 }
 
 pub async fn versions_a_stale_delete_is_refused(t: Ctx) {
@@ -271,6 +350,7 @@ pub async fn versions_an_update_time_condition(t: Ctx) {
                 Mask::Paths(vec![vec!["balance".into()]]),
             ),
             condition: Some(condition),
+            on_conflict: OnConflict::Fail,
             transforms: Vec::new(),
         }
     };

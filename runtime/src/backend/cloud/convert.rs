@@ -6,7 +6,9 @@ use std::sync::Arc;
 use gcloud_sdk::google::datastore::v1 as pb;
 use gcloud_sdk::prost_types;
 
-use crate::backend::{Condition, Mask, Mutation, PropertyTransform, Stamp, TransformKind};
+use crate::backend::{
+    Condition, Mask, Mutation, OnConflict, PropertyTransform, Stamp, TransformKind,
+};
 use crate::error::{Error, ServiceCode};
 use crate::model::schema::{Direction, Schema};
 use crate::model::stored::ValueView;
@@ -74,8 +76,14 @@ pub(super) fn stamp(
 
 /// Sets `mutation`'s conflict detection to `condition`: the whole commit fails if it does not
 /// hold (the strategy `FAIL`; the default strategy would skip the mutation and report it).
-pub(super) fn condition(mutation: &mut pb::Mutation, condition: Option<Condition>) {
-    use pb::mutation::{ConflictDetectionStrategy as Detect, ConflictResolutionStrategy};
+pub(super) fn condition(
+    mutation: &mut pb::Mutation,
+    condition: Option<Condition>,
+    on_conflict: OnConflict,
+) {
+    use pb::mutation::{
+        ConflictDetectionStrategy as Detect, ConflictResolutionStrategy as Resolve,
+    };
     let Some(condition) = condition else { return };
     mutation.conflict_detection_strategy = Some(match condition {
         Condition::Version(version) => {
@@ -83,7 +91,19 @@ pub(super) fn condition(mutation: &mut pb::Mutation, condition: Option<Condition
         }
         Condition::UpdateTime(time) => Detect::UpdateTime(timestamp(time)),
     });
-    mutation.conflict_resolution_strategy = ConflictResolutionStrategy::Fail as i32;
+    mutation.conflict_resolution_strategy = match on_conflict {
+        OnConflict::Fail => Resolve::Fail,
+        OnConflict::KeepStored => Resolve::ServerValue,
+    } as i32;
+}
+
+/// An upsert (or insert) sent as an insert: written only if the entity does not exist.
+pub(super) fn as_insert(mutation: &mut pb::Mutation) {
+    use pb::mutation::Operation;
+    mutation.operation = match mutation.operation.take() {
+        Some(Operation::Upsert(entity)) => Some(Operation::Insert(entity)),
+        other => other,
+    };
 }
 
 /// A change's transforms as the service takes them.

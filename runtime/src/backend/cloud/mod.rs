@@ -23,7 +23,7 @@ use gcloud_sdk::prost_types;
 use self::call::{About, Calls, Client, Sending};
 use super::{
     Backend, BoxFuture, Change, ChangeResult, Committed, Condition, Found, FoundStamped, Mask,
-    Mutation, Stamp, TransactionId, TransactionMode, after_begin,
+    Mutation, OnConflict, Stamp, TransactionId, TransactionMode, after_begin,
 };
 use crate::error::{Error, ServiceCode};
 use crate::model::entity::Entity;
@@ -362,7 +362,7 @@ impl Cloud {
         let mut transforms = Vec::with_capacity(changes.len());
         for change in changes {
             mutations.push(change.mutation);
-            conditions.push(change.condition);
+            conditions.push((change.condition, change.on_conflict));
             transforms.push(change.transforms);
         }
         self.check(&mutations)?;
@@ -380,18 +380,37 @@ impl Cloud {
             .filter(|m| matches!(m, Mutation::Insert(..)) && m.key().is_complete())
             .map(|m| m.key().clone())
             .collect();
+        // A write that fails unless the entity does not exist (version 0) is sent as an
+        // insert: the service's base version of an entity deleted is the delete's (the
+        // Firestore emulator refuses version 0 there forever), where "does not exist" is
+        // what version 0 means (the legacy emulator, which referees base versions).
+        let create_only: Vec<bool> = mutations
+            .iter()
+            .zip(&conditions)
+            .map(|(m, c)| {
+                matches!(m, Mutation::Upsert(..) | Mutation::Insert(..))
+                    && *c == (Some(Condition::Version(0)), OnConflict::Fail)
+            })
+            .collect();
         let updated: Vec<RawKey> = mutations
             .iter()
             .filter(|m| matches!(m, Mutation::Update(..)))
             .map(|m| m.key().clone())
             .collect();
         let mut requested = self.partitions.mutations(mutations);
-        for ((mutation, condition), transforms) in
-            requested.iter_mut().zip(&conditions).zip(&transforms)
+        for (((mutation, &(condition, on_conflict)), transforms), &create) in requested
+            .iter_mut()
+            .zip(&conditions)
+            .zip(&transforms)
+            .zip(&create_only)
         {
-            convert::condition(mutation, *condition);
+            match create {
+                true => convert::as_insert(mutation),
+                false => convert::condition(mutation, condition, on_conflict),
+            }
             mutation.property_transforms = convert::transforms(&self.partitions, transforms);
         }
+        let conditions: Vec<Option<Condition>> = conditions.into_iter().map(|(c, _)| c).collect();
         use pb::commit_request::{Mode, TransactionSelector};
         // A commit of several mutations outside a transaction is made in a transaction of
         // its own: the service applies a non-transactional commit's mutations "not
@@ -461,6 +480,10 @@ impl Cloud {
             Err(Error::Service { code, message }) if convert::is_conflict(code, &message) => {
                 return Err(self.conflict(&keys, &conditions, message).await);
             }
+            Err(Error::AlreadyExists { .. }) if create_only.contains(&true) => {
+                let message = "an entity written only if it did not exist exists".to_owned();
+                return Err(self.conflict(&keys, &conditions, message).await);
+            }
             Err(Error::AlreadyExists { key }) => {
                 return Err(Error::AlreadyExists {
                     key: self.named(&inserted, true, key).await,
@@ -507,6 +530,7 @@ impl Cloud {
                 key,
                 stamp,
                 transform_results,
+                conflict_detected: result.conflict_detected,
             });
         }
         Ok(Committed {

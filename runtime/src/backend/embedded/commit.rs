@@ -11,7 +11,7 @@ use super::index::{
     self, Composite, TableName, decode_entity, entity_value, split_entity, version_at,
 };
 use super::store::{Batch, Key, Store};
-use crate::backend::{Change, ChangeResult, Condition, Mask, Mutation, Stamp};
+use crate::backend::{Change, ChangeResult, Condition, Mask, Mutation, OnConflict, Stamp};
 use crate::error::{Error, ServiceCode};
 use crate::format::file::ENTITIES;
 use crate::model::key::{IdOrName, RawKey};
@@ -42,6 +42,7 @@ pub(super) fn write(
     for Change {
         mutation,
         condition,
+        on_conflict,
         transforms,
     } in mutations
     {
@@ -116,14 +117,32 @@ pub(super) fn write(
             old,
             properties,
             transform_results,
+            conflicted: false,
         });
-        checks.push((condition, insert, update));
+        checks.push((condition, on_conflict, insert, update));
     }
-    // Then what exists: a condition that does not hold, an insert of an entity that does, an
-    // update of one that does not.
-    for (s, (condition, insert, update)) in staged.iter().zip(checks) {
+    // Then what exists: a condition that does not hold (failing the commit, or skipping its
+    // change), an insert of an entity that does, an update of one that does not.
+    for (s, (condition, on_conflict, insert, update)) in staged.iter_mut().zip(checks) {
         let key = &s.key;
-        check_condition(key, s.stamp.as_ref(), condition)?;
+        match (
+            check_condition(key, s.stamp.as_ref(), condition),
+            on_conflict,
+        ) {
+            (Ok(()), _) => {}
+            // A base version greater than the stored one is no version the entity had: the
+            // service refuses the commit whatever the strategy.
+            (
+                Err(Error::Conflict {
+                    expected, stored, ..
+                }),
+                OnConflict::KeepStored,
+            ) if stored == 0 || expected <= stored => {
+                s.conflicted = true;
+                continue;
+            }
+            (Err(conflict), _) => return Err(conflict),
+        }
         match (s.before.is_some(), insert, update) {
             (true, true, _) => {
                 return Err(Error::AlreadyExists {
@@ -146,8 +165,23 @@ pub(super) fn write(
         old,
         properties,
         transform_results,
+        conflicted,
     } in staged
     {
+        if conflicted {
+            // Skipped: the stored entity stays, at its version (a missing one at 0).
+            results.push(ChangeResult {
+                key,
+                stamp: stamp.unwrap_or(Stamp {
+                    version: 0,
+                    create_time: None,
+                    update_time: None,
+                }),
+                transform_results: Vec::new(),
+                conflict_detected: true,
+            });
+            continue;
+        }
         tracing::debug!(key = ?key, "commit");
         let composites = index::of_kind(composites, key.kind());
         let new = match &properties {
@@ -168,6 +202,7 @@ pub(super) fn write(
                 key,
                 stamp,
                 transform_results,
+                conflict_detected: false,
             });
             continue;
         }
@@ -200,6 +235,7 @@ pub(super) fn write(
             key,
             stamp,
             transform_results,
+            conflict_detected: false,
         });
     }
     Ok((batch, undo, results))
@@ -220,6 +256,8 @@ struct Staged {
     properties: Option<PropertyMap>,
     /// What its transforms gave, in order.
     transform_results: Vec<crate::model::value::Value>,
+    /// Its condition did not hold, and it is skipped ([`OnConflict::KeepStored`]).
+    conflicted: bool,
 }
 
 /// Whether `condition` holds for the entity `key` at `stamp` (`None`: it does not exist), as

@@ -379,7 +379,7 @@ impl Service {
                 version: i64::try_from(result.stamp.version).unwrap_or(i64::MAX),
                 create_time: result.stamp.create_time.map(timestamp),
                 update_time: result.stamp.update_time.map(timestamp),
-                conflict_detected: false,
+                conflict_detected: result.conflict_detected,
                 transform_results: result
                     .transform_results
                     .iter()

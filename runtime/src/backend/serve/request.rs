@@ -12,7 +12,7 @@ use gcloud_sdk::google::datastore::v1 as pb;
 use tonic::{Code, Status};
 
 use crate::backend::{
-    Aggregation, Change, Condition, Distance, FilterNode, FindNearest, Mask, Mutation,
+    Aggregation, Change, Condition, Distance, FilterNode, FindNearest, Mask, Mutation, OnConflict,
     PropertyFilter, PropertyOrder, PropertyTransform, QuerySpec, ResultShape, TransactionId,
     TransactionMode, TransformKind,
 };
@@ -30,6 +30,12 @@ use crate::query::spec::Operator;
 pub(crate) fn status(error: Error) -> Status {
     let message = error.to_string();
     match error {
+        // A version the entity never had: the service's argument error.
+        Error::Conflict {
+            expected, stored, ..
+        } if stored > 0 && expected > stored => {
+            Status::invalid_argument("Invalid base version, it is greater than the stored version.")
+        }
         Error::Conflict {
             key,
             expected,
@@ -511,25 +517,22 @@ impl Scope {
             }
             Some(Operation::Delete(key)) => Mutation::Delete(self.key(key)?),
         };
+        // A condition that does not hold fails the commit (FAIL), or skips its change, the
+        // stored entity kept (SERVER_VALUE, the service's default).
+        let on_conflict = match pb::mutation::ConflictResolutionStrategy::try_from(
+            mutation.conflict_resolution_strategy,
+        ) {
+            Ok(pb::mutation::ConflictResolutionStrategy::Fail) => OnConflict::Fail,
+            _ => OnConflict::KeepStored,
+        };
         let condition = match mutation.conflict_detection_strategy {
             None => None,
-            Some(detect) => {
-                let fail = mutation.conflict_resolution_strategy
-                    == pb::mutation::ConflictResolutionStrategy::Fail as i32;
-                if !fail {
-                    return Err(Status::unimplemented(
-                        "A conflict is resolved only by failing the commit on this server \
-                         (conflict_resolution_strategy FAIL).",
-                    ));
-                }
-                Some(match detect {
-                    Detect::BaseVersion(v) => Condition::Version(
-                        u64::try_from(v)
-                            .map_err(|_| invalid("A base version cannot be negative."))?,
-                    ),
-                    Detect::UpdateTime(t) => Condition::UpdateTime(time(&t)?),
-                })
+            Some(Detect::BaseVersion(v)) => {
+                Some(Condition::Version(u64::try_from(v).map_err(|_| {
+                    invalid("A base version cannot be negative.")
+                })?))
             }
+            Some(Detect::UpdateTime(t)) => Some(Condition::UpdateTime(time(&t)?)),
         };
         let transforms = mutation
             .property_transforms
@@ -539,6 +542,7 @@ impl Scope {
         Ok(Change {
             mutation: written,
             condition,
+            on_conflict,
             transforms,
         })
     }
