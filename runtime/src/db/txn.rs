@@ -605,10 +605,10 @@ impl Tx {
         }
         let prepared = match error {
             Some(error) => Err(error),
-            None => write::prepare(&self.inner.db.scope, writes).await,
+            None => write::prepare(&self.inner.db.scope, writes, handle.begun()).await,
         };
         let changes = match prepared {
-            Ok((changes, _)) => changes,
+            Ok((changes, ..)) => changes,
             Err(error) => {
                 // Refused before anything was sent: the transaction is still open there.
                 self.rollback().await;

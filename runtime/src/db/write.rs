@@ -184,10 +184,98 @@ pub(crate) async fn commit_stamped(
     writes: Vec<Write>,
     transaction: Option<&TransactionId>,
 ) -> Result<Committed, Error> {
-    let (changes, primaries) = prepare(scope, writes).await?;
-    let mut committed = scope.backend.commit_changes(changes, transaction).await?;
-    committed.results.truncate(primaries);
-    Ok(committed)
+    let mut attempt = 1;
+    loop {
+        let (changes, primaries, guarded) = prepare(scope, writes.clone(), transaction).await?;
+        match scope.backend.commit_changes(changes, transaction).await {
+            Ok(mut committed) => {
+                committed.results.truncate(primaries);
+                return Ok(committed);
+            }
+            // An entity the flattened-array guard read changed before the write: read again.
+            Err(Error::Conflict { .. }) if guarded && attempt < GUARD_ATTEMPTS => attempt += 1,
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+/// How many times a write whose flattened arrays were checked (`guard_flattened`) is tried
+/// when the entity changes between the check and the write.
+const GUARD_ATTEMPTS: u32 = 5;
+
+/// Refuses a write of some of an entity's flattened arrays that leaves others in place
+/// (issue #48): a type that knows `sku` of a flattened `Vec<Item { sku, qty }>` writes
+/// `lines.sku` alone, and `lines.qty` would keep its old length and order — one element's
+/// quantity paired with another's sku. Each such write (an upsert or update that keeps what
+/// its type does not declare) looks its entity up first (one lookup, in the transaction if
+/// there is one) and is refused, nothing written, if the entity holds a `lines.*` array its
+/// type does not declare; outside a transaction the write is then made on the condition that
+/// the entity is still as read. Returns whether it added such conditions.
+async fn guard_flattened(
+    scope: &Scope,
+    writes: &mut [Write],
+    transaction: Option<&TransactionId>,
+) -> Result<bool, Error> {
+    let guarded: Vec<usize> = (0..writes.len())
+        .filter(|&i| {
+            let w = &writes[i];
+            matches!(w.op, Op::Upsert | Op::Update)
+                && matches!(w.mask, Mask::Declared(_))
+                && w.key.is_complete()
+                && w.schema
+                    .is_some_and(|s| flattened_arrays(s).next().is_some())
+        })
+        .collect();
+    if guarded.is_empty() {
+        return Ok(false);
+    }
+    let keys: Vec<RawKey> = guarded.iter().map(|&i| writes[i].key.clone()).collect();
+    let found = scope.backend.lookup_stamped(&keys, transaction).await?;
+    let mut conditioned = false;
+    for (&i, found) in guarded.iter().zip(found) {
+        let write = &mut writes[i];
+        let Some(schema) = write.schema else { continue };
+        if let Some((stored, _)) = &found {
+            for (name, declared) in flattened_arrays(schema) {
+                let unknown = stored.keys().find(|stored_name| {
+                    stored_name
+                        .strip_prefix(name)
+                        .and_then(|rest| rest.strip_prefix('.'))
+                        .is_some_and(|sub| !declared.properties.iter().any(|p| p.name == sub))
+                });
+                if let Some(unknown) = unknown {
+                    return Err(Error::InvalidValue {
+                        kind: write.key.kind().to_owned(),
+                        property: unknown.to_owned(),
+                        reason: format!(
+                            "one of the flattened arrays of `{name}`, which `{}` does not \
+                             declare: writing the arrays it declares alone would pair their \
+                             elements with the old elements of `{unknown}`. Declare every \
+                             property of the flattened type, or write with `replace` (which \
+                             removes what the type does not declare)",
+                            schema.kind
+                        ),
+                    });
+                }
+            }
+        }
+        if transaction.is_none() && write.condition.is_none() {
+            let version = found.as_ref().map_or(0, |(_, stamp)| stamp.version);
+            write.condition = Some(Condition::Version(version));
+            conditioned = true;
+        }
+    }
+    Ok(conditioned)
+}
+
+/// The `#[property(flatten)]` arrays of `schema`: each one's name and its element's type.
+fn flattened_arrays(
+    schema: &'static Schema,
+) -> impl Iterator<Item = (&'static str, &'static Schema)> {
+    schema.properties.iter().filter_map(|p| {
+        let inner = p.embedded().filter(|_| p.flatten && p.repeated())?;
+        Some((p.name, inner))
+    })
 }
 
 /// The changes of the writes (first, in order, each under its condition) and of their
@@ -197,7 +285,8 @@ pub(crate) async fn commit_stamped(
 pub(crate) async fn prepare(
     scope: &Scope,
     mut writes: Vec<Write>,
-) -> Result<(Vec<Change>, usize), Error> {
+    transaction: Option<&TransactionId>,
+) -> Result<(Vec<Change>, usize, bool), Error> {
     let mut schemas: Vec<&'static Schema> = Vec::new();
     for schema in writes.iter().filter_map(|w| w.schema) {
         if !schemas.iter().any(|s| std::ptr::eq(*s, schema)) {
@@ -226,6 +315,7 @@ pub(crate) async fn prepare(
             writes[i].key = key;
         }
     }
+    let guarded = guard_flattened(scope, &mut writes, transaction).await?;
     let primaries = writes.len();
     let mut mutations = Vec::with_capacity(primaries);
     let mut extras = Vec::with_capacity(primaries);
@@ -253,7 +343,7 @@ pub(crate) async fn prepare(
             transforms,
         })
         .collect();
-    Ok((changes, primaries))
+    Ok((changes, primaries, guarded))
 }
 
 /// `writes` cut, in order, into the runs that fit one commit each: at most `mutations`
