@@ -118,7 +118,7 @@ pub use model::schema::{
     ReplicaSchema, Schema, ShardedIndexSchema, VectorIndexSchema,
 };
 pub use model::value::MAX_NESTING;
-pub use model::value::{DecodeError, Property, PropertyMap, Value};
+pub use model::value::{Annotations, DecodeError, Property, PropertyMap, Value};
 pub use model::walk::compare_values;
 pub use query::descriptor::{
     AtMost10, AtMost30, Count, Excluded, Filter, Flattened, InArray, InValues, IndexMarker,

@@ -474,7 +474,7 @@ impl KindState {
         t: &Thresholds,
         found: &mut Vec<Finding>,
     ) {
-        for (at, (name, excluded, value)) in properties.view_indexed().enumerate() {
+        for (at, (name, excluded, value, _)) in properties.view_indexed().enumerate() {
             let seen = match value {
                 _ if excluded => continue,
                 ValueView::Integer(i) => Seen::Integer(i),

@@ -455,6 +455,7 @@ impl Runner {
                         Property {
                             value: v.clone(),
                             excluded: *x,
+                            annotations: datastore_entity::Annotations::None,
                         },
                     )
                 })

@@ -126,14 +126,40 @@ fn value(depth: u32) -> BoxedStrategy<Value> {
 }
 
 fn properties(depth: u32) -> BoxedStrategy<PropertyMap> {
-    prop::collection::vec(("[a-z]{1,6}", value(depth), any::<bool>()), 0..6)
+    let entry = ("[a-z]{1,6}", value(depth), any::<bool>(), any::<u64>());
+    prop::collection::vec(entry, 0..6)
         .prop_map(|entries| {
             entries
                 .into_iter()
-                .map(|(name, value, excluded)| (name, Property { value, excluded }))
+                .map(|(name, value, excluded, marks)| {
+                    let annotations = annotations(&value, marks);
+                    let property = Property {
+                        value,
+                        excluded,
+                        annotations,
+                    };
+                    (name, property)
+                })
                 .collect()
         })
         .boxed()
+}
+
+/// What another client may have written beside `value`, drawn from `marks`: nothing, a
+/// meaning, or each element's meaning and exclusion (the stored form keeps them all).
+fn annotations(value: &Value, marks: u64) -> datastore_entity::Annotations {
+    use datastore_entity::Annotations;
+    let meaning = (marks >> 8) as i32 % 33;
+    match (marks % 3, value) {
+        (0, _) => Annotations::None,
+        (_, Value::Array(elements)) => Annotations::Elements(
+            (0..elements.len())
+                .map(|i| (meaning + i as i32, (marks >> (16 + i)) & 1 == 1))
+                .collect::<Vec<_>>()
+                .into(),
+        ),
+        _ => Annotations::Meaning(meaning),
+    }
 }
 
 /// An entity whose one property holds any value (`Value` fields hold whatever is stored).
@@ -185,28 +211,10 @@ struct Wide {
 #[test]
 fn an_embedded_entity_with_names_out_of_order_is_malformed() {
     let mut inner = PropertyMap::new();
-    inner.insert(
-        "pa",
-        Property {
-            value: Value::Integer(1),
-            excluded: false,
-        },
-    );
-    inner.insert(
-        "pb",
-        Property {
-            value: Value::Integer(2),
-            excluded: false,
-        },
-    );
+    inner.insert("pa", Property::indexed(Value::Integer(1)));
+    inner.insert("pb", Property::indexed(Value::Integer(2)));
     let mut outer = PropertyMap::new();
-    outer.insert(
-        "k",
-        Property {
-            value: Value::Entity(inner),
-            excluded: false,
-        },
-    );
+    outer.insert("k", Property::indexed(Value::Entity(inner)));
     let mut bytes = stored_map_form(&outer);
     let at = |bytes: &[u8], name: &[u8]| bytes.windows(2).position(|w| w == name).unwrap();
     let (a, b) = (at(&bytes, b"pa"), at(&bytes, b"pb"));
@@ -248,7 +256,14 @@ fn wide_properties() -> impl Strategy<Value = PropertyMap> {
     prop::collection::vec((name, value, any::<bool>()), 0..10).prop_map(|entries| {
         let mut map = PropertyMap::new();
         for (name, value, excluded) in entries {
-            map.insert(name, Property { value, excluded });
+            map.insert(
+                name,
+                Property {
+                    value,
+                    excluded,
+                    annotations: datastore_entity::Annotations::None,
+                },
+            );
         }
         map
     })

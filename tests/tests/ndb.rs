@@ -108,6 +108,17 @@ fn ndb(python: &std::path::Path, host: &str, args: &[&str]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ndb_and_typed_rust_structs_share_entities_without_loss() {
+    share_without_loss(Backend::Firestore).await;
+}
+
+/// The same through `datastore-entity-server`: NDB's compressed properties (meaning 22) and
+/// its user (meaning 20) come back as NDB wrote them, after a Rust read-modify-write too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ndb_and_typed_rust_structs_share_entities_without_loss_on_the_server() {
+    share_without_loss(Backend::Server).await;
+}
+
+async fn share_without_loss(backend: Backend) {
     let python = match harness::ndb_python() {
         Ok(python) => python,
         Err(reason) => {
@@ -115,10 +126,13 @@ async fn ndb_and_typed_rust_structs_share_entities_without_loss() {
             return;
         }
     };
-    let Some(db) = harness::db(Backend::Firestore, "ndb_interop").await else {
+    let Some(db) = harness::db(backend, "ndb_interop").await else {
         return;
     };
-    let host = harness::emulator_host(Backend::Firestore).expect("the emulator is up");
+    let host = match backend {
+        Backend::Server => harness::server_host().to_owned(),
+        emulated => harness::emulator_host(emulated).expect("the emulator is up"),
+    };
     let namespace = db.partition().namespace.clone();
 
     // NDB writes; its URL-safe keys lead the Rust side to the entities.

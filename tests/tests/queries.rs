@@ -374,6 +374,7 @@ fn props(entries: &[(&str, Value, bool)]) -> PropertyMap {
                 Property {
                     value: value.clone(),
                     excluded: *excluded,
+                    annotations: datastore_entity::Annotations::None,
                 },
             )
         })

@@ -181,7 +181,7 @@ impl Scope {
     pub(crate) fn outgoing_properties(&self, properties: &mut PropertyMap) {
         // Most entities hold no key without a partition: then there is nothing to change
         // (and a map in the stored form stays as it is).
-        if properties.facts().keys && properties.view().any(|(_, _, v)| lacks_partition(v)) {
+        if properties.facts().keys && properties.view().any(|(_, _, v, _)| lacks_partition(v)) {
             properties
                 .values_mut()
                 .for_each(|p| self.outgoing_value(&mut p.value));

@@ -40,14 +40,18 @@ pub(crate) const LOG: &str = "log";
 /// Format 2 seals every entity and index entry with a checksum ([`seal`]); format 3 keeps each
 /// entity's create and update times after its stored form ([`with_times`]); format 4 may
 /// hold commits in its [`LOG`] table that its other tables do not have yet (a binary that
-/// reads only the tables must refuse it).
-pub(crate) const FORMAT: &[u8] = b"datastore-entity embedded 4";
+/// reads only the tables must refuse it); format 5 may hold, in a stored form, what other
+/// clients wrote beside a value (`model/annotations.rs`: meanings, an array's per-element
+/// exclusion), which a binary of format 4 would read as corrupt.
+pub(crate) const FORMAT: &[u8] = b"datastore-entity embedded 5";
 /// The format before checksums, migrated when a file of it is opened.
 pub(crate) const FORMAT_1: &[u8] = b"datastore-entity embedded 1";
 /// The format before entities kept their times, migrated when a file of it is opened.
 pub(crate) const FORMAT_2: &[u8] = b"datastore-entity embedded 2";
 /// The format before the log, whose tables hold every commit; migrated by marking it.
 pub(crate) const FORMAT_3: &[u8] = b"datastore-entity embedded 3";
+/// The format before annotations, whose stored forms hold none; migrated by marking it.
+pub(crate) const FORMAT_4: &[u8] = b"datastore-entity embedded 4";
 /// The meta key of the format marker.
 pub(crate) const FORMAT_KEY: &[u8] = b"format";
 /// The meta key of the id allocator's counter.

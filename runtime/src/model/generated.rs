@@ -753,9 +753,9 @@ impl<T: EmbeddedEntity> Flatten for Vec<T> {
                 let mut element = PropertyMap::new();
                 for (sub, excluded, values) in &columns {
                     if let Some(value) = values.get(i) {
-                        let property = crate::model::value::Property {
-                            value: value.clone(),
-                            excluded: *excluded,
+                        let property = match excluded {
+                            true => crate::model::value::Property::excluded(value.clone()),
+                            false => crate::model::value::Property::indexed(value.clone()),
                         };
                         element.insert(sub, property);
                     }

@@ -8,6 +8,7 @@
 use crate::error::Error;
 use std::cmp::Ordering;
 
+use crate::model::annotations::head;
 use crate::model::stored::{StoredAt, ValueView, checked_view, chunk, len};
 
 /// A stored property map being read front to back (see the module docs).
@@ -61,7 +62,7 @@ impl<'a> InOrder<'a> {
                     // Past the last name without a comparison: every name read so far was
                     // less than one asked for before `name` or passed over before it.
                     debug_assert!(self.last.is_none_or(|last| last < stored));
-                    let Some((_excluded, value)) = after.split_first() else {
+                    let Some((_excluded, _, value)) = head(after) else {
                         self.malformed = true;
                         break;
                     };
@@ -101,7 +102,7 @@ impl<'a> InOrder<'a> {
         if self.last.is_some_and(|last| last >= stored) {
             return None;
         }
-        let (_excluded, after) = after.split_first()?;
+        let (_excluded, _, after) = head(after)?;
         let (_, after) = checked_view(after).ok()?;
         self.read_to(after);
         self.last = Some(stored);

@@ -187,7 +187,11 @@ impl PropertyMap {
         let mut w = Writer::default();
         write(&mut ValueWriter::stored(&mut w));
         let value = written_value(&w.bytes);
-        self.insert(name, Property { value, excluded });
+        let property = match excluded {
+            true => Property::excluded(value),
+            false => Property::indexed(value),
+        };
+        self.insert(name, property);
     }
 
     /// Takes property `name` out, read as a `T`: straight from the stored bytes when the map
@@ -395,6 +399,7 @@ fn copy_path(from: &PropertyMap, to: &mut PropertyMap, path: &[std::borrow::Cow<
             Property {
                 value: Value::Entity(inner),
                 excluded: property.excluded,
+                annotations: property.annotations.clone(),
             },
         );
     }

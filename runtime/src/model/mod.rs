@@ -6,6 +6,7 @@
 //! schemas (`schema`, `entity`), keys as text (`key_text`), and what the
 //! derive's generated code calls (`generated`). Nothing here knows queries, backends or the `Db`.
 
+pub(crate) mod annotations;
 pub(crate) mod ecosystem;
 pub(crate) mod entity;
 pub(crate) mod generated;

@@ -13,6 +13,7 @@
 use std::collections::VecDeque;
 use std::sync::OnceLock;
 
+use crate::model::annotations::{AnnotationsView, head, write_head};
 #[cfg(feature = "cloud")]
 use crate::model::key::KEY_PROPERTY;
 use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
@@ -39,9 +40,8 @@ pub(crate) const ARRAY: u8 = 9;
 pub(crate) const ENTITY: u8 = 10;
 /// A vector: its dimension, then each value's bits (eight bytes each).
 pub(crate) const VECTOR: u8 = 11;
-/// The meaning of an array value that is a vector, in the service's protocol.
 #[cfg(feature = "cloud")]
-pub(crate) const VECTOR_MEANING: i32 = 31;
+pub(crate) use crate::model::annotations::VECTOR_MEANING;
 
 /// What a view of checked bytes reads, by construction: the maps' checks (`slots` for stored
 /// bytes, `PropertyMap::from_wire` for received messages) ran when they were built.
@@ -246,7 +246,8 @@ impl Writer {
                 self.len(e.entries.len());
                 for entry in &e.entries {
                     self.bytes(e.name(entry).as_bytes());
-                    self.u8(u8::from(entry.property.excluded));
+                    let annotations = AnnotationsView::of(&entry.property.annotations);
+                    write_head(&mut self.bytes, entry.property.excluded, annotations);
                     self.value_at(&entry.property.value, depth);
                 }
             }
@@ -259,15 +260,15 @@ impl Writer {
     #[cfg(feature = "cloud")]
     fn viewed_properties<'a>(
         &mut self,
-        properties: impl Iterator<Item = (&'a str, bool, ValueView<'a>)>,
+        properties: impl Iterator<Item = Viewed<'a>>,
         depth: usize,
     ) {
         let mut properties: Vec<_> = properties.collect();
         properties.sort_unstable_by(|a, b| a.0.cmp(b.0));
         self.len(properties.len());
-        for (name, excluded, value) in properties {
+        for (name, excluded, value, annotations) in properties {
             self.bytes(name.as_bytes());
-            self.u8(u8::from(excluded));
+            write_head(&mut self.bytes, excluded, annotations);
             self.view_at(value, depth);
         }
     }
@@ -464,9 +465,16 @@ impl<'a> Reader<'a> {
         };
         for _ in 0..n {
             let name = self.string()?;
-            let excluded = self.u8()? != 0;
+            let (excluded, annotations, rest) = head(self.bytes).ok_or(Malformed)?;
+            let annotations = AnnotationsView::stored(annotations).to_annotations();
+            self.bytes = rest;
             let value = self.value()?;
-            entries.insert(&name, Property { value, excluded });
+            let property = Property {
+                value,
+                excluded,
+                annotations,
+            };
+            entries.insert(&name, property);
         }
         Ok(PropertyMap {
             repr: Repr::Entries(entries),
@@ -644,9 +652,13 @@ impl<'a> ValueView<'a> {
             #[cfg(feature = "cloud")]
             ValueView::Entity(map @ MapView::Wire(..)) => Value::Entity(
                 map.iter()
-                    .map(|(name, excluded, v)| {
-                        let value = v.to_value()?;
-                        Ok((name, Property { value, excluded }))
+                    .map(|(name, excluded, v, annotations)| {
+                        let property = Property {
+                            value: v.to_value()?,
+                            excluded,
+                            annotations: annotations.to_annotations(),
+                        };
+                        Ok((name, property))
                     })
                     .collect::<Result<_, Malformed>>()?,
             ),
@@ -689,12 +701,13 @@ impl<'a> ValueView<'a> {
 }
 
 /// Whether a value in the wire form is excluded from indexes: an array's flag is on its
-/// elements (a vector's on itself).
+/// elements (a vector's on itself), and an array is excluded when every element is (its
+/// annotations say which are where they differ).
 #[cfg(feature = "cloud")]
 pub(crate) fn wire_excluded(value: &pb::Value) -> bool {
     match &value.value_type {
         Some(pb::value::ValueType::ArrayValue(a)) if value.meaning != VECTOR_MEANING => {
-            a.values.first().is_some_and(|v| v.exclude_from_indexes)
+            !a.values.is_empty() && a.values.iter().all(|v| v.exclude_from_indexes)
         }
         _ => value.exclude_from_indexes,
     }
@@ -802,8 +815,12 @@ pub(crate) enum Views<'a> {
     ),
 }
 
+/// One property viewed where it lies: its name, whether it is excluded, its value and its
+/// annotations.
+pub(crate) type Viewed<'a> = (&'a str, bool, ValueView<'a>, AnnotationsView<'a>);
+
 impl<'a> Iterator for Views<'a> {
-    type Item = (&'a str, bool, ValueView<'a>);
+    type Item = Viewed<'a>;
 
     fn next(&mut self) -> Option<Self::Item> {
         match self {
@@ -812,14 +829,20 @@ impl<'a> Iterator for Views<'a> {
                     e.name(entry),
                     entry.property.excluded,
                     ValueView::of(&entry.property.value),
+                    AnnotationsView::of(&entry.property.annotations),
                 )
             }),
-            Views::Stored(s, slots) => slots
-                .next()
-                .map(|slot| (s.name(slot), slot.excluded, s.view(slot))),
+            Views::Stored(s, slots) => slots.next().map(|slot| {
+                (
+                    s.name(slot),
+                    slot.excluded,
+                    s.view(slot),
+                    s.annotations(slot),
+                )
+            }),
             Views::Indexed(s, slots) => slots
                 .find(|slot| !slot.excluded)
-                .map(|slot| (s.name(slot), false, s.view(slot))),
+                .map(|slot| (s.name(slot), false, s.view(slot), s.annotations(slot))),
             Views::Encoded(properties) => properties.next(),
             #[cfg(feature = "cloud")]
             Views::Wire(partitions, key, properties) => match key.take() {
@@ -827,12 +850,14 @@ impl<'a> Iterator for Views<'a> {
                     KEY_PROPERTY,
                     true,
                     ValueView::Key(KeyView::Wire(key, partitions)),
+                    AnnotationsView::None,
                 )),
                 None => properties.next().map(|(name, v)| {
                     (
                         name.as_str(),
                         wire_excluded(v),
                         ValueView::wire(v, partitions),
+                        AnnotationsView::Wire(v),
                     )
                 }),
             },
@@ -845,7 +870,7 @@ pub(crate) fn lacks_partition(value: ValueView<'_>) -> bool {
     match value {
         ValueView::Key(k) => !k.has_partition(),
         ValueView::Array(values) => values.iter().any(lacks_partition),
-        ValueView::Entity(map) => map.iter().any(|(_, _, v)| lacks_partition(v)),
+        ValueView::Entity(map) => map.iter().any(|(_, _, v, _)| lacks_partition(v)),
         _ => false,
     }
 }
@@ -1035,10 +1060,10 @@ pub(crate) fn find_property<'a>(
     let (n, mut rest) = len(bytes)?;
     for _ in 0..n {
         let (found, after) = text(rest)?;
-        let (&excluded, after) = after.split_first().ok_or(Malformed)?;
+        let (excluded, _, after) = head(after).ok_or(Malformed)?;
         let (view, after) = view_in(after, 0, false)?;
         match found.cmp(name) {
-            std::cmp::Ordering::Equal => return Ok(Some((excluded != 0, view))),
+            std::cmp::Ordering::Equal => return Ok(Some((excluded, view))),
             // Names are in order: it is not there.
             std::cmp::Ordering::Greater => return Ok(None),
             std::cmp::Ordering::Less => rest = after,
@@ -1058,10 +1083,28 @@ fn skip_properties(bytes: &[u8], depth: usize, keys: bool) -> Result<&[u8], Malf
             return Err(Malformed);
         }
         last = Some(name);
-        let (_, after) = after.split_first().ok_or(Malformed)?;
-        rest = view_in(after, depth, keys)?.1;
+        let (_, annotations, after) = head(after).ok_or(Malformed)?;
+        let (value, after) = view_in(after, depth, keys)?;
+        check_annotations(annotations, value)?;
+        rest = after;
     }
     Ok(rest)
+}
+
+/// Annotations of an array's elements are as many as its elements: what the views of a
+/// checked map rely on.
+fn check_annotations(annotations: &[u8], value: ValueView<'_>) -> Result<(), Malformed> {
+    match (annotations.split_first(), value) {
+        (None, _) | (Some((&1, _)), _) => Ok(()),
+        (Some((_, payload)), ValueView::Array(array)) => {
+            let (n, _) = len(payload)?;
+            match n == array.len() {
+                true => Ok(()),
+                false => Err(Malformed),
+            }
+        }
+        _ => Err(Malformed),
+    }
 }
 
 /// The properties of a stored map, checked through (names in order, structure, depth, the
@@ -1096,14 +1139,15 @@ fn walk(bytes: &[u8], mut each: impl FnMut(Slot)) -> Result<(), Malformed> {
         last = Some(name);
         let name_end = at(after)?;
         let name_start = name_end - u32::try_from(name.len()).map_err(|_| Malformed)?;
-        let (&excluded, after) = after.split_first().ok_or(Malformed)?;
+        let (excluded, annotations, after) = head(after).ok_or(Malformed)?;
         let value_start = at(after)?;
-        let (_, after) = checked_view(after)?;
+        let (value, after) = checked_view(after)?;
+        check_annotations(annotations, value)?;
         rest = after;
         each(Slot {
             name: (name_start, name_end),
             value: (value_start, at(rest)?),
-            excluded: excluded != 0,
+            excluded,
         });
     }
     if !rest.is_empty() {
@@ -1128,7 +1172,7 @@ impl<'a> Properties<'a> {
 }
 
 impl<'a> Iterator for Properties<'a> {
-    type Item = (&'a str, bool, ValueView<'a>);
+    type Item = Viewed<'a>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.left == 0 {
@@ -1136,10 +1180,10 @@ impl<'a> Iterator for Properties<'a> {
         }
         self.left -= 1;
         let (name, rest) = text(self.rest).ok()?;
-        let (&excluded, rest) = rest.split_first()?;
+        let (excluded, annotations, rest) = head(rest)?;
         let (value, rest) = view(rest, 0).ok()?;
         self.rest = rest;
-        Some((name, excluded != 0, value))
+        Some((name, excluded, value, AnnotationsView::stored(annotations)))
     }
 }
 
@@ -1239,22 +1283,29 @@ impl PropertyMap {
         }
     }
 
-    /// Property `name`, viewed where it lies: whether excluded, value.
-    pub(crate) fn view_of(&self, name: &str) -> Option<(bool, ValueView<'_>)> {
+    /// Property `name`, viewed where it lies: whether excluded, value, annotations.
+    pub(crate) fn view_of(&self, name: &str) -> Option<(bool, ValueView<'_>, AnnotationsView<'_>)> {
         match &self.repr {
             Repr::Entries(e) => e.find(name).ok().map(|i| {
                 let property = &e.entries[i].property;
-                (property.excluded, ValueView::of(&property.value))
+                (
+                    property.excluded,
+                    ValueView::of(&property.value),
+                    AnnotationsView::of(&property.annotations),
+                )
             }),
             Repr::Stored(s) => s.find(name).ok().map(|i| {
                 let slot = &s.slots()[i];
-                (slot.excluded, s.view(slot))
+                (slot.excluded, s.view(slot), s.annotations(slot))
             }),
             #[cfg(feature = "cloud")]
-            Repr::Wire(w) => w
-                .properties
-                .get(name)
-                .map(|v| (wire_excluded(v), ValueView::wire(v, &w.partitions))),
+            Repr::Wire(w) => w.properties.get(name).map(|v| {
+                (
+                    wire_excluded(v),
+                    ValueView::wire(v, &w.partitions),
+                    AnnotationsView::Wire(v),
+                )
+            }),
         }
     }
 
@@ -1302,6 +1353,14 @@ impl Stored {
         view(self.range(slot.value), 0).map_or(ValueView::Null, |(v, _)| v)
     }
 
+    /// The annotations of `slot` (checked with the map, as its value).
+    pub(crate) fn annotations(&self, slot: &Slot) -> AnnotationsView<'_> {
+        // Between the flag byte after the name and the value.
+        let flag = slot.name.1 as usize;
+        let bytes = self.bytes.get(flag + 1..slot.value.0 as usize);
+        AnnotationsView::stored(bytes.unwrap_or_default())
+    }
+
     /// Every property, decoded.
     pub(crate) fn decode(&self) -> Entries {
         let mut entries = Entries {
@@ -1317,6 +1376,7 @@ impl Stored {
             let property = Property {
                 value: self.view(slot).checked_value(),
                 excluded: slot.excluded,
+                annotations: self.annotations(slot).to_annotations(),
             };
             entries.insert(self.name(slot), property);
         }

@@ -18,13 +18,18 @@ use gcloud_sdk::google::datastore::v1 as pb;
 /// supported", says the service).
 pub const MAX_NESTING: usize = 20;
 
-/// One stored property: its value and whether it is excluded from indexes (R-I1).
+/// One stored property: its value, whether it is excluded from indexes (R-I1), and what other
+/// clients wrote beside the value.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Property {
     /// The value; an array holds one value per element.
     pub value: Value,
-    /// Excluded properties (and everything inside them) cannot be filtered, ordered or projected on.
+    /// Excluded properties (and everything inside them) cannot be filtered, ordered or projected
+    /// on. For an array whose elements differ ([`Annotations::Elements`]): whether all are.
     pub excluded: bool,
+    /// The service's `meaning` of the value and, in an array, each element's own meaning and
+    /// exclusion: kept as another client wrote them, never read by the crate.
+    pub annotations: Annotations,
 }
 
 impl Property {
@@ -33,6 +38,7 @@ impl Property {
         Property {
             value,
             excluded: false,
+            annotations: Annotations::None,
         }
     }
 
@@ -41,7 +47,82 @@ impl Property {
         Property {
             value,
             excluded: true,
+            annotations: Annotations::None,
         }
+    }
+
+    /// A value a projection query returned: an index value, with the service's meaning for
+    /// one (18), which the service refuses to store, so that a projection is never written
+    /// back as an entity.
+    pub fn projected(value: Value) -> Property {
+        Property {
+            value,
+            excluded: false,
+            annotations: Annotations::Meaning(PROJECTED_MEANING),
+        }
+    }
+
+    /// Whether element `i` of the property's array (or its value, for `0`) is excluded from
+    /// indexes.
+    pub fn element_excluded(&self, i: usize) -> bool {
+        self.annotations.element_excluded(i, self.excluded)
+    }
+}
+
+/// The service's meaning of an index value a projection returned.
+pub(crate) const PROJECTED_MEANING: i32 = 18;
+
+/// What another client wrote beside a property's value, which the service keeps and the
+/// crate keeps as written (it gives its own values none): the service's `meaning` — python-ndb's
+/// compressed blobs and texts are 22, the long texts of older clients 15, its users 20 — and, in
+/// an array, each element's own meaning and exclusion from indexes, where the elements differ
+/// (a transform appends indexed elements to an array whose elements are excluded).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Annotations {
+    /// Nothing beside the value.
+    #[default]
+    None,
+    /// The meaning of the value (one that is not an array).
+    Meaning(i32),
+    /// Each element of the array: its meaning (`0`: none) and whether it is excluded from
+    /// indexes.
+    Elements(Box<[(i32, bool)]>),
+}
+
+impl Annotations {
+    /// The annotations of an array whose elements carry `elements` (meaning, excluded), and
+    /// whether the property is excluded (all its elements are): none where the elements have
+    /// no meaning and agree.
+    pub fn of_elements(elements: Vec<(i32, bool)>) -> (Annotations, bool) {
+        let all = elements.iter().all(|(_, excluded)| *excluded);
+        let plain = elements
+            .iter()
+            .all(|(meaning, excluded)| *meaning == 0 && *excluded == all);
+        match plain {
+            true => (Annotations::None, all),
+            false => (Annotations::Elements(elements.into()), all),
+        }
+    }
+
+    /// Whether element `i` is excluded, for a property excluded or not (`excluded`).
+    pub fn element_excluded(&self, i: usize, excluded: bool) -> bool {
+        match self {
+            Annotations::Elements(elements) => elements.get(i).map_or(excluded, |e| e.1),
+            _ => excluded,
+        }
+    }
+
+    /// The meaning of the value (not an array): `0` for none.
+    pub fn meaning(&self) -> i32 {
+        match self {
+            Annotations::Meaning(meaning) => *meaning,
+            _ => 0,
+        }
+    }
+
+    /// Whether there are none.
+    pub fn is_none(&self) -> bool {
+        *self == Annotations::None
     }
 }
 

@@ -153,6 +153,7 @@ impl Clone for Value {
                                 Property {
                                     value,
                                     excluded: p.excluded,
+                                    annotations: p.annotations.clone(),
                                 },
                             )
                         })

@@ -11,11 +11,12 @@ use gcloud_sdk::google::datastore::v1 as pb;
 use gcloud_sdk::google::r#type::LatLng;
 
 use crate::error::Error;
+use crate::model::annotations::AnnotationsView;
 use crate::model::key::KEY_PROPERTY;
 use crate::model::scalar::{Blob, GeoPoint, Vector};
-use crate::model::stored::{MapView, VECTOR_MEANING, ValueRef, ValueView, wire_excluded};
+use crate::model::stored::{MapView, VECTOR_MEANING, ValueRef, ValueView, Viewed, wire_excluded};
 use crate::model::value::{
-    DecodeError, Entries, Facts, Measured, Property, PropertyMap, Repr, Value, Wire,
+    Annotations, DecodeError, Entries, Facts, Measured, Property, PropertyMap, Repr, Value, Wire,
 };
 use crate::model::wire::{Partitions, checked_timestamp, from_timestamp, timestamp};
 use pb::value::ValueType as V;
@@ -48,12 +49,15 @@ pub(crate) fn wire_value(
     excluded: bool,
     partitions: &Partitions,
 ) -> pb::Value {
-    wire_value_at(value, excluded, partitions, 0)
+    wire_value_at(value, excluded, AnnotationsView::None, partitions, 0)
 }
 
+/// [`wire_value`] of a property's value, with what its annotations say: its meaning, and in
+/// an array each element's meaning and exclusion.
 fn wire_value_at(
     value: ValueView<'_>,
     excluded: bool,
+    annotations: AnnotationsView<'_>,
     partitions: &Partitions,
     depth: usize,
 ) -> pb::Value {
@@ -77,7 +81,14 @@ fn wire_value_at(
             return array(
                 values
                     .iter()
-                    .map(|v| wire_value_at(v, excluded, partitions, depth + 1))
+                    .enumerate()
+                    .map(|(i, v)| {
+                        let (meaning, excluded) = annotations.element(i, excluded);
+                        let none = AnnotationsView::None;
+                        let mut element = wire_value_at(v, excluded, none, partitions, depth + 1);
+                        element.meaning = meaning;
+                        element
+                    })
                     .collect(),
             );
         }
@@ -89,7 +100,9 @@ fn wire_value_at(
         ))),
         ValueView::Vector(vector) => return wire_vector(vector.values(), excluded),
     };
-    scalar(value_type, excluded)
+    let mut value = scalar(value_type, excluded);
+    value.meaning = annotations.meaning();
+    value
 }
 
 /// A vector as the service stores it: an array of doubles with meaning 31, the exclusion
@@ -133,17 +146,15 @@ pub(crate) fn wire_entity(mut properties: HashMap<String, pb::Value>) -> pb::Ent
 
 /// Viewed properties as the service's map (all excluded when `excluded`).
 fn wire_properties<'a>(
-    properties: impl Iterator<Item = (&'a str, bool, ValueView<'a>)>,
+    properties: impl Iterator<Item = Viewed<'a>>,
     excluded: bool,
     partitions: &Partitions,
     depth: usize,
 ) -> HashMap<String, pb::Value> {
     properties
-        .map(|(name, own, value)| {
-            (
-                name.to_owned(),
-                wire_value_at(value, own || excluded, partitions, depth),
-            )
+        .map(|(name, own, value, annotations)| {
+            let value = wire_value_at(value, own || excluded, annotations, partitions, depth);
+            (name.to_owned(), value)
         })
         .collect()
 }
@@ -169,6 +180,10 @@ pub(crate) fn property_from_wire(
     partitions: &Partitions,
 ) -> Result<Property, Error> {
     let excluded = value.exclude_from_indexes;
+    let annotations = match value.meaning {
+        0 => Annotations::None,
+        meaning => Annotations::Meaning(meaning),
+    };
     let converted = match value.value_type {
         None | Some(V::NullValue(_)) => Value::Null,
         Some(V::BooleanValue(b)) => Value::Boolean(b),
@@ -191,8 +206,13 @@ pub(crate) fn property_from_wire(
             Value::Vector(received_vector(&a.values).ok_or_else(not_a_vector)?)
         }
         Some(V::ArrayValue(a)) => {
-            // The flag lives on the elements of an array.
-            let excluded = a.values.first().is_some_and(|v| v.exclude_from_indexes);
+            // The flags live on the elements of an array, and their meanings.
+            let marks = a
+                .values
+                .iter()
+                .map(|v| (v.meaning, v.exclude_from_indexes))
+                .collect();
+            let (annotations, excluded) = Annotations::of_elements(marks);
             let elements = a
                 .values
                 .into_iter()
@@ -201,12 +221,19 @@ pub(crate) fn property_from_wire(
             return Ok(Property {
                 value: Value::Array(elements),
                 excluded,
+                annotations,
             });
         }
+    };
+    let annotations = match converted {
+        // A vector's meaning (31) is its type.
+        Value::Vector(_) => Annotations::None,
+        _ => annotations,
     };
     Ok(Property {
         value: converted,
         excluded,
+        annotations,
     })
 }
 
@@ -358,6 +385,7 @@ pub(crate) fn decode_wire(map: &Wire) -> Entries {
             let property = Property {
                 value: ValueView::wire(v, &map.partitions).checked_value(),
                 excluded: wire_excluded(v),
+                annotations: AnnotationsView::Wire(v).to_annotations(),
             };
             (name.as_str(), property)
         })

@@ -4,10 +4,11 @@
 
 use std::borrow::Cow;
 
+use crate::model::annotations::AnnotationsView;
 use crate::model::key::RawKey;
 use crate::model::scalar::Timestamp;
 use crate::model::schema::{PropertySchema, Schema};
-use crate::model::value::{Property, PropertyMap, Value};
+use crate::model::value::{Annotations, Property, PropertyMap, Value};
 use crate::query::spec::Stamp;
 
 /// One write of a commit.
@@ -324,67 +325,94 @@ fn overlay(stored: &mut PropertyMap, written: &PropertyMap, path: &[Cow<'static,
         Some(Value::Entity(inner)) => inner,
         _ => &empty,
     };
-    let (mut inner, excluded) = match stored.remove(name) {
-        Some(Property { value, excluded }) if matches!(value, Value::Entity(_)) => {
-            (value.into_entity().unwrap_or_default(), excluded)
-        }
+    let (mut inner, excluded, annotations) = match take_entity(stored, name) {
+        Some(parts) => parts,
         // Nothing to remove a path from, and nothing to write.
-        other if source.is_none() => {
-            if let Some(other) = other {
-                stored.insert(name, other);
-            }
-            return;
-        }
-        _ => (PropertyMap::new(), false),
+        None if source.is_none() => return,
+        // What is stored there is replaced below.
+        None => (PropertyMap::new(), false, Annotations::None),
     };
     overlay(&mut inner, inner_written, rest);
-    let excluded = source.map_or(excluded, |p| p.excluded);
+    let (excluded, annotations) = match source {
+        Some(p) => (p.excluded, p.annotations.clone()),
+        None => (excluded, annotations),
+    };
     stored.insert(
         name,
         Property {
             value: Value::Entity(inner),
             excluded,
+            annotations,
         },
     );
 }
 
 impl PropertyTransform {
     /// Applies the transform to `entity` as the service does, `request_time` being the
-    /// commit's; returns its result. The property written is indexed.
+    /// commit's; returns its result. The value written is indexed; an array transformed keeps
+    /// each stored element's exclusion and meaning (an element appended is indexed), as the
+    /// service keeps them.
     pub(crate) fn apply(&self, entity: &mut PropertyMap, request_time: Timestamp) -> Value {
-        let current = value_at(entity, &self.path);
+        let property = property_at(entity, &self.path);
+        let current = property.map(|p| &p.value);
+        // Each element of the stored array with its meaning and exclusion.
+        let marked = || -> Vec<(Value, (i32, bool))> {
+            match property {
+                Some(p) => match &p.value {
+                    Value::Array(values) => values
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| {
+                            let view = AnnotationsView::of(&p.annotations);
+                            (v.clone(), view.element(i, p.excluded))
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                },
+                None => Vec::new(),
+            }
+        };
+        let array = |marked: Vec<(Value, (i32, bool))>| {
+            let (values, marks): (Vec<Value>, Vec<(i32, bool)>) = marked.into_iter().unzip();
+            let (annotations, excluded) = Annotations::of_elements(marks);
+            Property {
+                value: Value::Array(values),
+                excluded,
+                annotations,
+            }
+        };
         let (new, result) = match &self.kind {
             TransformKind::Increment(by) => {
                 let new = increment(current, by);
-                (new.clone(), new)
+                (Property::indexed(new.clone()), new)
             }
             TransformKind::Maximum(other) => {
                 let new = extreme(current, other, std::cmp::Ordering::Greater);
-                (new.clone(), new)
+                (Property::indexed(new.clone()), new)
             }
             TransformKind::Minimum(other) => {
                 let new = extreme(current, other, std::cmp::Ordering::Less);
-                (new.clone(), new)
+                (Property::indexed(new.clone()), new)
             }
             TransformKind::AppendMissing(values) => {
-                let mut array = elements(current);
+                let mut elements = marked();
                 for value in values {
-                    if !array.iter().any(|a| equivalent(a, value)) {
-                        array.push(value.clone());
+                    if !elements.iter().any(|(a, _)| equivalent(a, value)) {
+                        elements.push((value.clone(), (0, false)));
                     }
                 }
-                (Value::Array(array), Value::Null)
+                (array(elements), Value::Null)
             }
             TransformKind::RemoveAll(values) => {
-                let mut array = elements(current);
-                array.retain(|a| !values.iter().any(|v| equivalent(a, v)));
-                (Value::Array(array), Value::Null)
+                let mut elements = marked();
+                elements.retain(|(a, _)| !values.iter().any(|v| equivalent(a, v)));
+                (array(elements), Value::Null)
             }
             TransformKind::RequestTime => {
                 // Milliseconds, as the service's request time.
                 let millis = request_time.as_micros().div_euclid(1000) * 1000;
                 let time = Value::Timestamp(Timestamp::from_micros(millis));
-                (time.clone(), time)
+                (Property::indexed(time.clone()), time)
             }
         };
         set_at(entity, &self.path, new);
@@ -392,38 +420,53 @@ impl PropertyTransform {
     }
 }
 
-/// The value at `path` in `entity`, if there is one.
-fn value_at<'m>(entity: &'m PropertyMap, path: &[Cow<'static, str>]) -> Option<&'m Value> {
+/// The property at `path` in `entity`, if there is one.
+fn property_at<'m>(entity: &'m PropertyMap, path: &[Cow<'static, str>]) -> Option<&'m Property> {
     let (name, rest) = path.split_first()?;
-    let value = &entity.get(name)?.value;
-    match (rest.is_empty(), value) {
-        (true, value) => Some(value),
-        (false, Value::Entity(inner)) => value_at(inner, rest),
+    let property = entity.get(name)?;
+    match (rest.is_empty(), &property.value) {
+        (true, _) => Some(property),
+        (false, Value::Entity(inner)) => property_at(inner, rest),
         (false, _) => None,
     }
 }
 
-/// Sets `path` of `entity` to `value` (indexed), creating the embedded entities on the way.
-fn set_at(entity: &mut PropertyMap, path: &[Cow<'static, str>], value: Value) {
+/// Takes the embedded entity `name` out of `map`: its properties, exclusion and annotations;
+/// `None` (and `map` unchanged) when `name` holds no embedded entity.
+fn take_entity(map: &mut PropertyMap, name: &str) -> Option<(PropertyMap, bool, Annotations)> {
+    if !matches!(map.get(name).map(|p| &p.value), Some(Value::Entity(_))) {
+        return None;
+    }
+    let Property {
+        value,
+        excluded,
+        annotations,
+    } = map.remove(name)?;
+    Some((
+        value.into_entity().unwrap_or_default(),
+        excluded,
+        annotations,
+    ))
+}
+
+/// Sets `path` of `entity` to `property`, creating the embedded entities on the way.
+fn set_at(entity: &mut PropertyMap, path: &[Cow<'static, str>], property: Property) {
     let Some((name, rest)) = path.split_first() else {
         return;
     };
     if rest.is_empty() {
-        entity.insert(name.as_ref(), Property::indexed(value));
+        entity.insert(name.as_ref(), property);
         return;
     }
-    let (mut inner, excluded) = match entity.remove(name) {
-        Some(Property { value, excluded }) if matches!(value, Value::Entity(_)) => {
-            (value.into_entity().unwrap_or_default(), excluded)
-        }
-        _ => (PropertyMap::new(), false),
-    };
-    set_at(&mut inner, rest, value);
+    let (mut inner, excluded, annotations) =
+        take_entity(entity, name).unwrap_or((PropertyMap::new(), false, Annotations::None));
+    set_at(&mut inner, rest, property);
     entity.insert(
         name.as_ref(),
         Property {
             value: Value::Entity(inner),
             excluded,
+            annotations,
         },
     );
 }
@@ -497,13 +540,5 @@ fn equivalent(a: &Value, b: &Value) -> bool {
         (true, true) => is_nan(a) && is_nan(b),
         (true, false) => numeric_cmp(a, b) == Some(std::cmp::Ordering::Equal),
         (false, _) => a == b,
-    }
-}
-
-/// The elements of `current` if it is an array, else none.
-fn elements(current: Option<&Value>) -> Vec<Value> {
-    match current {
-        Some(Value::Array(values)) => values.clone(),
-        _ => Vec::new(),
     }
 }

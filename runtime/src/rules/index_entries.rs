@@ -15,6 +15,7 @@
 //!   its properties' value counts, times the key's depth for an ancestor index.
 
 use crate::error::Error;
+use crate::model::annotations::AnnotationsView;
 use crate::model::key::RawKey;
 use crate::model::schema::IndexSchema;
 use crate::model::stored::ValueView;
@@ -96,33 +97,36 @@ impl<'a> Level<'a> {
 /// How many values the property at `path` (dotted through embedded entities; a top-level
 /// name with dots, a flattened property, first) indexes: what a composite index multiplies.
 fn indexed_at(properties: &PropertyMap, path: &str) -> usize {
-    fn count(excluded: bool, value: ValueView<'_>) -> usize {
+    fn count(excluded: bool, value: ValueView<'_>, annotations: AnnotationsView<'_>) -> usize {
         match (excluded, value) {
             (true, _) | (false, ValueView::Entity(_)) => 0,
-            (false, ValueView::Array(values)) => values.len(),
+            // The elements indexed (where they differ, not all are).
+            (false, ValueView::Array(values)) => (0..values.len())
+                .filter(|&i| !annotations.element_excluded(i, false))
+                .count(),
             (false, _) => 1,
         }
     }
-    if let Some((excluded, value)) = properties.view_of(path) {
-        return count(excluded, value);
+    if let Some((excluded, value, annotations)) = properties.view_of(path) {
+        return count(excluded, value, annotations);
     }
     let mut segments = path.split('.');
     let Some(first) = segments.next() else {
         return 0;
     };
-    let Some((mut excluded, mut value)) = properties.view_of(first) else {
+    let Some((mut excluded, mut value, mut annotations)) = properties.view_of(first) else {
         return 0;
     };
     for segment in segments {
         let ValueView::Entity(inner) = value else {
             return 0;
         };
-        match inner.iter().find(|(name, _, _)| *name == segment) {
-            Some((_, own, v)) => (excluded, value) = (excluded || own, v),
+        match inner.iter().find(|(name, ..)| *name == segment) {
+            Some((_, own, v, a)) => (excluded, value, annotations) = (excluded || own, v, a),
             None => return 0,
         }
     }
-    count(excluded, value)
+    count(excluded, value, annotations)
 }
 
 /// The entries one composite index holds for one entity.
@@ -162,7 +166,7 @@ pub(crate) fn check_entries<C: CompositeIndex>(
     // with the most values.
     let mut by_property: Vec<(String, usize)> = properties
         .view()
-        .map(|(name, _, _)| (name.to_owned(), builtin_of(name)))
+        .map(|(name, ..)| (name.to_owned(), builtin_of(name)))
         .collect();
     for index in composites {
         let entries = composite_entries(index, key, &count);

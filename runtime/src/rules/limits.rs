@@ -8,9 +8,10 @@
 //! refuses, naming the path.
 
 use crate::error::Error;
+use crate::model::annotations::AnnotationsView;
 use crate::model::key::{KEY_PROPERTY, RawKey};
 use crate::model::name::{NameRole, validate};
-use crate::model::stored::ValueView;
+use crate::model::stored::{ValueView, Viewed};
 use crate::model::value::{MAX_NESTING, PropertyMap};
 use crate::rules::index_entries::{CompositeIndex, Level, MAX_INDEXED_VALUES, check_entries};
 
@@ -52,7 +53,7 @@ pub(crate) fn check_entity<C: CompositeIndex>(
     check_entries(key, entity, composites, builtin, &|name| {
         // For the error only: the built-in entries of one top-level property.
         let mut one = Walk::new(key);
-        let property = entity.view().filter(|(n, _, _)| *n == name);
+        let property = entity.view().filter(|(n, ..)| *n == name);
         match one.level(property, false, false, 0) {
             Ok(()) => one.builtin,
             Err(_) => 0,
@@ -104,13 +105,13 @@ impl<'a> Walk<'a> {
     /// are not indexed (but still counted against its own level's limit, as the service does).
     fn level(
         &mut self,
-        properties: impl Iterator<Item = (&'a str, bool, ValueView<'a>)>,
+        properties: impl Iterator<Item = Viewed<'a>>,
         excluded: bool,
         in_array: bool,
         depth: usize,
     ) -> Result<(), Error> {
         let mut level = Level::default();
-        for (name, property_excluded, value) in properties {
+        for (name, property_excluded, value, annotations) in properties {
             // An embedded entity's own key, held as a property of that name, is no property to
             // the service: it may be incomplete, and counts nowhere.
             if !self.path.is_empty() && name == KEY_PROPERTY && matches!(value, ValueView::Key(_)) {
@@ -129,25 +130,76 @@ impl<'a> Walk<'a> {
                 (false, false) => validate(NameRole::Property, name)?,
             }
             self.path.push(name);
-            let values =
-                self.value(value, excluded || property_excluded, in_array, false, depth)?;
+            let excluded = excluded || property_excluded;
+            let meaning = annotations.meaning();
+            let values = match value {
+                // Each element of an array as its annotations say.
+                ValueView::Array(_) if !annotations.is_none() => {
+                    self.array(value, excluded, annotations, in_array, depth)?
+                }
+                _ => self.value(value, excluded, meaning, in_array, false, depth)?,
+            };
             self.path.pop();
             level.add(name, values);
         }
         level.check(self.key, &self.path)
     }
 
+    /// Checks an array whose elements carry `annotations` (each one's meaning and exclusion)
+    /// as [`Walk::value`] checks one; returns how many values it indexes.
+    fn array(
+        &mut self,
+        value: ValueView<'a>,
+        excluded: bool,
+        annotations: AnnotationsView<'a>,
+        in_array: bool,
+        depth: usize,
+    ) -> Result<usize, Error> {
+        let ValueView::Array(values) = value else {
+            return self.value(value, excluded, 0, in_array, false, depth);
+        };
+        if annotations.meaning() != 0 {
+            return Err(Error::InvalidValue {
+                kind: self.kind(),
+                property: self.dotted(),
+                reason: "an array with the service's meaning, which the service refuses (\"A \
+                         Value containing a list_value cannot specify a meaning.\")"
+                    .to_owned(),
+            });
+        }
+        if depth >= MAX_NESTING {
+            return self.value(value, excluded, 0, in_array, false, depth);
+        }
+        let mut indexed = 0;
+        for (i, v) in values.iter().enumerate() {
+            let (meaning, own) = annotations.element(i, false);
+            let excluded = excluded || own;
+            self.value(v, excluded, meaning, in_array, true, depth + 1)?;
+            indexed += usize::from(!excluded);
+        }
+        Ok(indexed)
+    }
+
     /// Checks `value`, found `depth` array and entity values deep (an element of an array
-    /// when `element`); returns how many values it indexes at its level.
+    /// when `element`) with the service's `meaning` (`0`: none); returns how many values it
+    /// indexes at its level.
     fn value(
         &mut self,
         value: ValueView<'a>,
         excluded: bool,
+        meaning: i32,
         in_array: bool,
         element: bool,
         depth: usize,
     ) -> Result<usize, Error> {
         let indexed = usize::from(!excluded);
+        if meaning != 0 {
+            check_meaning(value, meaning, excluded).map_err(|reason| Error::InvalidValue {
+                kind: self.kind(),
+                property: self.dotted(),
+                reason,
+            })?;
+        }
         match value {
             ValueView::Array(_) | ValueView::Entity(_) if depth >= MAX_NESTING => {
                 Err(Error::InvalidValue {
@@ -197,7 +249,7 @@ impl<'a> Walk<'a> {
             }),
             ValueView::Array(values) => {
                 for v in values.iter() {
-                    self.value(v, excluded, in_array, true, depth + 1)?;
+                    self.value(v, excluded, 0, in_array, true, depth + 1)?;
                 }
                 Ok(indexed * values.len())
             }
@@ -222,4 +274,118 @@ impl<'a> Walk<'a> {
             max: MAX_INDEXED_BYTES,
         }
     }
+}
+
+/// Whether a value may carry the service's `meaning` (not `0`), excluded from indexes or not:
+/// the service's rules, as Firestore in Datastore mode answers them (its messages), so that a
+/// value another client wrote is kept only where the service would keep it. The reason of a
+/// refusal.
+fn check_meaning(value: ValueView<'_>, meaning: i32, excluded: bool) -> Result<(), String> {
+    // The field of the value each known meaning goes with.
+    let field = match meaning {
+        1..=6 | 8 | 10..=12 | 15 | 17 | 32 => "string_value",
+        16 | 19 | 22 => "blob_value",
+        7 | 13 | 29 | 30 => "integer_value",
+        20 => "entity_value",
+        23 => "geo_point_value",
+        31 => "vector",
+        18 if !matches!(value, ValueView::Entity(_)) => {
+            return Err("Projection property cannot be used.".to_owned());
+        }
+        18 => "a projection's",
+        9 | 14 | 21 | 24..=28 => return Err(format!("Unexpected value meaning {meaning}.")),
+        _ => return Err(format!("Unknown value meaning {meaning}.")),
+    };
+    let own = match value {
+        ValueView::String(_) => "string_value",
+        ValueView::Blob(_) => "blob_value",
+        ValueView::Integer(_) => "integer_value",
+        ValueView::Entity(_) => "entity_value",
+        ValueView::GeoPoint(_) => "geo_point_value",
+        _ => "",
+    };
+    if own != field {
+        let own = match own {
+            "" => field,
+            own => own,
+        };
+        return Err(format!(
+            "the service's meaning {meaning}, which does not match its value ({own}): the \
+             service refuses it (\"has a meaning {meaning} which does not match {field} field\")"
+        ));
+    }
+    match (value, meaning) {
+        (ValueView::String(_) | ValueView::Blob(_), 15 | 22) if !excluded => Err(format!(
+            "the service's meaning {meaning} on an indexed value, which the service refuses \
+             (\"Indexed value has meaning {meaning}.\"): exclude it from indexes"
+        )),
+        (ValueView::Blob(_), 19) => Err("Unknown meaning 19.".to_owned()),
+        (ValueView::GeoPoint(_), 23) => Err(format!("Unexpected value meaning {meaning}.")),
+        (ValueView::String(s), 32) if !is_decimal(s) => {
+            Err("Invalid decimal128 string.".to_owned())
+        }
+        (ValueView::Integer(micros), 7)
+            if crate::model::scalar::Timestamp::checked(micros).is_some() =>
+        {
+            Err(
+                "A timestamp in range [0001-01-01T00:00:00Z, 9999-12-31T23:59:59.999999Z] \
+                 must be stored as a timestamp value."
+                    .to_owned(),
+            )
+        }
+        (ValueView::Entity(user), 20) => check_user(user.iter()),
+        _ => Ok(()),
+    }
+}
+
+/// A user entity (meaning 20, as NDB's `UserProperty` writes it): an email, and an
+/// authentication domain, a user id and a federated identity and provider at most, all
+/// excluded from indexes.
+fn check_user<'a>(properties: impl Iterator<Item = Viewed<'a>>) -> Result<(), String> {
+    const ALLOWED: [&str; 5] = [
+        "auth_domain",
+        "email",
+        "federated_identity",
+        "federated_provider",
+        "user_id",
+    ];
+    let mut email = false;
+    for (name, excluded, ..) in properties {
+        if !ALLOWED.contains(&name) {
+            return Err(format!(
+                "The user entity property \"{name}\" is not allowed."
+            ));
+        }
+        if !excluded {
+            return Err(format!("The user entity property \"{name}\" is indexed."));
+        }
+        email |= name == "email";
+    }
+    match email {
+        true => Ok(()),
+        false => Err("The user entity is missing required property \"email\".".to_owned()),
+    }
+}
+
+/// Whether `text` is a decimal number as a decimal128 value is written: a sign, digits with a
+/// point among them, an exponent; or `NaN`, `Infinity`.
+fn is_decimal(text: &str) -> bool {
+    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if matches!(unsigned, "NaN" | "Infinity" | "Inf") {
+        return true;
+    }
+    let (mantissa, exponent) = match unsigned.split_once(['e', 'E']) {
+        Some((m, e)) => (m, Some(e.strip_prefix(['-', '+']).unwrap_or(e))),
+        None => (unsigned, None),
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let mantissa = match mantissa.split_once('.') {
+        Some((a, b)) => {
+            (digits(a) || a.is_empty())
+                && (digits(b) || b.is_empty())
+                && !(a.is_empty() && b.is_empty())
+        }
+        None => digits(mantissa),
+    };
+    mantissa && exponent.is_none_or(digits)
 }

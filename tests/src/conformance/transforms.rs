@@ -28,6 +28,7 @@ macro_rules! transforms_tests {
             transforms_write_an_indexed_value,
             transforms_through_an_embedded_entity,
             transforms_as_the_first_call_with_an_id_to_allocate,
+            transforms_keep_the_exclusion_of_the_elements_stored,
         );
     };
 }
@@ -328,4 +329,93 @@ pub async fn transforms_as_the_first_call_with_an_id_to_allocate(t: Ctx) {
     assert_eq!(all.items.len(), 1);
     assert!(all.items[0].id.is_some(), "an id was allocated");
     assert_eq!(all.items[0].n, 3);
+}
+
+/// Lines never queried, excluded from indexes.
+#[derive(Entity, Debug, Clone, PartialEq)]
+#[entity(kind = "Log")]
+pub struct Log {
+    #[key]
+    pub id: KeyName,
+    #[exclude_from_index]
+    pub lines: Vec<String>,
+}
+
+pub async fn transforms_keep_the_exclusion_of_the_elements_stored(t: Ctx) {
+    // Issue #48: the engine made every element indexed, so a transform of an excluded array of
+    // one 2,000-byte line failed with the indexed-string limit, and of 6,000 lines with the
+    // 5,000 indexed values. The service keeps the stored elements excluded and indexes only
+    // what a transform adds.
+    let long = Log {
+        id: KeyName::new("long").unwrap(),
+        lines: vec!["L".repeat(2_000)],
+    };
+    let many = Log {
+        id: KeyName::new("many").unwrap(),
+        lines: (0..6_000).map(|i| format!("line {i}")).collect(),
+    };
+    let (long_key, many_key) = (
+        t.db.put(&long).await.unwrap(),
+        t.db.put(&many).await.unwrap(),
+    );
+    let appended =
+        t.db.transform(&long_key, [Log::LINES.append_missing(vec!["y".to_owned()])]);
+    let appended = appended.await;
+    if unsupported(&t, &appended) {
+        return;
+    }
+    appended.unwrap();
+    t.db.transform(&many_key, [Log::LINES.append_missing(vec!["z".to_owned()])])
+        .await
+        .unwrap();
+    t.db.transform(
+        &many_key,
+        [Log::LINES.remove_all(vec!["line 0".to_owned()])],
+    )
+    .await
+    .unwrap();
+    let read = t.db.get(&long_key).await.unwrap().unwrap();
+    assert_eq!(read.lines, [long.lines[0].clone(), "y".to_owned()]);
+    assert_eq!(
+        t.db.get(&many_key).await.unwrap().unwrap().lines.len(),
+        6_000
+    );
+    // As stored: the old element excluded, the appended one indexed, each with its flag.
+    let raw = t.db.bind(&long_key).unwrap().into_raw();
+    let stored =
+        t.db.backend()
+            .lookup(std::slice::from_ref(&raw), None)
+            .await
+            .unwrap();
+    let lines = stored[0].as_ref().unwrap().get("lines").unwrap();
+    assert_eq!(
+        (lines.element_excluded(0), lines.element_excluded(1)),
+        (true, false),
+        "{lines:?}"
+    );
+    // The appended element is found through its index, the stored one is not.
+    let query = |value: &str| QuerySpec {
+        partition: t.db.partition().clone(),
+        kind: "Log".to_owned(),
+        filters: vec![
+            PropertyFilter {
+                property: "lines".to_owned(),
+                op: Operator::Equal,
+                value: Value::String(value.to_owned()),
+            }
+            .into(),
+        ],
+        ..QuerySpec::default()
+    };
+    let found = t.db.backend().run_query(&query("y"), None).await.unwrap();
+    assert_eq!(found.results.len(), 1);
+    let found =
+        t.db.backend()
+            .run_query(&query("line 7"), None)
+            .await
+            .unwrap();
+    assert!(
+        found.results.is_empty(),
+        "an excluded element is not indexed"
+    );
 }

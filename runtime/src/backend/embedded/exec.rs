@@ -329,7 +329,7 @@ pub(super) fn results(
             ResultShape::Projection(names) => names
                 .iter()
                 .cloned()
-                .zip(found.projected.into_iter().map(Property::indexed))
+                .zip(found.projected.into_iter().map(Property::projected))
                 .collect(),
         };
         results.push(QueryResult {

@@ -22,7 +22,7 @@ use crate::hash::Map;
 use crate::model::key::{KEY_PROPERTY, PartitionId, RawKey};
 use crate::model::scalar::Timestamp;
 use crate::model::schema::{Direction, IndexSchema};
-use crate::model::stored::ValueView;
+use crate::model::stored::{ValueView, Viewed};
 use crate::model::value::PropertyMap;
 use crate::query::spec::Stamp;
 use crate::rules::index_entries::CompositeIndex;
@@ -188,14 +188,11 @@ impl<'a> Columns<'a> {
         columns
     }
 
-    fn walk(
-        &mut self,
-        prefix: Option<&str>,
-        properties: impl Iterator<Item = (&'a str, bool, ValueView<'a>)>,
-    ) {
-        for (name, excluded, value) in properties {
+    fn walk(&mut self, prefix: Option<&str>, properties: impl Iterator<Item = Viewed<'a>>) {
+        for (name, excluded, value, annotations) in properties {
             // An embedded entity's own key is no property: never indexed (as the service).
             let own_key = prefix.is_some() && name == KEY_PROPERTY;
+            // An array some of whose elements are indexed is not excluded as a whole.
             if excluded || own_key && matches!(value, ValueView::Key(_)) {
                 continue;
             }
@@ -209,7 +206,11 @@ impl<'a> Columns<'a> {
                     self.walk(Some(&path), inner.iter());
                     continue;
                 }
-                ValueView::Array(elements) => elements.iter().for_each(|v| self.push(v)),
+                ValueView::Array(elements) => elements
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !annotations.element_excluded(*i, excluded))
+                    .for_each(|(_, v)| self.push(v)),
                 value => self.push(value),
             }
             if self.values.len() - first > 1 {

@@ -51,10 +51,18 @@ pub(crate) fn visit_indexed<'p>(
         .map(|(at, _)| (&path[..at], Some(&path[at + 1..])))
         .chain([(path, None)]);
     for (head, rest) in heads {
-        if let Some(property) = properties.get(head)
-            && !property.excluded
-        {
-            descend(&property.value, rest, visit);
+        let Some(property) = properties.get(head) else {
+            continue;
+        };
+        match (&property.value, rest) {
+            _ if property.excluded => {}
+            // An array whose elements differ: only those indexed.
+            (Value::Array(values), None) if !property.annotations.is_none() => values
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !property.element_excluded(*i))
+                .for_each(|(_, v)| descend(v, None, visit)),
+            (value, rest) => descend(value, rest, visit),
         }
     }
 }
@@ -652,7 +660,7 @@ impl<'q> Prepared<'q> {
                         .zip(
                             row.projected
                                 .iter()
-                                .map(|v| Property::indexed(index_value(v))),
+                                .map(|v| Property::projected(index_value(v))),
                         )
                         .collect(),
                 },

@@ -16,8 +16,8 @@ use smallvec::SmallVec;
 
 use crate::error::Error;
 use crate::format::file::{
-    ENTITIES, FORMAT, FORMAT_1, FORMAT_2, FORMAT_3, FORMAT_KEY, META, Unsealer, seal, unseal,
-    with_times,
+    ENTITIES, FORMAT, FORMAT_1, FORMAT_2, FORMAT_3, FORMAT_4, FORMAT_KEY, META, Unsealer, seal,
+    unseal, with_times,
 };
 use crate::format::keycode;
 use crate::hash::Map;
@@ -286,14 +286,15 @@ impl Redb {
     /// Brings a file of an earlier format to this one, in one transaction: seals every value
     /// of format 1 (before checksums), and gives every entity of formats 1 and 2 (before
     /// entities kept their times) the time of the migration as its create and update time. A
-    /// file of format 3 (before the log) has nothing to change but its mark.
+    /// file of format 3 (before the log) or 4 (before annotations) has nothing to change but
+    /// its mark.
     fn migrate(&mut self) -> Result<(), Error> {
         let mut format = None;
         self.get(META, FORMAT_KEY, &mut |v| format = Some(v.to_vec()))?;
         let sealed = match format.as_deref() {
             Some(f) if f == FORMAT_1 => false,
             Some(f) if f == FORMAT_2 => true,
-            Some(f) if f == FORMAT_3 => {
+            Some(f) if f == FORMAT_3 || f == FORMAT_4 => {
                 let mut batch = Batch::default();
                 batch.put(META, FORMAT_KEY.to_vec(), FORMAT.to_vec());
                 return self.apply(batch);
@@ -378,7 +379,7 @@ fn already_open(shown: &str) -> Error {
 /// of this engine: one of its formats, or a database with nothing in it yet.
 fn check_format(shown: &str, format: Option<&[u8]>, has_tables: bool) -> Result<(), Error> {
     match format {
-        Some(f) if [FORMAT, FORMAT_1, FORMAT_2, FORMAT_3].contains(&f) => Ok(()),
+        Some(f) if [FORMAT, FORMAT_1, FORMAT_2, FORMAT_3, FORMAT_4].contains(&f) => Ok(()),
         None if !has_tables => Ok(()),
         Some(_) => Err(Error::Storage {
             reason: format!(
