@@ -211,7 +211,19 @@ impl<'a> AnnotationsView<'a> {
             AnnotationsView::Decoded(a) => a.is_none(),
             AnnotationsView::Stored(bytes) => bytes.is_empty(),
             #[cfg(feature = "cloud")]
-            AnnotationsView::Wire(_) => self.to_annotations().is_none(),
+            AnnotationsView::Wire(value) => match &value.value_type {
+                Some(pb::value::ValueType::ArrayValue(_)) if value.meaning == VECTOR_MEANING => {
+                    true
+                }
+                // Elements without meanings that agree on their exclusion.
+                Some(pb::value::ValueType::ArrayValue(a)) => {
+                    let first = a.values.first().map(|v| v.exclude_from_indexes);
+                    a.values
+                        .iter()
+                        .all(|v| v.meaning == 0 && Some(v.exclude_from_indexes) == first)
+                }
+                _ => value.meaning == 0,
+            },
         }
     }
 }

@@ -108,8 +108,19 @@ pub(crate) fn check_query(query: &QuerySpec) -> Result<(), String> {
     }
     // An order after the key's orders nothing (keys are unique): the Firestore emulator
     // answers such a query, but refuses to resume it from a cursor. An inequality filter on a
-    // property not ordered before the key orders by it after the key, implicitly.
-    if let Some(at) = query.orders.iter().position(|o| o.property == KEY_PROPERTY)
+    // property not ordered before the key orders by it after the key, implicitly; one on the
+    // key orders by the key after the other inequality properties.
+    let inequalities = || {
+        query
+            .filters
+            .iter()
+            .flat_map(FilterNode::leaves)
+            .filter(|f| f.op.is_inequality())
+    };
+    let explicit = query.orders.iter().position(|o| o.property == KEY_PROPERTY);
+    let implied = inequalities().any(|f| f.property == KEY_PROPERTY);
+    let key_at = explicit.or(implied.then_some(query.orders.len()));
+    if let Some(at) = key_at
         && (query.start_cursor.is_some() || query.end_cursor.is_some())
     {
         let before = &query.orders[..at];
@@ -117,19 +128,21 @@ pub(crate) fn check_query(query: &QuerySpec) -> Result<(), String> {
             ResultShape::Projection(names) => names.as_slice(),
             _ => &[],
         };
+        // Before an implied key order: the other inequality properties too.
+        let ordered = |p: &str| {
+            before.iter().any(|o| o.property == p)
+                || (explicit.is_none() && inequalities().any(|f| f.property == p))
+        };
         let after = query
             .orders
             .get(at + 1)
             .map(|o| o.property.as_str())
             .or_else(|| {
-                query
-                    .filters
-                    .iter()
-                    .flat_map(FilterNode::leaves)
-                    .filter(|f| f.op.is_inequality() && f.property != KEY_PROPERTY)
+                inequalities()
+                    .filter(|f| f.property != KEY_PROPERTY)
                     .map(|f| f.property.as_str())
                     .chain(projected.iter().map(String::as_str))
-                    .find(|p| !before.iter().any(|o| o.property == *p))
+                    .find(|p| *p != KEY_PROPERTY && !ordered(p))
             });
         if let Some(after) = after {
             return Err(format!(

@@ -333,6 +333,10 @@ fn check_meaning(value: ValueView<'_>, meaning: i32, excluded: bool) -> Result<(
                     .to_owned(),
             )
         }
+        // A rating (GD_RATING): a percentage.
+        (ValueView::Integer(percent), 13) if !(0..=100).contains(&percent) => {
+            Err("Percent value outside permitted range [0, 100].".to_owned())
+        }
         (ValueView::Entity(user), 20) => check_user(user.iter()),
         _ => Ok(()),
     }

@@ -16,7 +16,8 @@ use crate::error::{Error, ServiceCode};
 use crate::format::file::ENTITIES;
 use crate::model::key::{IdOrName, RawKey};
 use crate::model::scalar::Timestamp;
-use crate::model::value::PropertyMap;
+use crate::model::stored::{ValueView, Viewed};
+use crate::model::value::{Annotations, MAX_NESTING, Property, PropertyMap, Value};
 use crate::rules::limits::check_entity;
 
 /// The batch that applies `mutations` (their own rules checked) at `time`, each under its
@@ -85,6 +86,12 @@ pub(super) fn write(
         // transforms, in order, whatever the mask.
         let mut properties = match properties {
             Some((written, Mask::Whole)) => Some(written),
+            // What a mask leaves out is still checked as the service checks a request: a
+            // value it refuses is refused, kept or not.
+            Some((written, mask @ Mask::Paths(_))) => {
+                check_entity(&key, &written, composites)?;
+                Some(mask.merge(stored, written))
+            }
             Some((written, mask)) => Some(mask.merge(stored, written)),
             None => None,
         };
@@ -93,6 +100,9 @@ pub(super) fn write(
             for transform in &transforms {
                 transform_results.push(transform.apply(entity, time));
             }
+        }
+        if let Some(entity) = properties.as_mut() {
+            stored_meanings(entity);
         }
         if let Some(entity) = &properties {
             check_entity(&key, entity, composites)?;
@@ -239,6 +249,79 @@ pub(super) fn write(
         });
     }
     Ok((batch, undo, results))
+}
+
+/// The meanings of `entity` as the service stores them: an indexed byte string's meaning 16 (a
+/// short byte string, which an indexed one is) is not kept.
+fn stored_meanings(entity: &mut PropertyMap) {
+    // Most entities carry no annotations: they are looked for where the values lie, and
+    // nothing is decoded; not past the nesting the service takes (the entity's check then
+    // refuses it, and no walk here recurses deeper).
+    fn annotated<'a>(mut properties: impl Iterator<Item = Viewed<'a>>, depth: usize) -> bool {
+        properties.any(|(_, _, value, a)| !a.is_none() || nested(value, depth))
+    }
+    fn nested(value: ValueView<'_>, depth: usize) -> bool {
+        match value {
+            _ if depth > MAX_NESTING => false,
+            ValueView::Entity(inner) => annotated(inner.iter(), depth + 1),
+            ValueView::Array(values) => values.iter().any(|v| nested(v, depth + 1)),
+            _ => false,
+        }
+    }
+    if !annotated(entity.view(), 0) {
+        return;
+    }
+    inner_meanings(entity, false, 0);
+}
+
+/// [`stored_meanings`] of one property, inside an excluded value or not (`excluded`),
+/// `depth` array and entity values deep.
+fn stored_meaning(property: &mut Property, excluded: bool, depth: usize) {
+    if depth > MAX_NESTING {
+        return;
+    }
+    let excluded = excluded || property.excluded;
+    let short = |value: &Value, meaning: i32, excluded: bool| {
+        meaning == 16 && !excluded && matches!(value, Value::Blob(_))
+    };
+    match (&mut property.value, &mut property.annotations) {
+        (value, Annotations::Meaning(meaning)) if short(value, *meaning, excluded) => {
+            property.annotations = Annotations::None;
+        }
+        (Value::Array(values), Annotations::Elements(elements)) => {
+            for (value, (meaning, own)) in values.iter_mut().zip(elements.iter_mut()) {
+                if short(value, *meaning, excluded || *own) {
+                    *meaning = 0;
+                }
+                if let Value::Entity(inner) = value {
+                    inner_meanings(inner, excluded || *own, depth + 2);
+                }
+            }
+            let (annotations, all) = Annotations::of_elements(elements.to_vec());
+            if !excluded {
+                property.excluded = all;
+            }
+            property.annotations = annotations;
+        }
+        (Value::Array(values), _) => {
+            for value in values {
+                if let Value::Entity(inner) = value {
+                    inner_meanings(inner, excluded, depth + 2);
+                }
+            }
+        }
+        (Value::Entity(inner), _) => inner_meanings(inner, excluded, depth + 1),
+        _ => {}
+    }
+}
+
+fn inner_meanings(entity: &mut PropertyMap, excluded: bool, depth: usize) {
+    let names: Vec<String> = entity.keys().map(str::to_owned).collect();
+    for name in names {
+        if let Some(property) = entity.get_mut(&name) {
+            stored_meaning(property, excluded, depth);
+        }
+    }
 }
 
 /// One mutation of a commit, checked, before what exists is looked at.

@@ -1,7 +1,8 @@
 //! Query Explain on the engine: a query's plan in words, with the indexes each branch reads,
 //! as the service states its own.
 
-use super::plan::{Access, equality_properties};
+use super::index::Composite;
+use super::plan::{Access, equality_properties, needed};
 use super::scan::Prepared;
 use crate::model::schema::Direction;
 use crate::query::explain::Explanation;
@@ -55,22 +56,7 @@ pub(crate) fn explain(prepared: &Prepared<'_>, plans: &[(Prepared<'_>, Access)])
                 index: composite,
                 reverse,
             } => {
-                let mut columns: Vec<String> = composite
-                    .columns
-                    .iter()
-                    .map(|(name, direction)| format!("{name} {}", direction_name(*direction)))
-                    .collect();
-                let last = composite
-                    .columns
-                    .last()
-                    .map_or(Direction::Ascending, |c| c.1);
-                columns.push(key(last));
-                let name = index(columns);
-                let name = match composite.ancestor {
-                    true => format!("{name} with ancestor"),
-                    false => name,
-                };
-                push(name);
+                push(composite_name(composite));
                 match reverse {
                     false => "a declared composite index, forwards".to_owned(),
                     true => "a declared composite index, backwards".to_owned(),
@@ -81,9 +67,17 @@ pub(crate) fn explain(prepared: &Prepared<'_>, plans: &[(Prepared<'_>, Access)])
         });
     }
     let plan = if scanned {
-        push(by_key());
-        "every entity of the kind evaluated: no index serves the query (strict index mode is \
-         off)"
+        // What the service reads instead: the composite index each branch needs (the kind's
+        // keys where it needs none).
+        for (branch, _) in plans {
+            let needed = needed(branch);
+            match needed.columns.is_empty() && !needed.ancestor {
+                true => push(by_key()),
+                false => push(composite_name(&needed)),
+            }
+        }
+        "every entity of the kind evaluated: no declared index serves the query (strict index \
+         mode is off); the service reads the indexes named"
             .to_owned()
     } else if described.len() > 1 {
         format!(
@@ -98,6 +92,26 @@ pub(crate) fn explain(prepared: &Prepared<'_>, plans: &[(Prepared<'_>, Access)])
         plan,
         indexes_used: indexes,
         stats: None,
+    }
+}
+
+/// A composite index as the engine names the indexes it reads: its kind, its columns and the
+/// key in the last column's direction, and whether it holds ancestors.
+fn composite_name(composite: &Composite) -> String {
+    let mut columns: Vec<String> = composite
+        .columns
+        .iter()
+        .map(|(name, direction)| format!("{name} {}", direction_name(*direction)))
+        .collect();
+    let last = composite
+        .columns
+        .last()
+        .map_or(Direction::Ascending, |c| c.1);
+    columns.push(format!("__key__ {}", direction_name(last)));
+    let name = format!("{} ({})", composite.kind, columns.join(", "));
+    match composite.ancestor {
+        true => format!("{name} with ancestor"),
+        false => name,
     }
 }
 

@@ -154,12 +154,7 @@ pub(crate) fn choose(
         Some(access) => Ok(access),
         None if !strict => Ok(Access::Scan),
         None => {
-            let columns = equalities
-                .iter()
-                .map(|p| ((*p).to_owned(), Direction::Ascending))
-                .chain(sort.iter().map(|o| (o.property.clone(), o.direction)))
-                .collect();
-            let index = Composite::new(&query.kind, query.ancestor.is_some(), columns);
+            let index = needed(prepared);
             Err(Error::MissingIndex {
                 message: format!(
                     "no matching index found for this query of kind `{}` (the embedded engine \
@@ -170,6 +165,25 @@ pub(crate) fn choose(
             })
         }
     }
+}
+
+/// The composite index the service reads for `prepared` (one branch) where no built-in one
+/// serves it: its equality properties ascending, then its orders (those it implies
+/// included). What strict index mode asks to declare, and what Query Explain names where the
+/// engine evaluates the kind instead.
+pub(super) fn needed(prepared: &Prepared<'_>) -> Composite {
+    let query = prepared.query;
+    let columns = equality_properties(prepared)
+        .iter()
+        .map(|p| ((*p).to_owned(), Direction::Ascending))
+        .chain(
+            prepared
+                .orders
+                .iter()
+                .map(|o| (o.property.clone(), o.direction)),
+        )
+        .collect();
+    Composite::new(&query.kind, query.ancestor.is_some(), columns)
 }
 
 /// Whether `index` serves the query, and if so whether it is scanned backwards: the equality

@@ -234,6 +234,15 @@ impl<'q> Prepared<'q> {
                     });
                 }
             }
+            // An inequality on the key orders by the key after them (as the service orders
+            // every inequality property), which orders every result: a projection's rows of
+            // one entity then come in the order of its values.
+            let on_key = leaves
+                .iter()
+                .any(|f| f.op.is_inequality() && f.property == KEY_PROPERTY);
+            if on_key {
+                key_order = Some(direction);
+            }
             // A projection reads an index holding every projected property: after the
             // orders, the projected properties not ordered, taken by name, in the direction
             // of the last order (so without an order, results come in the order of the
@@ -244,6 +253,9 @@ impl<'q> Prepared<'q> {
                 .collect();
             by_name.sort();
             by_name.dedup();
+            if on_key {
+                by_name.clear();
+            }
             let direction = orders.last().map_or(Direction::Ascending, |o| o.direction);
             orders.extend(by_name.into_iter().map(|p| PropertyOrder {
                 property: p.clone(),
