@@ -233,3 +233,124 @@ async fn a_call_past_its_deadline_is_not_answered() {
         assert_eq!(none, Ok(Code::Ok), "{runner}");
     }
 }
+
+fn sum(property: &str) -> pb::aggregation_query::Aggregation {
+    pb::aggregation_query::Aggregation {
+        alias: String::new(),
+        operator: Some(pb::aggregation_query::aggregation::Operator::Sum(
+            pb::aggregation_query::aggregation::Sum {
+                property: Some(pb::PropertyReference {
+                    name: property.into(),
+                }),
+            },
+        )),
+    }
+}
+
+fn avg(property: &str) -> pb::aggregation_query::Aggregation {
+    pb::aggregation_query::Aggregation {
+        alias: String::new(),
+        operator: Some(pb::aggregation_query::aggregation::Operator::Avg(
+            pb::aggregation_query::aggregation::Avg {
+                property: Some(pb::PropertyReference {
+                    name: property.into(),
+                }),
+            },
+        )),
+    }
+}
+
+/// Each aggregation's value, in alias order, as text.
+fn values(answer: pb::RunAggregationQueryResponse) -> Vec<String> {
+    let batch = answer.batch.expect("a batch");
+    let mut values: Vec<(String, String)> = batch.aggregation_results[0]
+        .aggregate_properties
+        .iter()
+        .map(|(alias, v)| (alias.clone(), format!("{:?}", v.value_type)))
+        .collect();
+    values.sort();
+    values.into_iter().map(|(_, v)| v).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_aggregations_of_one_request_read_the_same_rows() {
+    // Issue #48 (found by the differential): the service answers every aggregation of one
+    // request from the rows of one index, those of the entities holding every property summed
+    // or averaged (a row per combination of their values); a count among them counts those.
+    let mut answers = Vec::new();
+    for (runner, mut client) in clients().await {
+        let ns = "shared-rows";
+        let value = |v: pb::value::ValueType| pb::Value {
+            value_type: Some(v),
+            ..pb::Value::default()
+        };
+        use pb::value::ValueType::{ArrayValue, IntegerValue};
+        let elements = vec![value(IntegerValue(7)), value(IntegerValue(8))];
+        let entities: Vec<Vec<(&str, pb::Value)>> = vec![
+            vec![("a", integer(1))],
+            vec![("b", integer(10))],
+            vec![("a", integer(100)), ("b", integer(1000))],
+            vec![],
+            vec![("a", value(ArrayValue(pb::ArrayValue { values: elements })))],
+        ];
+        let mutations = entities
+            .into_iter()
+            .enumerate()
+            .map(|(i, properties)| pb::Mutation {
+                operation: Some(pb::mutation::Operation::Upsert(pb::Entity {
+                    key: Some(key(ns, "K", &format!("e{i}"))),
+                    properties: properties
+                        .into_iter()
+                        .map(|(n, v)| (n.to_owned(), v))
+                        .collect(),
+                })),
+                ..pb::Mutation::default()
+            })
+            .collect();
+        let commit = pb::CommitRequest {
+            project_id: PROJECT.into(),
+            mode: pb::commit_request::Mode::NonTransactional as i32,
+            mutations,
+            ..pb::CommitRequest::default()
+        };
+        client.commit(commit).await.unwrap();
+        let mut answered = Vec::new();
+        for (aggregations, limit) in [
+            (vec![count("")], None),
+            (vec![sum("a"), count("")], None),
+            (vec![count(""), sum("a")], None),
+            (vec![sum("a"), avg("b"), count("")], None),
+            (vec![sum("b"), count("")], None),
+            (vec![sum("a"), count("")], Some(2)),
+            (vec![count(""), avg("a")], Some(3)),
+        ] {
+            let mut request = aggregation(ns, aggregations);
+            if let Some(pb::run_aggregation_query_request::QueryType::AggregationQuery(q)) =
+                &mut request.query_type
+                && let Some(pb::aggregation_query::QueryType::NestedQuery(nested)) =
+                    &mut q.query_type
+            {
+                nested.limit = limit;
+            }
+            let answer = client.run_aggregation_query(request).await.unwrap();
+            answered.push(values(answer.into_inner()));
+        }
+        answers.push((runner, answered));
+    }
+    let server = &answers[0].1;
+    assert_eq!(
+        server[1],
+        ["Some(IntegerValue(116))", "Some(IntegerValue(4))"]
+    );
+    assert_eq!(
+        server[3],
+        [
+            "Some(IntegerValue(100))",
+            "Some(DoubleValue(1000.0))",
+            "Some(IntegerValue(1))"
+        ]
+    );
+    for (runner, answered) in &answers[1..] {
+        assert_eq!(answered, server, "{runner}");
+    }
+}

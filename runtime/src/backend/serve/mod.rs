@@ -42,16 +42,18 @@ use tonic::Status;
 pub(crate) use self::request::status;
 use self::request::{Read, Scope, invalid, path, transaction_mode};
 use crate::backend::{
-    Aggregation, Backend, QueryBatch, ResultShape, TransactionId, TransactionMode,
+    Aggregation, Backend, FilterNode, QueryBatch, QuerySpec, ResultShape, TransactionId,
+    TransactionMode,
 };
 use crate::error::Error;
-use crate::model::key::PartitionId;
+use crate::model::key::{KEY_PROPERTY, PartitionId};
 use crate::model::scalar::Timestamp;
 use crate::model::stored::ValueView;
 use crate::model::value::Value;
 use crate::model::wire::timestamp;
 use crate::model::wire_map::wire_value;
 use crate::query::explain::Explanation;
+use crate::query::spec::Operator;
 
 /// The Datastore API over a backend. Cheap to clone: clones share the backend.
 #[derive(Clone)]
@@ -250,6 +252,7 @@ impl Service {
         };
         let explain = request.explain_options.map(|o| o.analyze);
         let (spec, aggregations) = scope.aggregation(request.partition_id, query)?;
+        let spec = shared_rows(spec, &aggregations);
         let how = match scope.read(request.read_options)? {
             // Several aggregations see one snapshot.
             Read::Now if aggregations.len() > 1 => Read::Snapshot(None),
@@ -458,4 +461,32 @@ impl Service {
 /// Results in one batch of a query's answer.
 fn response_batch() -> usize {
     response::BATCH
+}
+
+/// The rows every aggregation of one request reads, as the service reads them from one index:
+/// with several aggregations, those of a query's entities that hold every property summed or
+/// averaged, one per combination of their values (a projection of them), unless a filter fixes
+/// one by equality or the query is a projection already.
+fn shared_rows(spec: QuerySpec, aggregations: &[(String, Aggregation)]) -> QuerySpec {
+    if aggregations.len() < 2 || spec.shape != ResultShape::Full {
+        return spec;
+    }
+    let mut properties: Vec<String> = Vec::new();
+    for (_, aggregation) in aggregations {
+        if let Aggregation::Sum(p) | Aggregation::Avg(p) = aggregation
+            && !properties.contains(p)
+        {
+            properties.push(p.clone());
+        }
+    }
+    let fixed = spec.filters.iter().flat_map(FilterNode::leaves).any(|f| {
+        matches!(f.op, Operator::Equal | Operator::In) && properties.contains(&f.property)
+    });
+    match properties.is_empty() || fixed || properties.iter().any(|p| p == KEY_PROPERTY) {
+        true => spec,
+        false => QuerySpec {
+            shape: ResultShape::Projection(properties),
+            ..spec
+        },
+    }
 }
