@@ -489,3 +489,15 @@ impl PartialEq<&str> for ServiceCode {
         self.name() == *name
     }
 }
+
+/// `text` as an error message quotes it: whole when short, else its first 100 characters and
+/// how long it is (a message echoing a 100 KB name would be refused by clients as metadata).
+pub(crate) fn cut(text: &str) -> std::borrow::Cow<'_, str> {
+    const SHOWN: usize = 100;
+    match text.char_indices().nth(SHOWN) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some((at, _)) => {
+            std::borrow::Cow::Owned(format!("{}… ({} bytes)", &text[..at], text.len()))
+        }
+    }
+}

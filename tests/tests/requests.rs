@@ -354,3 +354,170 @@ async fn the_aggregations_of_one_request_read_the_same_rows() {
         assert_eq!(answered, server, "{runner}");
     }
 }
+
+/// A key of `path` (kind, name or id) in `namespace`.
+fn path_key(namespace: &str, path: &[(&str, Result<i64, &str>)]) -> pb::Key {
+    use pb::key::path_element::IdType;
+    pb::Key {
+        partition_id: partition(namespace),
+        path: path
+            .iter()
+            .map(|(kind, id)| pb::key::PathElement {
+                kind: (*kind).into(),
+                id_type: Some(match id {
+                    Ok(id) => IdType::Id(*id),
+                    Err(name) => IdType::Name((*name).into()),
+                }),
+            })
+            .collect(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_are_refused_as_the_service_refuses_them_and_every_key_taken_reads_back() {
+    // Issue #49: a key the service refuses (a reserved or empty name) was accepted, and from
+    // then on every query reaching it failed with INTERNAL; negative ids, which the service
+    // takes, broke queries too, also inside a key-valued property.
+    let dir = std::env::temp_dir().join(format!("keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let on_file = datastore_entity_server::Server::start(datastore_entity_server::Options {
+        port: 0,
+        data: Some(dir.join("data.redb")),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut runners = clients().await;
+    let channel = Channel::from_shared(format!("http://{}", on_file.emulator_host()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    runners.push(("server on a file", DatastoreClient::new(channel)));
+    let long = "n".repeat(1_500);
+    let too_long = "n".repeat(6_000);
+    let refused: Vec<(Vec<(&str, Result<i64, &str>)>, &str)> = vec![
+        (vec![("K", Err("__x__"))], "is reserved"),
+        (vec![("K", Err(""))], "empty string"),
+        (vec![("K", Err(&too_long))], "longer than 1500 bytes"),
+        (vec![("__x__", Err("a"))], "is reserved"),
+        (vec![("", Err("a"))], "empty string"),
+        (vec![("P", Err("__p__")), ("K", Err("a"))], "is reserved"),
+        (vec![("K", Ok(0))], ""),
+    ];
+    let taken: Vec<Vec<(&str, Result<i64, &str>)>> = vec![
+        vec![("K", Ok(-5))],
+        vec![("K", Ok(i64::MIN))],
+        vec![("K", Err("a/b"))],
+        vec![("K", Err("."))],
+        vec![("K", Err(&long))],
+        vec![("P", Ok(-1)), ("K", Err("child"))],
+    ];
+    let mut answers = Vec::new();
+    for (runner, mut client) in runners {
+        let ns = "taken-keys";
+        let write = |key: pb::Key, reference: Option<pb::Key>| {
+            let mut properties = HashMap::from([("n".to_owned(), integer(1))]);
+            if let Some(reference) = reference {
+                let value = pb::Value {
+                    value_type: Some(pb::value::ValueType::KeyValue(reference)),
+                    ..pb::Value::default()
+                };
+                properties.insert("ref".to_owned(), value);
+            }
+            pb::CommitRequest {
+                project_id: PROJECT.into(),
+                mode: pb::commit_request::Mode::NonTransactional as i32,
+                mutations: vec![pb::Mutation {
+                    operation: Some(pb::mutation::Operation::Upsert(pb::Entity {
+                        key: Some(key),
+                        properties,
+                    })),
+                    ..pb::Mutation::default()
+                }],
+                ..pb::CommitRequest::default()
+            }
+        };
+        for (path, text) in &refused {
+            let status = client
+                .commit(write(path_key(ns, path), None))
+                .await
+                .expect_err("refused");
+            assert_eq!(status.code(), Code::InvalidArgument, "{runner}: {status:?}");
+            assert!(status.message().contains(text), "{runner}: {status:?}");
+            assert!(status.message().len() < 1_000, "{runner}: the name is cut");
+        }
+        for path in &taken {
+            // Each key, and a reference to a key of a reserved name beside it.
+            let reference = path_key(ns, &[("K", Err("__ref__"))]);
+            client
+                .commit(write(path_key(ns, path), Some(reference)))
+                .await
+                .unwrap_or_else(|e| panic!("{runner}: {path:?}: {e:?}"));
+        }
+        // Every query of the kind reads them back: whole, keys only, by the key, by a
+        // reference, ordered.
+        let run = |query: pb::Query| pb::RunQueryRequest {
+            project_id: PROJECT.into(),
+            partition_id: partition(ns),
+            query_type: Some(pb::run_query_request::QueryType::Query(query)),
+            ..pb::RunQueryRequest::default()
+        };
+        let of_kind = || pb::Query {
+            kind: vec![pb::KindExpression { name: "K".into() }],
+            ..pb::Query::default()
+        };
+        let mut found = Vec::new();
+        for query in [
+            of_kind(),
+            pb::Query {
+                projection: vec![pb::Projection {
+                    property: Some(pb::PropertyReference {
+                        name: "__key__".into(),
+                    }),
+                }],
+                ..of_kind()
+            },
+            pb::Query {
+                order: vec![pb::PropertyOrder {
+                    property: Some(pb::PropertyReference { name: "ref".into() }),
+                    direction: pb::property_order::Direction::Descending as i32,
+                }],
+                ..of_kind()
+            },
+            pb::Query {
+                filter: Some(pb::Filter {
+                    filter_type: Some(pb::filter::FilterType::PropertyFilter(pb::PropertyFilter {
+                        property: Some(pb::PropertyReference {
+                            name: "__key__".into(),
+                        }),
+                        op: pb::property_filter::Operator::LessThan as i32,
+                        value: Some(pb::Value {
+                            value_type: Some(pb::value::ValueType::KeyValue(path_key(
+                                ns,
+                                &[("K", Ok(0x7fff))],
+                            ))),
+                            ..pb::Value::default()
+                        }),
+                    })),
+                }),
+                ..of_kind()
+            },
+        ] {
+            let answer = client
+                .run_query(run(query))
+                .await
+                .unwrap_or_else(|e| panic!("{runner}: {e:?}"));
+            let batch = answer.into_inner().batch.unwrap();
+            found.push(batch.entity_results.len());
+        }
+        answers.push((runner, found));
+    }
+    let (_, server) = &answers[0];
+    assert_eq!(server, &[6, 6, 6, 2]);
+    for (runner, found) in &answers[1..] {
+        assert_eq!(found, server, "{runner}");
+    }
+    on_file.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -259,14 +259,14 @@ impl<'a> Reader<'a> {
                     let id_or_name = match self.byte()? {
                         INCOMPLETE => None,
                         ID => Some(IdOrName::Id(
-                            KeyId::new(self.i64_ordered()?).map_err(|_| Malformed)?,
+                            KeyId::stored(self.i64_ordered()?).map_err(|_| Malformed)?,
                         )),
-                        NAME => Some(IdOrName::Name(
-                            KeyName::new(self.string()?).map_err(|_| Malformed)?,
-                        )),
+                        NAME => Some(IdOrName::Name(KeyName::stored(self.string()?))),
                         _ => return Err(Malformed),
                     };
-                    path.push(PathElement::new(kind, id_or_name).map_err(|_| Malformed)?);
+                    // Any key the service accepts reads back (a `/`, a negative id): lenient, as the
+                    // service's reads are.
+                    path.push(PathElement::stored(kind, id_or_name));
                 }
                 _ => return Err(Malformed),
             }

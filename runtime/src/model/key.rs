@@ -32,9 +32,8 @@ impl KeyId {
         }
     }
 
-    /// An id as another client stored it: any id but 0, negative ones included (the legacy
-    /// service and its emulator accept them). Writes check it again.
-    #[cfg(feature = "cloud")]
+    /// An id as another client stored it: any id but 0, negative ones included (the service
+    /// and its emulators accept them, discouraged). The crate's own writes check it again.
     pub(crate) fn stored(id: i64) -> Result<KeyId, Error> {
         match std::num::NonZeroI64::new(id) {
             Some(id) => Ok(KeyId(id)),
@@ -162,7 +161,6 @@ impl PathElement {
     }
 
     /// An element as another client stored it, its kind unchecked (reads are lenient).
-    #[cfg(feature = "cloud")]
     pub(crate) fn stored(kind: String, id_or_name: Option<IdOrName>) -> Self {
         PathElement {
             kind: Cow::Owned(kind),

@@ -82,7 +82,6 @@ impl KeyName {
 
     /// A name as another client stored it: reads are lenient, so it may break the rules for
     /// new names (a `/`, say); writes check it again (`RawKey::check_writable`).
-    #[cfg(feature = "cloud")]
     pub(crate) fn stored(name: String) -> KeyName {
         KeyName(name)
     }

@@ -401,14 +401,14 @@ impl<'a> Reader<'a> {
             let id_or_name = match self.u8()? {
                 0 => None,
                 1 => Some(IdOrName::Id(
-                    KeyId::new(self.u64()?.cast_signed()).map_err(|_| Malformed)?,
+                    KeyId::stored(self.u64()?.cast_signed()).map_err(|_| Malformed)?,
                 )),
-                2 => Some(IdOrName::Name(
-                    KeyName::new(self.string()?).map_err(|_| Malformed)?,
-                )),
+                2 => Some(IdOrName::Name(KeyName::stored(self.string()?))),
                 _ => return Err(Malformed),
             };
-            path.push(PathElement::new(kind, id_or_name).map_err(|_| Malformed)?);
+            // Any key the service accepts reads back (a `/`, a negative id): lenient, as the
+            // service's reads are.
+            path.push(PathElement::stored(kind, id_or_name));
         }
         RawKey::new(partition, path).map_err(|_| Malformed)
     }

@@ -9,8 +9,9 @@
 use crate::hash::Set;
 
 use crate::backend::Mutation;
-use crate::error::Error;
-use crate::model::key::RawKey;
+use crate::error::{Error, cut};
+use crate::model::key::{IdOrName, RawKey};
+use crate::model::name::{MAX_NAME_BYTES, is_reserved_name};
 use crate::model::stored::Writer;
 #[cfg(feature = "cloud")]
 use crate::rules::index_entries::CompositeIndex;
@@ -77,6 +78,7 @@ pub(crate) fn check_mutations<'m>(
     for mutation in mutations {
         let key = mutation.key();
         check_ancestors(key)?;
+        check_key(key)?;
         // The service refuses these with INVALID_ARGUMENT: there is no entity to name.
         if matches!(mutation, Mutation::Update(..) | Mutation::Delete(_)) && !key.is_complete() {
             return Err(invalid_key(
@@ -89,6 +91,41 @@ pub(crate) fn check_mutations<'m>(
             return Err(Error::DuplicateKey {
                 key: format!("{key:?}"),
             });
+        }
+    }
+    Ok(())
+}
+
+/// The service's rules on the key of an entity written (stricter rules of the crate's own, such
+/// as R-N2, are checked where its types write): each kind and name non-empty, at most 1,500
+/// bytes, not reserved (`__.*__`). Negative ids are taken, as the service takes them. The
+/// refusal says what the service says, the offending text cut.
+pub(crate) fn check_key(key: &RawKey) -> Result<(), Error> {
+    let refuse = |reason: String| Err(invalid_key(key, &reason));
+    for element in key.path() {
+        let kind = element.kind();
+        if kind.is_empty() {
+            return refuse("The kind is the empty string.".to_owned());
+        }
+        if kind.len() > MAX_NAME_BYTES {
+            return refuse(format!("The kind is longer than {MAX_NAME_BYTES} bytes."));
+        }
+        if is_reserved_name(kind) {
+            return refuse(format!("The kind \"{kind}\" is reserved."));
+        }
+        if let Some(IdOrName::Name(name)) = element.id_or_name() {
+            let name = name.as_str();
+            if name.is_empty() {
+                return refuse("The key path element name is the empty string.".to_owned());
+            }
+            if name.len() > MAX_NAME_BYTES {
+                return refuse(format!(
+                    "The key path element name is longer than {MAX_NAME_BYTES} bytes."
+                ));
+            }
+            if is_reserved_name(name) {
+                return refuse(format!("The key path element name \"{name}\" is reserved."));
+            }
         }
     }
     Ok(())
@@ -111,7 +148,7 @@ pub(crate) fn check_ancestors(key: &RawKey) -> Result<(), Error> {
 
 pub(crate) fn invalid_key(key: &RawKey, reason: &str) -> Error {
     Error::InvalidKey {
-        key: format!("{key:?}"),
+        key: cut(&format!("{key:?}")).into_owned(),
         reason: reason.to_owned(),
     }
 }

@@ -16,7 +16,7 @@ use crate::backend::{
     PropertyFilter, PropertyOrder, PropertyTransform, QuerySpec, ResultShape, TransactionId,
     TransactionMode, TransformKind,
 };
-use crate::error::{Error, ServiceCode};
+use crate::error::{Error, ServiceCode, cut};
 use crate::model::key::{KEY_PROPERTY, PartitionId, RawKey};
 use crate::model::name::is_reserved_name;
 use crate::model::scalar::Timestamp;
@@ -596,16 +596,6 @@ fn filled(name: &str, value: &pb::Value) -> Result<(), Status> {
 
 /// The most aggregations one aggregation query takes (Firestore in Datastore mode).
 const MAX_AGGREGATIONS: usize = 5;
-
-/// `text` as an error message quotes it: whole when short, else its first 100 characters and
-/// how long it is (a message echoing a 100 KB name would be refused by clients as metadata).
-pub(super) fn cut(text: &str) -> Cow<'_, str> {
-    const SHOWN: usize = 100;
-    match text.char_indices().nth(SHOWN) {
-        None => Cow::Borrowed(text),
-        Some((at, _)) => Cow::Owned(format!("{}… ({} bytes)", &text[..at], text.len())),
-    }
-}
 
 /// A transaction's options as a mode.
 pub(super) fn transaction_mode(options: pb::TransactionOptions) -> Result<TransactionMode, Status> {
