@@ -355,7 +355,10 @@ async fn the_aggregations_of_one_request_read_the_same_rows() {
     }
 }
 
-/// A key of `path` (kind, name or id) in `namespace`.
+/// A key's path: each element's kind, and its id (`Ok`) or name (`Err`).
+type Path<'a> = Vec<(&'a str, Result<i64, &'a str>)>;
+
+/// A key of `path` in `namespace`.
 fn path_key(namespace: &str, path: &[(&str, Result<i64, &str>)]) -> pb::Key {
     use pb::key::path_element::IdType;
     pb::Key {
@@ -396,7 +399,7 @@ async fn keys_are_refused_as_the_service_refuses_them_and_every_key_taken_reads_
     runners.push(("server on a file", DatastoreClient::new(channel)));
     let long = "n".repeat(1_500);
     let too_long = "n".repeat(6_000);
-    let refused: Vec<(Vec<(&str, Result<i64, &str>)>, &str)> = vec![
+    let refused: Vec<(Path<'_>, &str)> = vec![
         (vec![("K", Err("__x__"))], "is reserved"),
         (vec![("K", Err(""))], "empty string"),
         (vec![("K", Err(&too_long))], "longer than 1500 bytes"),
@@ -405,7 +408,7 @@ async fn keys_are_refused_as_the_service_refuses_them_and_every_key_taken_reads_
         (vec![("P", Err("__p__")), ("K", Err("a"))], "is reserved"),
         (vec![("K", Ok(0))], ""),
     ];
-    let taken: Vec<Vec<(&str, Result<i64, &str>)>> = vec![
+    let taken: Vec<Path<'_>> = vec![
         vec![("K", Ok(-5))],
         vec![("K", Ok(i64::MIN))],
         vec![("K", Err("a/b"))],
