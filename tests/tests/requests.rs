@@ -524,3 +524,239 @@ async fn keys_are_refused_as_the_service_refuses_them_and_every_key_taken_reads_
     on_file.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_is_its_projects_alone_and_an_unknown_one_is_refused() {
+    // Issue #49: transaction ids were sequential and global, so a client of another project
+    // could commit into, or roll back, one's transaction; an id never issued rolled back OK.
+    let other = format!("{PROJECT}-other");
+    let ns = "bound-transactions";
+    for (runner, mut client) in clients().await {
+        let begin = async |client: &mut DatastoreClient<Channel>, project: &str| {
+            let request = pb::BeginTransactionRequest {
+                project_id: project.into(),
+                ..pb::BeginTransactionRequest::default()
+            };
+            client
+                .begin_transaction(request)
+                .await
+                .unwrap()
+                .into_inner()
+                .transaction
+        };
+        let commit = |project: &str, transaction: &[u8], name: &str| pb::CommitRequest {
+            project_id: project.into(),
+            mode: pb::commit_request::Mode::Transactional as i32,
+            transaction_selector: Some(pb::commit_request::TransactionSelector::Transaction(
+                transaction.to_vec(),
+            )),
+            mutations: vec![pb::Mutation {
+                operation: Some(pb::mutation::Operation::Upsert(pb::Entity {
+                    key: Some(pb::Key {
+                        partition_id: Some(pb::PartitionId {
+                            project_id: project.into(),
+                            namespace_id: ns.into(),
+                            ..pb::PartitionId::default()
+                        }),
+                        ..key(ns, "K", name)
+                    }),
+                    properties: HashMap::from([("n".to_owned(), integer(1))]),
+                })),
+                ..pb::Mutation::default()
+            }],
+            ..pb::CommitRequest::default()
+        };
+        let rollback = |project: &str, transaction: &[u8]| pb::RollbackRequest {
+            project_id: project.into(),
+            transaction: transaction.to_vec(),
+            ..pb::RollbackRequest::default()
+        };
+        let lookup = |project: &str, transaction: &[u8]| pb::LookupRequest {
+            project_id: project.into(),
+            keys: vec![pb::Key {
+                partition_id: None,
+                ..key(ns, "K", "read")
+            }],
+            read_options: Some(pb::ReadOptions {
+                consistency_type: Some(pb::read_options::ConsistencyType::Transaction(
+                    transaction.to_vec(),
+                )),
+            }),
+            ..pb::LookupRequest::default()
+        };
+        let refused = |status: tonic::Status, message: &str| {
+            assert_eq!(status.code(), Code::InvalidArgument, "{runner}: {status:?}");
+            assert_eq!(status.message(), message, "{runner}");
+        };
+        // An id that is no id.
+        let bogus = b"nonsense-transaction-id";
+        refused(
+            client.rollback(rollback(PROJECT, bogus)).await.unwrap_err(),
+            "Invalid transaction.",
+        );
+        refused(
+            client
+                .commit(commit(PROJECT, bogus, "x"))
+                .await
+                .unwrap_err(),
+            "Invalid transaction.",
+        );
+        refused(
+            client.lookup(lookup(PROJECT, bogus)).await.unwrap_err(),
+            "Invalid transaction.",
+        );
+        // Another project's transaction: neither read in, committed nor rolled back.
+        let theirs = begin(&mut client, PROJECT).await;
+        refused(
+            client.lookup(lookup(&other, &theirs)).await.unwrap_err(),
+            "Transaction is invalid or closed.",
+        );
+        refused(
+            client
+                .commit(commit(&other, &theirs, "intruder"))
+                .await
+                .unwrap_err(),
+            "Transaction is invalid or closed.",
+        );
+        refused(
+            client
+                .rollback(rollback(&other, &theirs))
+                .await
+                .unwrap_err(),
+            "Transaction is invalid or expired.",
+        );
+        // An id of the right form never issued (one bit off an issued one).
+        let mut unknown = theirs.clone();
+        *unknown.last_mut().unwrap() ^= 0x40;
+        refused(
+            client
+                .rollback(rollback(PROJECT, &unknown))
+                .await
+                .unwrap_err(),
+            "Transaction is invalid or expired.",
+        );
+        refused(
+            client
+                .commit(commit(PROJECT, &unknown, "x"))
+                .await
+                .unwrap_err(),
+            "Transaction is invalid or closed.",
+        );
+        // Its own project commits it, once; rolling it back after is no error.
+        client.lookup(lookup(PROJECT, &theirs)).await.unwrap();
+        let committed = client.commit(commit(PROJECT, &theirs, "own")).await;
+        committed.unwrap_or_else(|e| panic!("{runner}: {e:?}"));
+        refused(
+            client
+                .commit(commit(PROJECT, &theirs, "again"))
+                .await
+                .unwrap_err(),
+            "Transaction is invalid or closed.",
+        );
+        client.rollback(rollback(PROJECT, &theirs)).await.unwrap();
+        // The intruder wrote nothing.
+        let intruder = pb::LookupRequest {
+            project_id: other.clone(),
+            keys: vec![pb::Key {
+                partition_id: Some(pb::PartitionId {
+                    project_id: other.clone(),
+                    namespace_id: ns.into(),
+                    ..pb::PartitionId::default()
+                }),
+                ..key(ns, "K", "intruder")
+            }],
+            ..pb::LookupRequest::default()
+        };
+        let found = client.lookup(intruder).await.unwrap().into_inner();
+        assert_eq!(found.found.len(), 0, "{runner}");
+        if runner == "server" {
+            // No id tells another: 16 random bytes each, far apart.
+            let ids = [
+                begin(&mut client, PROJECT).await,
+                begin(&mut client, PROJECT).await,
+            ];
+            assert!(ids.iter().all(|id| id.len() == 16));
+            let apart: u32 = (ids[0].iter().zip(&ids[1]))
+                .map(|(a, b)| (a ^ b).count_ones())
+                .sum();
+            assert!(apart > 24, "ids {ids:?} are {apart} bits apart");
+            for id in &ids {
+                client.rollback(rollback(PROJECT, id)).await.unwrap();
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_aborted_in_a_deadlock_holds_nothing_though_never_rolled_back() {
+    // Issue #49: the transaction a deadlock aborted kept its locks until its client rolled
+    // it back; a client that did not held the other for the whole 20 s lock wait.
+    let host = harness::server_host();
+    let channel = Channel::from_shared(format!("http://{host}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = DatastoreClient::new(channel);
+    let ns = "deadlocked";
+    put(&mut client, ns, "a", 1).await;
+    put(&mut client, ns, "b", 2).await;
+    let begin = async || {
+        let request = pb::BeginTransactionRequest {
+            project_id: PROJECT.into(),
+            ..pb::BeginTransactionRequest::default()
+        };
+        client
+            .clone()
+            .begin_transaction(request)
+            .await
+            .unwrap()
+            .into_inner()
+            .transaction
+    };
+    let (older, younger) = (begin().await, begin().await);
+    let lookup = |transaction: &[u8], name: &str| pb::LookupRequest {
+        project_id: PROJECT.into(),
+        keys: vec![key(ns, "K", name)],
+        read_options: Some(pb::ReadOptions {
+            consistency_type: Some(pb::read_options::ConsistencyType::Transaction(
+                transaction.to_vec(),
+            )),
+        }),
+        ..pb::LookupRequest::default()
+    };
+    client.lookup(lookup(&older, "a")).await.unwrap();
+    client.lookup(lookup(&younger, "b")).await.unwrap();
+    // The older waits for b; the younger then asks for a: a circle, and the younger aborts.
+    let waiting = {
+        let (mut client, request) = (client.clone(), lookup(&older, "b"));
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            client.lookup(request).await.map(|_| started.elapsed())
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let aborted = client.lookup(lookup(&younger, "a")).await.unwrap_err();
+    assert_eq!(aborted.code(), Code::Aborted, "{aborted:?}");
+    // Its client never rolls it back: the older reads b at once all the same.
+    let waited = tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+        .await
+        .expect("the older transaction is not held")
+        .unwrap()
+        .unwrap();
+    assert!(
+        waited < std::time::Duration::from_secs(2),
+        "waited {waited:?}"
+    );
+    let commit = |transaction: &[u8]| pb::CommitRequest {
+        project_id: PROJECT.into(),
+        mode: pb::commit_request::Mode::Transactional as i32,
+        transaction_selector: Some(pb::commit_request::TransactionSelector::Transaction(
+            transaction.to_vec(),
+        )),
+        ..pb::CommitRequest::default()
+    };
+    client.commit(commit(&older)).await.unwrap();
+    let refused = client.commit(commit(&younger)).await.unwrap_err();
+    assert_eq!(refused.code(), Code::Aborted, "{refused:?}");
+}

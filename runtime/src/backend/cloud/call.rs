@@ -273,7 +273,11 @@ pub(super) fn status_error(status: tonic::Status) -> Error {
         Code::Unavailable => Error::Unavailable { reason: message },
         Code::AlreadyExists => Error::AlreadyExists { key: message },
         Code::NotFound => Error::NotFound { key: message },
-        Code::InvalidArgument if message.contains("transaction has expired or is invalid") => {
+        // The legacy emulator's message, and Firestore's (and this crate's server's).
+        Code::InvalidArgument
+            if message.contains("transaction has expired or is invalid")
+                || message.starts_with("Transaction is invalid or") =>
+        {
             Error::TransactionClosed
         }
         Code::FailedPrecondition if message.contains("index") => {

@@ -63,16 +63,13 @@ impl Locks {
                     .copied()
                     .max_by_key(|t| transactions.age(*t))
                     .unwrap_or(id);
+                // Aborted, it holds nothing more: the others go on at once, whether or not
+                // its client ever rolls it back.
+                self.abort(transactions, victim);
                 if victim == id {
-                    self.waiting.remove(&id);
                     return Err(wounded());
                 }
-                if let Some(mut v) = transactions.remove(victim) {
-                    v.wounded = true;
-                    self.release(victim, &mut v.locks);
-                    transactions.restore(victim, v);
-                    wounded_any = true;
-                }
+                wounded_any = true;
             }
             self.waiting.insert(id, (age, wanted));
             return Ok((Locking::Wait, wounded_any));
@@ -85,6 +82,17 @@ impl Locks {
             }
         }
         Ok((Locking::Held, false))
+    }
+
+    /// Aborts transaction `id`: it can only end (any use of it but a rollback is refused),
+    /// and its locks and wait are released now.
+    pub(super) fn abort(&mut self, transactions: &mut Transactions, id: u64) {
+        if let Some(mut t) = transactions.remove(id) {
+            t.wounded = true;
+            self.release(id, &mut t.locks);
+            transactions.restore(id, t);
+        }
+        self.waiting.remove(&id);
     }
 
     /// Releases `locked` (transaction `id`'s), and its wait.

@@ -252,8 +252,12 @@ impl Embedded {
                     transactions,
                     ..
                 } = &mut *state;
-                locks.lock(transactions, id, keys)?
-            };
+                locks.lock(transactions, id, keys)
+            }
+            .inspect_err(|_| {
+                // Aborted itself, its locks are released.
+                self.released.notify_waiters();
+            })?;
             if wounded {
                 self.released.notify_waiters();
             }
@@ -261,6 +265,17 @@ impl Embedded {
                 return Ok(());
             }
             if tokio::time::timeout_at(deadline, released).await.is_err() {
+                // It aborts, and holds nothing more.
+                {
+                    let mut state = self.state();
+                    let State {
+                        locks,
+                        transactions,
+                        ..
+                    } = &mut *state;
+                    locks.abort(transactions, id);
+                }
+                self.released.notify_waiters();
                 return Err(Error::Aborted {
                     reason: format!(
                         "waited {} s for entities another transaction has read and not yet \

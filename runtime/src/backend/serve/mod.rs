@@ -33,6 +33,7 @@
 
 mod request;
 mod response;
+mod transactions;
 
 use std::sync::Arc;
 
@@ -41,6 +42,7 @@ use tonic::Status;
 
 pub(crate) use self::request::status;
 use self::request::{Read, Scope, invalid, path, transaction_mode};
+use self::transactions::{Registry, Use};
 use crate::backend::{
     Aggregation, Backend, FilterNode, QueryBatch, QuerySpec, ResultShape, TransactionId,
     TransactionMode,
@@ -59,6 +61,8 @@ use crate::query::spec::Operator;
 #[derive(Clone)]
 pub struct Service {
     backend: Arc<dyn Backend>,
+    /// The transactions issued to clients, each bound to its project and database.
+    transactions: Arc<Registry>,
 }
 
 impl std::fmt::Debug for Service {
@@ -70,7 +74,10 @@ impl std::fmt::Debug for Service {
 impl Service {
     /// The API answered by `backend`.
     pub fn new(backend: Arc<dyn Backend>) -> Service {
-        Service { backend }
+        Service {
+            backend,
+            transactions: Arc::default(),
+        }
     }
 
     /// The backend that answers.
@@ -79,26 +86,35 @@ impl Service {
     }
 
     /// Runs `read` as `how` says: in a transaction given or begun, or in a read-only snapshot
-    /// ended after it. Returns a transaction it began.
+    /// ended after it. Returns the id of a transaction it began, for the client.
     async fn reading<T>(
         &self,
+        scope: &Scope,
         how: Read,
         partition: &PartitionId,
         read: impl AsyncFnOnce(Option<&TransactionId>) -> Result<T, Error>,
-    ) -> Result<(Option<TransactionId>, T), Status> {
+    ) -> Result<(Vec<u8>, T), Status> {
         let backend = &*self.backend;
         match how {
-            Read::Now => Ok((None, read(None).await.map_err(status)?)),
-            Read::In(id) => Ok((None, read(Some(&id)).await.map_err(status)?)),
+            Read::Now => Ok((Vec::new(), read(None).await.map_err(status)?)),
+            Read::In(id) => {
+                let inner = self
+                    .transactions
+                    .resolve(&scope.partitions, &id.0, Use::Read)?;
+                Ok((Vec::new(), read(inner.as_ref()).await.map_err(status)?))
+            }
             Read::Begin(mode) => {
-                let id = backend
-                    .begin_transaction(partition, &mode)
-                    .await
-                    .map_err(status)?;
-                match read(Some(&id)).await {
-                    Ok(value) => Ok((Some(id), value)),
+                let id = self.begin(scope, partition, mode).await?;
+                let inner = self
+                    .transactions
+                    .resolve(&scope.partitions, &id, Use::Read)?;
+                match read(inner.as_ref()).await {
+                    Ok(value) => Ok((id, value)),
                     Err(error) => {
-                        let _ = backend.rollback(&id).await;
+                        if let Some(inner) = &inner {
+                            let _ = backend.rollback(inner).await;
+                        }
+                        self.transactions.end(&id);
                         Err(status(error))
                     }
                 }
@@ -111,7 +127,7 @@ impl Service {
                     .map_err(status)?;
                 let value = read(Some(&id)).await;
                 let _ = backend.rollback(&id).await;
-                Ok((None, value.map_err(status)?))
+                Ok((Vec::new(), value.map_err(status)?))
             }
         }
     }
@@ -137,7 +153,7 @@ impl Service {
         let how = scope.read(request.read_options)?;
         let backend = &*self.backend;
         let (transaction, found) = self
-            .reading(how, &partition, async |t| {
+            .reading(&scope, how, &partition, async |t| {
                 backend.lookup_stamped(&keys, t).await
             })
             .await?;
@@ -154,7 +170,7 @@ impl Service {
                 None => response.missing.push(scope.missing(key)),
             }
         }
-        response.transaction = transaction.map(|t| t.0).unwrap_or_default();
+        response.transaction = transaction;
         response.read_time = Some(timestamp(Timestamp::now()));
         Ok(response)
     }
@@ -197,7 +213,7 @@ impl Service {
         let partition = spec.partition.clone();
         let started = std::time::Instant::now();
         let (transaction, (answer, explained)) = self
-            .reading(how, &partition, async |t| match explain {
+            .reading(&scope, how, &partition, async |t| match explain {
                 None => Ok((backend.run_query(&spec, t).await?, None)),
                 Some(analyze) => {
                     let (answer, explained) = backend.explain(&spec, analyze, t).await?;
@@ -227,7 +243,7 @@ impl Service {
         });
         Ok(pb::RunQueryResponse {
             batch: Some(batch),
-            transaction: transaction.map(|t| t.0).unwrap_or_default(),
+            transaction,
             explain_metrics,
             ..pb::RunQueryResponse::default()
         })
@@ -261,7 +277,7 @@ impl Service {
         let backend = &*self.backend;
         let started = std::time::Instant::now();
         let (transaction, (values, explained)) = self
-            .reading(how, &spec.partition, async |t| {
+            .reading(&scope, how, &spec.partition, async |t| {
                 let mut values: Vec<(String, Value)> = Vec::with_capacity(aggregations.len());
                 let mut explained: Vec<Explanation> = Vec::new();
                 for (alias, aggregation) in &aggregations {
@@ -318,7 +334,7 @@ impl Service {
                 more_results: pb::query_result_batch::MoreResultsType::NoMoreResults as i32,
                 read_time: Some(timestamp(Timestamp::now())),
             }),
-            transaction: transaction.map(|t| t.0).unwrap_or_default(),
+            transaction,
             explain_metrics,
             ..pb::RunAggregationQueryResponse::default()
         })
@@ -332,12 +348,38 @@ impl Service {
         let scope = Scope::new(&request.project_id, &request.database_id)?;
         let mode = transaction_mode(request.transaction_options.unwrap_or_default())?;
         let partition = scope.partition(None)?;
-        let id = self
+        let transaction = self.begin(&scope, &partition, mode).await?;
+        Ok(pb::BeginTransactionResponse { transaction })
+    }
+
+    /// Begins a transaction in the backend; the id its client is given, bound to `scope`.
+    async fn begin(
+        &self,
+        scope: &Scope,
+        partition: &PartitionId,
+        mode: TransactionMode,
+    ) -> Result<Vec<u8>, Status> {
+        self.transactions.admit()?;
+        // A retry names its previous attempt by the id its client was given.
+        let mode = match mode {
+            TransactionMode::ReadWrite { previous } => TransactionMode::ReadWrite {
+                previous: previous
+                    .and_then(|p| self.transactions.previous(&scope.partitions, &p.0)),
+            },
+            read_only => read_only,
+        };
+        let inner = self
             .backend
-            .begin_transaction(&partition, &mode)
+            .begin_transaction(partition, &mode)
             .await
             .map_err(status)?;
-        Ok(pb::BeginTransactionResponse { transaction: id.0 })
+        match self.transactions.issue(&scope.partitions, inner.clone()) {
+            Ok(id) => Ok(id),
+            Err(refused) => {
+                let _ = self.backend.rollback(&inner).await;
+                Err(refused)
+            }
+        }
     }
 
     /// `Commit`: in a transaction, in a single-use one, or not; each mutation's result in
@@ -362,9 +404,16 @@ impl Service {
         let backend = &*self.backend;
         let committed = match (transactional, request.transaction_selector) {
             (true, Some(Selector::Transaction(id))) => {
-                backend
-                    .commit_changes(changes, Some(&TransactionId(id)))
-                    .await
+                let inner = self
+                    .transactions
+                    .resolve(&scope.partitions, &id, Use::Read)?;
+                let committed = backend.commit_changes(changes, inner.as_ref()).await;
+                // Committed or not, it has ended (a retry begins another): its locks go now.
+                self.transactions.end(&id);
+                if let (Err(_), Some(inner)) = (&committed, &inner) {
+                    let _ = backend.rollback(inner).await;
+                }
+                committed
             }
             (true, Some(Selector::SingleUseTransaction(options))) => {
                 let mode = transaction_mode(options)?;
@@ -408,16 +457,24 @@ impl Service {
         })
     }
 
-    /// `Rollback`.
+    /// `Rollback`: of a transaction of the request's project and database (one already ended
+    /// included, as the service answers).
     pub async fn rollback(
         &self,
         request: pb::RollbackRequest,
     ) -> Result<pb::RollbackResponse, Status> {
-        Scope::new(&request.project_id, &request.database_id)?;
-        self.backend
-            .rollback(&TransactionId(request.transaction))
-            .await
-            .map_err(status)?;
+        let scope = Scope::new(&request.project_id, &request.database_id)?;
+        let inner =
+            self.transactions
+                .resolve(&scope.partitions, &request.transaction, Use::Rollback)?;
+        if let Some(inner) = inner {
+            self.transactions.end(&request.transaction);
+            // Ended already in the backend (expired, or aborted): it is rolled back.
+            match self.backend.rollback(&inner).await {
+                Ok(()) | Err(Error::TransactionClosed) => {}
+                Err(other) => return Err(status(other)),
+            }
+        }
         Ok(pb::RollbackResponse {})
     }
 

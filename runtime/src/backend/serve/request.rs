@@ -49,9 +49,7 @@ pub(crate) fn status(error: Error) -> Status {
         }
         Error::NotFound { key } => Status::not_found(format!("no entity to update: {key}")),
         Error::Aborted { reason } => Status::aborted(reason),
-        Error::TransactionClosed => {
-            Status::invalid_argument("The referenced transaction has expired or is invalid.")
-        }
+        Error::TransactionClosed => Status::invalid_argument("Transaction is invalid or closed."),
         Error::MissingIndex { index_yaml, .. } => Status::failed_precondition(format!(
             "no matching index found. recommended index is:\n{index_yaml}"
         )),
