@@ -7,7 +7,7 @@ use datastore_entity_names::{NameRole, NameViolation};
 #[non_exhaustive]
 pub enum Error {
     /// A kind, property, key name or namespace breaks a naming rule (R-N1..R-N7).
-    #[error("the {} `{value}` {violation}{}", role.noun(), fix_hint(.role, .value))]
+    #[error("the {} `{}` {violation}{}", role.noun(), cut(.value), fix_hint(.role, .value))]
     InvalidName {
         /// What the name was for.
         role: NameRole,
@@ -387,7 +387,7 @@ impl Error {
 /// A `; use ... instead` suffix when the name can be fixed mechanically.
 fn fix_hint(role: &NameRole, value: &str) -> String {
     match datastore_entity_names::suggest(*role, value) {
-        Some(fixed) => format!("; use `{fixed}` instead"),
+        Some(fixed) => format!("; use `{}` instead", cut(&fixed)),
         None => String::new(),
     }
 }

@@ -132,7 +132,7 @@ pub use query::transform::{Arithmetic, ArrayOf, ServerTime, Transform};
 pub use rules::commit::MAX_COMMIT_BYTES;
 pub use rules::filter::{MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_NOT_IN_VALUES};
 pub use rules::index_entries::{MAX_INDEX_ENTRIES, MAX_INDEXED_VALUES};
-pub use rules::limits::{MAX_ENTITY_BYTES, MAX_INDEXED_BYTES};
+pub use rules::limits::{MAX_ENTITY_BYTES, MAX_INDEXED_BYTES, MAX_LINK_BYTES};
 pub use scaling::bulk::{BulkWriter, Progress};
 pub use scaling::migrate;
 pub use scaling::ramp::{Limiter, RampUp};

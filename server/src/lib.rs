@@ -31,7 +31,7 @@ use datastore_entity::backend::embedded::Embedded;
 use datastore_entity::backend::serve::Service;
 use datastore_entity::{Error, Schema};
 use gcloud_sdk::google::datastore::v1 as pb;
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -41,16 +41,21 @@ use tokio::task::JoinSet;
 use tonic::Status;
 use tonic::body::Body;
 use tonic::server::{Grpc, UnaryService};
-use tonic_prost::ProstCodec;
 
+mod body;
 mod index_yaml;
+
+pub use body::{BODY_STALL, MAX_BODIES_BYTES, MAX_REQUEST_BYTES};
 
 /// The page cache of a file's store by default: 64 MiB.
 pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
 
-/// The largest request the server reads, as the service bounds its requests (10 MiB, with room
-/// for the message's framing): a larger one is refused with `RESOURCE_EXHAUSTED`, unread.
-pub const MAX_REQUEST_BYTES: usize = 11 << 20;
+/// The memory past versions take at most by default: 64 MiB.
+pub const DEFAULT_VERSIONS_BYTES: usize = 64 << 20;
+
+/// How long a stopping server lets the requests in flight finish before it closes their
+/// connections.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Where and how to serve.
 #[derive(Debug, Clone)]
@@ -63,9 +68,13 @@ pub struct Options {
     /// compressed ([`Embedded::in_memory_compressed`]), when `None`.
     pub data: Option<PathBuf>,
     /// How long past versions are kept for reads at a `read_time`
-    /// ([`Embedded::keep_versions`]); the engine's default (an hour, at most a million
-    /// changes) when `None`. Past versions are held in memory.
+    /// ([`Embedded::keep_versions`]); the engine's default (an hour) when `None`. Past
+    /// versions are held in memory, in at most `versions_bytes`.
     pub keep_versions: Option<Duration>,
+    /// The most memory past versions take ([`Embedded::keep_versions_bytes`]): 64 MiB by
+    /// default. Past it the oldest go first, and a transaction whose snapshot needs more
+    /// aborts.
+    pub versions_bytes: usize,
     /// Serve only the queries the composite indexes of this `index.yaml` serve, as the
     /// service does (and the legacy emulator with `--require_indexes`): another is refused
     /// with `FAILED_PRECONDITION` and the index it needs. `None`: every query is served, as
@@ -83,6 +92,7 @@ impl Default for Options {
             port: 8081,
             data: None,
             keep_versions: None,
+            versions_bytes: DEFAULT_VERSIONS_BYTES,
             require_indexes: None,
             cache_bytes: Some(DEFAULT_CACHE_BYTES),
         }
@@ -101,8 +111,12 @@ pub struct Server {
 /// What every connection shares: the API over the current backend, and how to start over.
 struct Shared {
     service: RwLock<Service>,
+    /// The room requests' bodies share.
+    room: body::Room,
     store: Store,
     stop: watch::Sender<bool>,
+    /// Set once the shutdown grace is over: the calls still unfinished give up.
+    abandon: watch::Sender<bool>,
 }
 
 /// How the store is opened (again, after a reset).
@@ -110,6 +124,7 @@ struct Shared {
 struct Store {
     data: Option<PathBuf>,
     keep_versions: Option<Duration>,
+    versions_bytes: usize,
     cache_bytes: Option<usize>,
     /// The schemas of `index.yaml`'s indexes, with strict index mode; none: every query.
     required: Option<Vec<&'static Schema>>,
@@ -121,6 +136,7 @@ impl Server {
         let store = Store {
             data: options.data,
             keep_versions: options.keep_versions,
+            versions_bytes: options.versions_bytes,
             cache_bytes: options.cache_bytes,
             required: options
                 .require_indexes
@@ -140,8 +156,10 @@ impl Server {
         let (stop, stopped) = watch::channel(false);
         let shared = Arc::new(Shared {
             service: RwLock::new(Service::new(backend)),
+            room: body::Room::default(),
             store,
             stop: stop.clone(),
+            abandon: watch::Sender::new(false),
         });
         let task = tokio::spawn(accept(listener, shared, stopped));
         tracing::info!(%addr, "datastore-entity-server listening");
@@ -163,7 +181,8 @@ impl Server {
         until_stopped(&mut self.stop.subscribe()).await;
     }
 
-    /// Stops listening, lets the requests in flight finish, and closes the store.
+    /// Stops listening, lets the requests in flight finish (for [`SHUTDOWN_GRACE`] at most:
+    /// then their connections are closed, their calls unanswered), and closes the store.
     pub async fn stop(self) {
         let _ = self.stop.send(true);
         let _ = self.task.await;
@@ -182,7 +201,9 @@ impl Store {
             Some(retention) => engine.keep_versions(retention),
             None => engine,
         };
-        let engine = engine.strict_indexes(self.required.is_some());
+        let engine = engine
+            .keep_versions_bytes(self.versions_bytes)
+            .strict_indexes(self.required.is_some());
         for schema in self.required.iter().flatten() {
             engine.declare(schema).await?;
         }
@@ -211,7 +232,29 @@ async fn accept(listener: TcpListener, shared: Arc<Shared>, mut stopped: watch::
         while connections.try_join_next().is_some() {}
     }
     drop(listener);
-    while connections.join_next().await.is_some() {}
+    let finished = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(SHUTDOWN_GRACE, finished)
+        .await
+        .is_err()
+    {
+        // A client holds a request unfinished (a body that never ends): its call is dropped
+        // unanswered, so nothing it asked is acknowledged, and every write acknowledged is in
+        // the store already.
+        tracing::warn!(
+            connections = connections.len(),
+            "requests still unfinished after the shutdown grace: closing their connections"
+        );
+        let _ = shared.abandon.send(true);
+        connections.abort_all();
+        while connections.join_next().await.is_some() {}
+        // The calls abandoned let go of the store (their tasks are hyper's, not these).
+        for _ in 0..200 {
+            if Arc::strong_count(&shared) == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
 }
 
 /// Serves one connection (HTTP/2 for gRPC, HTTP/1.1 for the emulators' plain endpoints).
@@ -252,10 +295,20 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
         let Some(service) = service else {
             return Status::internal("the server's state is poisoned").into_http();
         };
-        return match deadline(&request) {
-            Ok(None) => call(service, request).await,
-            Ok(Some(deadline)) => within(deadline, call(service, request)).await,
-            Err(status) => status.into_http(),
+        let room = &shared.room;
+        let answer = async {
+            match deadline(&request) {
+                Ok(None) => call(service, room, request).await,
+                Ok(Some(deadline)) => within(deadline, call(service, room, request)).await,
+                Err(status) => status.into_http(),
+            }
+        };
+        let mut abandoned = shared.abandon.subscribe();
+        return tokio::select! {
+            response = answer => response,
+            () = until_stopped(&mut abandoned) => {
+                Status::unavailable("The server stopped before the request was whole.").into_http()
+            }
         };
     }
     match (request.method(), request.uri().path()) {
@@ -390,31 +443,20 @@ where
     }
 }
 
-/// Routes a gRPC call to the method its path names, its body read first (refused past
-/// [`MAX_REQUEST_BYTES`] with `RESOURCE_EXHAUSTED`, as gRPC servers refuse a message larger
-/// than they take).
-async fn call(service: Service, request: Request<Incoming>) -> Response<Body> {
+/// Routes a gRPC call to the method its path names, its one message read first, within the
+/// room requests share ([`body`]).
+async fn call(service: Service, room: &body::Room, request: Request<Incoming>) -> Response<Body> {
     let (parts, body) = request.into_parts();
-    let body = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(error) if error.is::<LengthLimitError>() => {
-            return Status::resource_exhausted(format!(
-                "the request is larger than the {} bytes this server takes (the service \
-                 takes requests of up to 10 MiB)",
-                MAX_REQUEST_BYTES
-            ))
-            .into_http();
-        }
-        Err(error) => {
-            return Status::cancelled(format!("the request was cut: {error}")).into_http();
-        }
+    let read = match room.read(body).await {
+        Ok(read) => read,
+        Err(status) => return status.into_http(),
     };
-    let request = Request::from_parts(parts, Full::new(body));
+    let request = Request::from_parts(parts, Full::new(read.bytes.clone()));
     macro_rules! routes {
         ($($method:ident: $name:literal, $req:ty => $res:ty;)*) => {
             match request.uri().path() {
                 $(concat!("/google.datastore.v1.Datastore/", $name) => {
-                    let mut grpc = Grpc::new(ProstCodec::<$res, $req>::default())
+                    let mut grpc = Grpc::new(body::Checked::<$res, $req>::default())
                         .max_decoding_message_size(usize::MAX)
                         .max_encoding_message_size(usize::MAX);
                     let handler = Unary(Some(move |r: $req| async move { service.$method(r).await }));

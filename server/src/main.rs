@@ -19,8 +19,11 @@ const USAGE: &str = "usage: datastore-entity-server [--host HOST] [--port PORT] 
   --cache-mib MIB
                 the page cache of the --data file, in MiB (default 64)
   --keep-versions SECONDS
-                keep past versions this long, for reads at a read_time (default 3600,
-                at most a million changes; 0 keeps none, and holds less memory)
+                keep past versions this long, for reads at a read_time (default 3600;
+                0 keeps none but those open transactions read)
+  --versions-mib MIB
+                the most memory past versions take, in MiB (default 64): past it the
+                oldest go first, and a transaction whose snapshot needs more aborts
 
 Stops on Ctrl-C or POST /shutdown; POST /reset drops all data; GET / answers Ok.";
 
@@ -51,13 +54,7 @@ fn options() -> Result<Options, String> {
             }
             "--data" => options.data = Some(PathBuf::from(value()?)),
             "--require-indexes" => options.require_indexes = Some(PathBuf::from(value()?)),
-            "--cache-mib" => {
-                let text = value()?;
-                let mib: usize = text
-                    .parse()
-                    .map_err(|_| format!("--cache-mib {text}: not a number of MiB"))?;
-                options.cache_bytes = Some(mib << 20);
-            }
+            "--cache-mib" => options.cache_bytes = Some(mib(&name, value()?)?),
             "--keep-versions" => {
                 let text = value()?;
                 let seconds: u64 = text
@@ -65,10 +62,19 @@ fn options() -> Result<Options, String> {
                     .map_err(|_| format!("--keep-versions {text}: not a number of seconds"))?;
                 options.keep_versions = Some(std::time::Duration::from_secs(seconds));
             }
+            "--versions-mib" => options.versions_bytes = mib(&name, value()?)?,
             other => return Err(format!("unknown argument {other}")),
         }
     }
     Ok(options)
+}
+
+/// The bytes of option `name`'s `text`, a number of MiB.
+fn mib(name: &str, text: String) -> Result<usize, String> {
+    text.parse::<usize>()
+        .ok()
+        .and_then(|mib| mib.checked_mul(1 << 20))
+        .ok_or_else(|| format!("{name} {text}: not a number of MiB"))
 }
 
 /// A line on standard output; a closed output (a parent that stopped reading) does not stop

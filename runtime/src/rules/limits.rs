@@ -18,6 +18,10 @@ use crate::rules::index_entries::{CompositeIndex, Level, MAX_INDEXED_VALUES, che
 /// Longest indexed string or byte string, in bytes (R-I4).
 pub const MAX_INDEXED_BYTES: usize = 1500;
 
+/// The longest link (a string of the service's meaning 2, NDB's and App Engine's `Link`) the
+/// service stores, indexed or not (an indexed link is not bound by [`MAX_INDEXED_BYTES`]).
+pub const MAX_LINK_BYTES: usize = 2083;
+
 /// The largest entity the service stores, in bytes (its key and properties, encoded).
 pub const MAX_ENTITY_BYTES: usize = 1_048_572;
 
@@ -211,7 +215,8 @@ impl<'a> Walk<'a> {
                     ),
                 })
             }
-            ValueView::String(s) if !excluded && s.len() > MAX_INDEXED_BYTES => {
+            // A link (meaning 2) is indexed up to its own bound (checked with its meaning).
+            ValueView::String(s) if !excluded && s.len() > MAX_INDEXED_BYTES && meaning != 2 => {
                 Err(self.too_large(s.len()))
             }
             ValueView::Blob(b) if !excluded && b.len() > MAX_INDEXED_BYTES => {
@@ -320,6 +325,9 @@ fn check_meaning(value: ValueView<'_>, meaning: i32, excluded: bool) -> Result<(
              (\"Indexed value has meaning {meaning}.\"): exclude it from indexes"
         )),
         (ValueView::Blob(_), 19) => Err("Unknown meaning 19.".to_owned()),
+        (ValueView::String(s), 2) if s.len() > MAX_LINK_BYTES => Err(format!(
+            "The Url value is longer than {MAX_LINK_BYTES} bytes."
+        )),
         (ValueView::GeoPoint(_), 23) => Err(format!("Unexpected value meaning {meaning}.")),
         (ValueView::String(s), 32) if !is_decimal(s) => {
             Err("Invalid decimal128 string.".to_owned())

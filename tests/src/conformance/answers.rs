@@ -463,6 +463,11 @@ fn with_meanings() -> PropertyMap {
             "link",
             annotated(text("http://example.com"), false, Annotations::Meaning(2)),
         ),
+        // A link is indexed up to 2,083 bytes, past the 1,500 of other strings.
+        (
+            "long_link",
+            annotated(text(&"l".repeat(2_083)), false, Annotations::Meaning(2)),
+        ),
         (
             "archive",
             annotated(
@@ -570,6 +575,10 @@ pub async fn answers_meanings_the_service_refuses_are_refused(t: Ctx) {
         (
             annotated(text("x"), true, Annotations::Meaning(99)),
             "Unknown value meaning 99",
+        ),
+        (
+            annotated(text(&"l".repeat(2_084)), true, Annotations::Meaning(2)),
+            "The Url value is longer than 2083 bytes.",
         ),
         (
             annotated(text("x"), true, Annotations::Meaning(9)),

@@ -31,11 +31,13 @@ use super::store::{Batch, Range, Store};
 /// How long past versions are kept for `read_time` reads by default: the service's hour.
 pub(crate) const DEFAULT_RETENTION: Duration = Duration::from_secs(3600);
 
-/// The most entry changes kept for `read_time` reads (about 100 MiB of keys and values for
-/// typical entities): past it, the oldest versions are collected before their hour is over,
-/// and the window `read_time` may reach shrinks accordingly. Open transactions' versions are
-/// kept whatever this says.
-pub(crate) const DEFAULT_MAX_CHANGES: usize = 1_000_000;
+/// The most memory past versions take by default (their entities' keys and stored forms):
+/// past it, the oldest versions are collected before their hour is over, and the window
+/// `read_time` may reach shrinks accordingly; a transaction whose snapshot needs more aborts.
+pub(crate) const DEFAULT_MAX_BYTES: usize = 64 << 20;
+
+/// What keeping one change costs besides its key and stored form (its records in the maps).
+const CHANGE_OVERHEAD: usize = 64;
 
 /// One entity's stored form before a change, and the version that changed it.
 struct Before {
@@ -67,7 +69,9 @@ pub(crate) struct History {
     /// times and versions only grow, even if the system clock goes back between runs).
     clock: Timestamp,
     retention: Duration,
-    max_changes: usize,
+    /// The bytes the changes kept take, and the most they may.
+    bytes: usize,
+    max_bytes: usize,
 }
 
 impl History {
@@ -81,14 +85,25 @@ impl History {
             times: VecDeque::new(),
             clock: Timestamp::MIN,
             retention: DEFAULT_RETENTION,
-            max_changes: DEFAULT_MAX_CHANGES,
+            bytes: 0,
+            max_bytes: DEFAULT_MAX_BYTES,
         }
     }
 
-    /// Keeps versions for `retention` (0: only for open transactions), at most `max_changes`.
-    pub(crate) fn keep(&mut self, retention: Duration, max_changes: usize) {
+    /// Keeps versions for `retention` (0: only for open transactions).
+    pub(crate) fn keep(&mut self, retention: Duration) {
         self.retention = retention;
-        self.max_changes = max_changes;
+    }
+
+    /// Keeps versions in at most `max_bytes` of memory.
+    pub(crate) fn keep_bytes(&mut self, max_bytes: usize) {
+        self.max_bytes = max_bytes;
+    }
+
+    /// Whether the versions kept take more memory than they may (some transaction's snapshot
+    /// needs them).
+    pub(crate) fn over_budget(&self) -> bool {
+        self.bytes > self.max_bytes
     }
 
     /// The current version.
@@ -124,6 +139,7 @@ impl History {
             self.changed.clear();
             self.log.clear();
             self.times.clear();
+            self.bytes = 0;
             self.floor = version;
             self.floor_time = time;
             return;
@@ -136,6 +152,7 @@ impl History {
             };
             // A stored form read from the store is a copy of its length: boxed in place.
             let value = value.map(Vec::into_boxed_slice);
+            self.bytes += cost(&key, value.as_deref());
             let befores = self.changed.entry(key.clone()).or_default();
             befores.push(Before { version, value });
             self.log.push_back((version, key));
@@ -192,7 +209,7 @@ impl History {
 
     /// Collects the versions nobody can read any more: those older than `oldest_open` (the
     /// oldest snapshot an open transaction reads), than the retention window, and, past
-    /// `max_changes`, the oldest, unless a transaction reads them.
+    /// the memory they may take, the oldest, unless a transaction reads them.
     pub(crate) fn collect(&mut self, oldest_open: Option<u64>) {
         let expired = Timestamp::now() - self.retention;
         let pinned = oldest_open.unwrap_or(u64::MAX);
@@ -209,7 +226,7 @@ impl History {
             // Reading at `version - 1` needs this version's changes: keep them while a
             // transaction reads before it, inside the window, and within the bound.
             let needed_by_transaction = version > pinned;
-            let in_window = time > expired && self.log.len() <= self.max_changes;
+            let in_window = time > expired && self.bytes <= self.max_bytes;
             if needed_by_transaction || in_window {
                 return;
             }
@@ -220,7 +237,8 @@ impl History {
                     break;
                 };
                 if let Some(befores) = self.changed.get_mut(&*key) {
-                    befores.remove(0);
+                    let before = befores.remove(0);
+                    self.bytes -= cost(&key, before.value.as_deref());
                     if befores.is_empty() {
                         self.changed.remove(&*key);
                     }
@@ -239,6 +257,11 @@ impl History {
         let i = befores.partition_point(|b| b.version <= version);
         befores.get(i).map(|b| b.value.as_deref())
     }
+}
+
+/// The memory keeping one change takes.
+fn cost(key: &[u8], value: Option<&[u8]>) -> usize {
+    key.len() + value.map_or(0, <[u8]>::len) + CHANGE_OVERHEAD
 }
 
 /// The store as it was at a past version: reads only. Entities come from the history; an
@@ -377,7 +400,7 @@ mod tests {
         assert!(!history.changed_after(&entity(2), history.now()));
         assert_eq!(history.changed_since(v1), vec![&[2][..], &[1][..]]);
         // Without retention, only what a transaction at v1 reads is kept.
-        history.keep(Duration::ZERO, DEFAULT_MAX_CHANGES);
+        history.keep(Duration::ZERO);
         history.collect(Some(v1));
         assert_eq!(history.log.len(), 3);
         assert_eq!(history.before(&entity(1), v1), Some(Some(&[10][..])));

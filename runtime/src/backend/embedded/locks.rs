@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::index;
-use super::transactions::{Transactions, wounded};
+use super::transactions::{Abort, Transactions};
 use crate::error::Error;
 use crate::model::key::RawKey;
 
@@ -43,8 +43,8 @@ impl Locks {
         if t.read_only {
             return Ok((Locking::Held, false));
         }
-        if t.wounded {
-            return Err(wounded());
+        if let Some(aborted) = t.aborted {
+            return Err(aborted.error());
         }
         let age = t.age;
         let wanted: Vec<Vec<u8>> = keys
@@ -65,9 +65,9 @@ impl Locks {
                     .unwrap_or(id);
                 // Aborted, it holds nothing more: the others go on at once, whether or not
                 // its client ever rolls it back.
-                self.abort(transactions, victim);
+                self.abort(transactions, victim, Abort::Deadlock);
                 if victim == id {
-                    return Err(wounded());
+                    return Err(Abort::Deadlock.error());
                 }
                 wounded_any = true;
             }
@@ -86,9 +86,9 @@ impl Locks {
 
     /// Aborts transaction `id`: it can only end (any use of it but a rollback is refused),
     /// and its locks and wait are released now.
-    pub(super) fn abort(&mut self, transactions: &mut Transactions, id: u64) {
+    pub(super) fn abort(&mut self, transactions: &mut Transactions, id: u64, why: Abort) {
         if let Some(mut t) = transactions.remove(id) {
-            t.wounded = true;
+            t.aborted = Some(why);
             self.release(id, &mut t.locks);
             transactions.restore(id, t);
         }

@@ -69,7 +69,7 @@ use self::index::Composite;
 use self::locks::{Locking, Locks};
 use self::memory::Memory;
 use self::store::{Batch, Store};
-use self::transactions::{Transaction, Transactions};
+use self::transactions::{Abort, LOCK_WAIT, Transaction, Transactions};
 use super::{
     Backend, BatchEnd, BoxFuture, Change, Committed, FoundEntity, FoundStamped, ReadFound,
     ReadResult, TransactionId, TransactionMode, hand_over,
@@ -119,10 +119,6 @@ impl std::fmt::Debug for Embedded {
             .finish_non_exhaustive()
     }
 }
-
-/// How long a read in a read-write transaction waits for an entity another transaction has
-/// locked before it gives up with [`Error::Aborted`].
-const LOCK_WAIT: Duration = Duration::from_secs(20);
 
 struct State {
     store: Box<dyn Store + Send>,
@@ -207,10 +203,10 @@ impl Embedded {
 
     /// How long past versions are kept for read-only transactions at a `read_time`
     /// ([`Db::read_only_transaction_at`](crate::Db::read_only_transaction_at)): one hour by
-    /// default, as the service keeps them, and at most about a million changed entries
-    /// (index entries included; past that, the oldest versions go first and the window
-    /// shrinks). `Duration::ZERO` keeps versions only while a transaction reads them. Past
-    /// versions are kept in memory: a file reopened starts with none.
+    /// default, as the service keeps them, in at most the memory
+    /// [`keep_versions_bytes`](Embedded::keep_versions_bytes) gives them. `Duration::ZERO`
+    /// keeps versions only while a transaction reads them. Past versions are kept in memory:
+    /// a file reopened starts with none.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -218,9 +214,27 @@ impl Embedded {
     /// let engine = Embedded::in_memory().keep_versions(Duration::from_secs(60));
     /// ```
     pub fn keep_versions(self, retention: Duration) -> Embedded {
-        self.state()
-            .history
-            .keep(retention, history::DEFAULT_MAX_CHANGES);
+        self.state().history.keep(retention);
+        self
+    }
+
+    /// The most memory past versions take (the entities' keys and stored forms before each
+    /// change, and about 64 bytes a change): 64 MiB by default. Past it, the oldest versions
+    /// are collected before their retention is over (a `read_time` before them is refused
+    /// with `FAILED_PRECONDITION`), and a transaction whose snapshot needs more aborts
+    /// (`Error::Aborted`: a retry reads the store as it is), so writes never grow memory
+    /// without bound.
+    ///
+    /// ```
+    /// # use datastore_entity::backend::embedded::Embedded;
+    /// let engine = Embedded::in_memory().keep_versions_bytes(16 << 20);
+    /// ```
+    pub fn keep_versions_bytes(self, max_bytes: usize) -> Embedded {
+        {
+            let mut state = self.state();
+            state.history.keep_bytes(max_bytes);
+            state.collect();
+        }
         self
     }
 
@@ -273,16 +287,10 @@ impl Embedded {
                         transactions,
                         ..
                     } = &mut *state;
-                    locks.abort(transactions, id);
+                    locks.abort(transactions, id, Abort::LockWait);
                 }
                 self.released.notify_waiters();
-                return Err(Error::Aborted {
-                    reason: format!(
-                        "waited {} s for entities another transaction has read and not yet \
-                         committed",
-                        LOCK_WAIT.as_secs()
-                    ),
-                });
+                return Err(Abort::LockWait.error());
             }
         }
     }
@@ -335,9 +343,9 @@ impl Backend for Embedded {
         transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<Committed, Error>> {
         let committed = self.state().commit(changes, transaction);
-        if transaction.is_some() {
-            self.released.notify_waiters();
-        }
+        // A transaction ended, or one aborted as its snapshot outgrew past versions' memory:
+        // its locks are free.
+        self.released.notify_waiters();
         ready(committed)
     }
 
@@ -545,8 +553,8 @@ impl State {
         };
         let history = &self.history;
         let t = self.transactions.get_mut(transactions::number(t)?)?;
-        if t.wounded {
-            return Err(transactions::wounded());
+        if let Some(aborted) = t.aborted {
+            return Err(aborted.error());
         }
         t.touch();
         let snapshot = match t.snapshot {
@@ -602,9 +610,21 @@ impl State {
         released
     }
 
-    /// Collects the past versions no open transaction reads (and outside the retention).
+    /// Collects the past versions no open transaction reads (and outside the retention);
+    /// while those a transaction reads take more memory than versions may, aborts it, the
+    /// oldest snapshot first, so its versions go too.
     fn collect(&mut self) {
         self.history.collect(self.transactions.oldest_snapshot());
+        while self.history.over_budget()
+            && let Some((id, _)) = self.transactions.pinning()
+        {
+            tracing::debug!(
+                transaction = id,
+                "a transaction's snapshot outgrew past versions' memory"
+            );
+            self.locks.abort(&mut self.transactions, id, Abort::History);
+            self.history.collect(self.transactions.oldest_snapshot());
+        }
     }
 
     fn record_reads(
@@ -671,7 +691,10 @@ impl State {
             None => None,
         };
         let checked = match &ended {
-            Some(t) if t.wounded => Err(transactions::wounded()),
+            Some(Transaction {
+                aborted: Some(aborted),
+                ..
+            }) => Err(aborted.error()),
             Some(t) if t.read_only && !changes.is_empty() => Err(Error::Service {
                 code: ServiceCode::InvalidArgument,
                 message: "a read-only transaction cannot write".to_owned(),

@@ -12,6 +12,9 @@ use crate::query::spec::QuerySpec;
 /// A transaction unused this long is ended by the engine, as by the service.
 const IDLE: Duration = Duration::from_secs(60);
 
+/// The longest a read-write transaction's lookup waits for an entity another holds.
+pub(super) const LOCK_WAIT: Duration = Duration::from_secs(20);
+
 /// A transaction open this long is ended by the engine, as by the service.
 const LIFETIME: Duration = Duration::from_secs(270);
 
@@ -31,8 +34,8 @@ pub(super) struct Transaction {
     pub(super) age: u64,
     /// The entities it locked.
     pub(super) locks: Vec<Vec<u8>>,
-    /// It was the youngest of a circle of waiting transactions: it can only abort.
-    pub(super) wounded: bool,
+    /// Why it was aborted, if it was: it can only end.
+    pub(super) aborted: Option<Abort>,
     begun: Instant,
     used: Instant,
 }
@@ -87,7 +90,7 @@ impl Transactions {
                 read_only,
                 age,
                 locks: Vec::new(),
-                wounded: false,
+                aborted: None,
                 begun: now,
                 used: now,
             },
@@ -136,9 +139,18 @@ impl Transactions {
             .collect()
     }
 
-    /// The oldest version an open transaction reads.
+    /// The oldest version an open transaction reads (an aborted one reads none).
     pub(super) fn oldest_snapshot(&self) -> Option<u64> {
-        self.open.values().filter_map(|t| t.snapshot).min()
+        self.pinning().map(|(_, snapshot)| snapshot)
+    }
+
+    /// The transaction reading the oldest version, and that version.
+    pub(super) fn pinning(&self) -> Option<(u64, u64)> {
+        self.open
+            .iter()
+            .filter(|(_, t)| t.aborted.is_none())
+            .filter_map(|(id, t)| Some((*id, t.snapshot?)))
+            .min_by_key(|(_, snapshot)| *snapshot)
     }
 
     /// Whether no transaction is open.
@@ -165,11 +177,32 @@ fn age_of(transaction: &TransactionId) -> Option<u64> {
         .map(u64::from_le_bytes)
 }
 
-/// The error of a transaction that gave way in a circle of waiting transactions.
-pub(super) fn wounded() -> Error {
-    Error::Aborted {
-        reason: "this transaction and others were each waiting for an entity another had \
-                 read (a deadlock); this one, the youngest, gave way"
-            .to_owned(),
+/// Why the engine aborted a transaction before its commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Abort {
+    /// It was the youngest of a circle of transactions waiting for each other.
+    Deadlock,
+    /// It waited for a lock longer than a lock wait may last.
+    LockWait,
+    /// The past versions its snapshot needs outgrew the memory they may take.
+    History,
+}
+
+impl Abort {
+    /// The error its next use answers.
+    pub(super) fn error(self) -> Error {
+        let reason = match self {
+            Abort::Deadlock => "this transaction and others were each waiting for an entity \
+                                another had read (a deadlock); this one, the youngest, gave way"
+                .to_owned(),
+            Abort::LockWait => format!(
+                "waited {} s for entities another transaction has read and not yet committed",
+                LOCK_WAIT.as_secs()
+            ),
+            Abort::History => "the writes since this transaction's snapshot outgrew the memory \
+                               the engine keeps past versions in; retry it"
+                .to_owned(),
+        };
+        Error::Aborted { reason }
     }
 }

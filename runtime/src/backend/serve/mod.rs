@@ -133,9 +133,17 @@ impl Service {
     }
 
     /// `Lookup`: entities by key, found and missing, in a transaction or not, through a
-    /// property mask.
+    /// property mask. At most 1,000 keys, as the service takes; an answer stops at about
+    /// [`ANSWER_BYTES`] of entities and names the keys left as `deferred` (the clients ask
+    /// for them again), so no lookup holds more than that much.
     pub async fn lookup(&self, request: pb::LookupRequest) -> Result<pb::LookupResponse, Status> {
+        use gcloud_sdk::prost::Message;
         let scope = Scope::new(&request.project_id, &request.database_id)?;
+        if request.keys.len() > MAX_LOOKUP_KEYS {
+            return Err(invalid(format!(
+                "cannot get more than {MAX_LOOKUP_KEYS} keys in a single call"
+            )));
+        }
         let keys = scope.complete_keys(request.keys)?;
         let paths = match request.property_mask {
             Some(mask) => Some(
@@ -150,26 +158,49 @@ impl Service {
             Some(p) => p.clone(),
             None => scope.partition(None)?,
         };
-        let how = scope.read(request.read_options)?;
+        let how = match scope.read(request.read_options)? {
+            // Keys looked up a few at a time read one snapshot.
+            Read::Now if keys.len() > FIRST_LOOKUP => Read::Snapshot(None),
+            how => how,
+        };
         let backend = &*self.backend;
-        let (transaction, found) = self
+        let (transaction, mut response) = self
             .reading(&scope, how, &partition, async |t| {
-                backend.lookup_stamped(&keys, t).await
+                let mut response = pb::LookupResponse::default();
+                let (mut next, mut bytes, mut found) = (0, 0, 0);
+                let mut take = FIRST_LOOKUP;
+                while next < keys.len() {
+                    let these = &keys[next..keys.len().min(next + take)];
+                    let stamped = backend.lookup_stamped(these, t).await?;
+                    for (key, slot) in these.iter().zip(stamped) {
+                        let Some((properties, stamp)) = slot else {
+                            response.missing.push(scope.missing(key));
+                            continue;
+                        };
+                        let properties = match &paths {
+                            Some(paths) => properties.selected(paths),
+                            None => properties,
+                        };
+                        let result = scope.found(key, properties, &stamp);
+                        bytes += result.encoded_len();
+                        found += 1;
+                        response.found.push(result);
+                    }
+                    next += these.len();
+                    if bytes >= ANSWER_BYTES {
+                        break;
+                    }
+                    // As many as the room left holds, at the size of those found so far.
+                    let each = (bytes / found.max(1)).max(1);
+                    take = ((ANSWER_BYTES - bytes) / each).clamp(1, MAX_LOOKUP_KEYS);
+                }
+                response.deferred = keys[next..]
+                    .iter()
+                    .map(|k| scope.partitions.key(k))
+                    .collect();
+                Ok(response)
             })
             .await?;
-        let mut response = pb::LookupResponse::default();
-        for (key, slot) in keys.iter().zip(found) {
-            match slot {
-                Some((properties, stamp)) => {
-                    let properties = match &paths {
-                        Some(paths) => properties.selected(paths),
-                        None => properties,
-                    };
-                    response.found.push(scope.found(key, properties, &stamp));
-                }
-                None => response.missing.push(scope.missing(key)),
-            }
-        }
         response.transaction = transaction;
         response.read_time = Some(timestamp(Timestamp::now()));
         Ok(response)
@@ -514,6 +545,16 @@ impl Service {
         Ok(pb::ReserveIdsResponse {})
     }
 }
+
+/// The most keys one lookup takes, as the service.
+pub const MAX_LOOKUP_KEYS: usize = 1_000;
+
+/// About the most bytes of entities one lookup answers (under gRPC's usual 4 MiB limit on
+/// what a client receives): the keys past them are `deferred`.
+pub const ANSWER_BYTES: usize = response::BATCH_BYTES;
+
+/// The keys a lookup reads first, before it knows how large its entities are.
+const FIRST_LOOKUP: usize = 4;
 
 /// Results in one batch of a query's answer.
 fn response_batch() -> usize {

@@ -28,7 +28,7 @@ use crate::query::spec::Operator;
 
 /// An error as the service's status.
 pub(crate) fn status(error: Error) -> Status {
-    let message = error.to_string();
+    let message = bounded(error.to_string());
     match error {
         // A version the entity never had: the service's argument error.
         Error::Conflict {
@@ -86,7 +86,22 @@ fn code_of(code: ServiceCode) -> Code {
 
 /// `INVALID_ARGUMENT`, as the service answers a request it cannot read.
 pub(super) fn invalid(message: impl Into<String>) -> Status {
-    Status::invalid_argument(message)
+    Status::invalid_argument(bounded(message.into()))
+}
+
+/// The longest message a status carries: past it, clients refuse the answer's metadata.
+const MAX_MESSAGE: usize = 1_000;
+
+/// `message`, cut to [`MAX_MESSAGE`] bytes where it quotes a long input in full.
+fn bounded(message: String) -> String {
+    if message.len() <= MAX_MESSAGE {
+        return message;
+    }
+    let mut end = MAX_MESSAGE - 40;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &message[..end], message.len())
 }
 
 /// The project and database a request is addressed to: every key in it must be theirs.

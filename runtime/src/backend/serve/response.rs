@@ -16,7 +16,7 @@ pub(super) const BATCH: usize = 500;
 
 /// At most about this many bytes of entities in one batch: under gRPC's usual 4 MiB limit on
 /// what a client receives.
-const BATCH_BYTES: usize = 3 << 20;
+pub(super) const BATCH_BYTES: usize = 3 << 20;
 
 /// `answer` with only the first result of each run of results with the same values of the
 /// `distinct` properties (the order leads with them), each carrying the cursor of its run's
