@@ -10,16 +10,21 @@ use pb::datastore_client::DatastoreClient;
 use tonic::Code;
 use tonic::transport::Channel;
 
-/// A client of the server and one of the Firestore emulator (`None` for the emulator where it
-/// is not installed and this is not CI).
-async fn clients() -> Vec<(&'static str, DatastoreClient<Channel>)> {
+/// The server's address and the Firestore emulator's (where it is installed, or in CI).
+fn hosts() -> Vec<(&'static str, String)> {
     let mut hosts = vec![("server", harness::server_host().to_owned())];
     if harness::shared_emulator(Backend::Firestore).is_some() {
         let host = harness::emulator_host(Backend::Firestore).expect("started");
         hosts.push(("firestore", host));
     }
+    hosts
+}
+
+/// A client of the server and one of the Firestore emulator (`None` for the emulator where it
+/// is not installed and this is not CI).
+async fn clients() -> Vec<(&'static str, DatastoreClient<Channel>)> {
     let mut clients = Vec::new();
-    for (name, host) in hosts {
+    for (name, host) in hosts() {
         let channel = Channel::from_shared(format!("http://{host}"))
             .unwrap()
             .connect()
@@ -251,13 +256,7 @@ fn percent_decoded(text: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_past_its_deadline_is_not_answered() {
-    let mut hosts = vec![("server", harness::server_host().to_owned())];
-    if harness::shared_emulator(Backend::Firestore).is_some() {
-        hosts.push((
-            "firestore",
-            harness::emulator_host(Backend::Firestore).unwrap(),
-        ));
-    }
+    let hosts = hosts();
     let lookup = || pb::LookupRequest {
         project_id: PROJECT.into(),
         keys: vec![key("deadlines", "K", "a")],
@@ -972,13 +971,7 @@ async fn what_cannot_be_read_is_refused_as_the_service_refuses_it_and_named_in_s
     // "failed to decode" (the service: INVALID_ARGUMENT); two messages in one unary call were
     // taken; an error echoed the whole offending input (a 100 KB property name made a 99 KB
     // message, which Google's Python client refuses as oversized metadata).
-    let mut hosts = vec![("server", harness::server_host().to_owned())];
-    if harness::shared_emulator(Backend::Firestore).is_some() {
-        hosts.push((
-            "firestore",
-            harness::emulator_host(Backend::Firestore).unwrap(),
-        ));
-    }
+    let hosts = hosts();
     let lookup = pb::LookupRequest {
         project_id: PROJECT.into(),
         keys: vec![key("raw", "K", "a")],
