@@ -184,13 +184,26 @@ pub struct QuerySpec {
     /// Return the entities whose vector is nearest this one, nearest first (the filters
     /// choose among them; orders and `limit` do not apply).
     pub find_nearest: Option<FindNearest>,
+    /// Only the first result of each combination of values of these properties (the
+    /// service's `distinct_on`), which lead the orders; `limit` counts those results, and
+    /// each one's cursor resumes after the last result with its values. Empty: every result.
+    pub distinct_on: Vec<String>,
 }
 
 impl QuerySpec {
     /// The query as the service answers it: `__key__` among the projected properties adds
     /// nothing (every result holds its key), so it is dropped, and a projection of the key
-    /// alone is a keys-only query.
+    /// alone is a keys-only query; `__key__` among the `distinct_on` properties makes every
+    /// result distinct.
     pub(crate) fn answered(&self) -> Cow<'_, QuerySpec> {
+        if self.distinct_on.iter().any(|p| p == KEY_PROPERTY) {
+            // Every result has a key of its own: each is distinct.
+            let every = QuerySpec {
+                distinct_on: Vec::new(),
+                ..self.clone()
+            };
+            return Cow::Owned(every.answered().into_owned());
+        }
         let ResultShape::Projection(names) = &self.shape else {
             return Cow::Borrowed(self);
         };

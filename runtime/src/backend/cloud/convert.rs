@@ -277,6 +277,11 @@ impl Partitions {
             end_cursor: spec.end_cursor.clone().unwrap_or_default(),
             limit: limit.map(|l| i32::try_from(l).unwrap_or(i32::MAX)),
             find_nearest: spec.find_nearest.as_ref().map(|n| self.find_nearest(n)),
+            distinct_on: spec
+                .distinct_on
+                .iter()
+                .map(|name| pb::PropertyReference { name: name.clone() })
+                .collect(),
             ..pb::Query::default()
         }
     }

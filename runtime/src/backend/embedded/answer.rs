@@ -19,7 +19,7 @@ use crate::model::stored::{ValueView, find_property};
 use crate::model::value::{Property, PropertyMap, Value};
 use crate::query::explain::{ExecutionStats, Explanation};
 use crate::query::spec::{
-    FilterNode, FindNearest, QueryBatch, QueryResult, QuerySpec, ResultShape,
+    FilterNode, FindNearest, Operator, QueryBatch, QueryResult, QuerySpec, ResultShape,
 };
 use crate::rules::filter::check_nearest;
 
@@ -128,6 +128,25 @@ impl<'a> Answers<'a> {
         if let Some(nearest) = &query.find_nearest {
             return self.nearest(store, query, nearest).map(whole);
         }
+        let distinct = &query.distinct_on;
+        let mut leading = query.orders.iter().take(distinct.len());
+        if leading.len() < distinct.len() || !leading.all(|o| distinct.contains(&o.property)) {
+            return Err(Error::InvalidQuery {
+                kind: query.kind.clone(),
+                reason: "the properties of `distinct_on` must be the first properties of the \
+                         order, as the service requires"
+                    .to_owned(),
+            });
+        }
+        let fixed = query.filters.iter().flat_map(FilterNode::leaves).any(|f| {
+            matches!(f.op, Operator::Equal | Operator::In) && distinct.contains(&f.property)
+        });
+        if fixed {
+            return Err(Error::InvalidQuery {
+                kind: query.kind.clone(),
+                reason: "Cannot use group by on a property with an equality filter.".to_owned(),
+            });
+        }
         let prepared = Prepared::new(query)?;
         if prepared.branch_count() == 1 {
             let access = plan::choose(
@@ -135,7 +154,12 @@ impl<'a> Answers<'a> {
                 of_kind(self.composites, &query.kind),
                 self.strict,
             )?;
-            return made(exec::run(store, &prepared, &access)?, &prepared);
+            if query.distinct_on.is_empty() || exec::reads_distinct(&prepared, &access) {
+                return made(exec::run(store, &prepared, &access)?, &prepared);
+            }
+        }
+        if !query.distinct_on.is_empty() {
+            return self.distinct(store, query).map(whole);
         }
         let plans = self.plans(&prepared)?;
         match plans
@@ -146,6 +170,57 @@ impl<'a> Answers<'a> {
             true => made(exec::run(store, &prepared, &plan::Access::Scan)?, &prepared),
             false => merge::merged(store, &prepared, &plans).map(whole),
         }
+    }
+
+    /// A `distinct_on` query no one plan reads a combination of values at a time: all its
+    /// results from its start cursor on, grouped into runs of the same values ([`exec::
+    /// distinct_runs`]), read with the distinct properties (a keys-only query as whole
+    /// entities, a projection with them projected too) and given back in the query's shape.
+    fn distinct(&self, store: &dyn Store, query: &QuerySpec) -> Result<QueryBatch, Error> {
+        let shape = match &query.shape {
+            ResultShape::Full | ResultShape::KeysOnly => ResultShape::Full,
+            ResultShape::Projection(names) => {
+                let mut names = names.clone();
+                names.extend(
+                    query
+                        .distinct_on
+                        .iter()
+                        .filter(|p| !names.contains(p))
+                        .cloned()
+                        .collect::<Vec<_>>(),
+                );
+                ResultShape::Projection(names)
+            }
+        };
+        let every = QuerySpec {
+            distinct_on: Vec::new(),
+            limit: None,
+            shape,
+            ..query.clone()
+        };
+        let limit = query.limit.unwrap_or(usize::MAX);
+        let mut batch = exec::distinct_runs(self.answer(store, &every)?, &query.distinct_on, limit);
+        for result in &mut batch.results {
+            match &query.shape {
+                ResultShape::Full => {}
+                ResultShape::KeysOnly => {
+                    result.properties = PropertyMap::new();
+                    result.stamp = None;
+                }
+                ResultShape::Projection(names) => {
+                    let extra: Vec<String> = result
+                        .properties
+                        .iter()
+                        .map(|(name, _)| name.to_owned())
+                        .filter(|name| !names.contains(name))
+                        .collect();
+                    for name in extra {
+                        result.properties.remove(&name);
+                    }
+                }
+            }
+        }
+        Ok(batch)
     }
 
     /// Strict index mode: the service answers a nearest-neighbour search from a vector index

@@ -8,6 +8,7 @@ use crate::model::value::Value;
 use crate::query::spec::{Operator, PropertyFilter};
 
 /// A lower bound (inclusive) and an upper bound on a table's keys.
+#[derive(Clone)]
 pub(super) struct Bounds {
     lower: Bound<Vec<u8>>,
     upper: Bound<Vec<u8>>,

@@ -49,9 +49,17 @@ pub(super) struct Found {
     path_at: usize,
     pub(super) sort: Vec<Value>,
     pub(super) projected: Vec<Value>,
+    /// Where a query resumed after it starts, when not right after `position`: past every
+    /// entry with its values of the query's `distinct_on` properties.
+    pub(super) resume: Option<Vec<u8>>,
 }
 
 impl Found {
+    /// The position a cursor after it names.
+    pub(super) fn cursor_position(&self) -> &[u8] {
+        self.resume.as_deref().unwrap_or(&self.position)
+    }
+
     /// The key path, encoded ascending.
     pub(super) fn path(&self) -> &[u8] {
         match &self.inverted_path {
@@ -146,7 +154,7 @@ pub(super) fn run(
     let (found, more_results) = find(store, prepared, access, start, end, limit, false)?;
     let tag = access.tag();
     let end_cursor = match (found.last(), &query.start_cursor) {
-        (Some(last), _) => prepared.encode_cursor(tag, &last.position),
+        (Some(last), _) => prepared.encode_cursor(tag, last.cursor_position()),
         (None, Some(start)) => start.clone(),
         (None, None) => prepared.encode_cursor(tag, &[]),
     };
@@ -175,7 +183,7 @@ impl Hits {
             } => (found, tag, end_cursor, more_results),
         };
         let found = found.into_iter().map(|found| {
-            let cursor = prepared.encode_cursor(tag, &found.position);
+            let cursor = prepared.encode_cursor(tag, found.cursor_position());
             (found, cursor)
         });
         Ok(QueryBatch {
@@ -299,7 +307,76 @@ pub(super) fn find(
             true => entries.bounds.raise(Bound::Included(end)),
         }
     }
-    read(store, &entries, limit, sorted)
+    let distinct = distinct_columns(prepared, &entries).ok_or_else(not_distinct)?;
+    read(store, &entries, limit, sorted, distinct)
+}
+
+/// How many of the columns `entries` reads are the query's `distinct_on` properties, which
+/// lead them: `Some(0)` without any; `None` when they do not lead (or an equality filter fixes
+/// one), so the entries cannot be read a combination at a time.
+fn distinct_columns(prepared: &Prepared<'_>, entries: &Entries<'_>) -> Option<usize> {
+    let distinct = &prepared.query.distinct_on;
+    if distinct.is_empty() {
+        return Some(0);
+    }
+    let fixed = equality_properties(prepared);
+    if distinct.iter().any(|p| fixed.contains(&p.as_str())) {
+        return None;
+    }
+    let leading = entries.columns.get(..distinct.len())?;
+    leading
+        .iter()
+        .all(|(name, _)| distinct.iter().any(|p| p == name))
+        .then_some(distinct.len())
+}
+
+/// Whether `access` reads `prepared`'s results a combination of its `distinct_on` values at a
+/// time (an index whose first columns are those properties); otherwise the query's results
+/// are grouped after they are read ([`distinct_runs`]).
+pub(super) fn reads_distinct(prepared: &Prepared<'_>, access: &Access) -> bool {
+    !matches!(access, Access::Scan | Access::Zigzag)
+        && distinct_columns(prepared, &entries(prepared, access)).is_some()
+}
+
+/// The first result of each run of `batch`'s results with the same values of `distinct`
+/// (the order leads with them), each carrying the cursor of its run's last result, so a query
+/// resumed from it starts at the next run; then at most `limit` runs, `more_results` if runs
+/// remain. An entity's value of a property is the whole of it (an array's elements together).
+pub(super) fn distinct_runs(batch: QueryBatch, distinct: &[String], limit: usize) -> QueryBatch {
+    let values = |r: &QueryResult| -> Vec<Option<Value>> {
+        distinct
+            .iter()
+            .map(|p| r.properties.get(p).map(|p| p.value.clone()))
+            .collect()
+    };
+    let mut runs: Vec<(Vec<Option<Value>>, QueryResult)> = Vec::new();
+    let mut more_results = batch.more_results;
+    for result in batch.results {
+        let these = values(&result);
+        let full = runs.len() == limit;
+        match runs.last_mut() {
+            Some((last, first)) if *last == these => first.cursor = result.cursor,
+            _ if full => {
+                more_results = true;
+                break;
+            }
+            _ => runs.push((these, result)),
+        }
+    }
+    QueryBatch {
+        end_cursor: runs
+            .last()
+            .map_or(batch.end_cursor, |(_, r)| r.cursor.clone()),
+        results: runs.into_iter().map(|(_, r)| r).collect(),
+        more_results,
+    }
+}
+
+fn not_distinct() -> Error {
+    Error::Storage {
+        reason: "a distinct query reached a plan that does not read its properties first"
+            .to_owned(),
+    }
 }
 
 /// The query results of found entries, each with its cursor.
@@ -527,12 +604,16 @@ fn entries<'q>(prepared: &'q Prepared<'_>, access: &'q Access) -> Entries<'q> {
     entries
 }
 
-/// Reads up to `limit` entries (and whether more follow).
+/// Reads up to `limit` entries (and whether more follow). With `distinct` (the query's
+/// `distinct_on` properties, the first `distinct` columns), only the first entry of each
+/// combination of their values: past it, the read seeks to the next combination, so a page
+/// costs the combinations it returns, not the entries between them.
 fn read(
     store: &dyn Store,
     entries: &Entries<'_>,
     limit: usize,
     sorted: bool,
+    distinct: usize,
 ) -> Result<(Vec<Found>, bool), Error> {
     let mut found = Vec::with_capacity(room(limit));
     // The columns' values are built only for what reads them; otherwise each is checked and
@@ -544,90 +625,128 @@ fn read(
     }
     let mut failure = None;
     let mut partition = Vec::new();
-    store.scan(
-        &entries.table,
-        entries.bounds.range(),
-        entries.reverse,
-        &mut |k, _| {
-            let mut accept = || -> Result<Option<Found>, Error> {
-                let mut r = Reader::new(k.get(entries.head..).ok_or_else(corrupt)?);
-                let mut values = Vec::with_capacity(if decode { entries.columns.len() } else { 0 });
-                for &(_, inverted) in &entries.columns {
-                    if !decode {
-                        r.skip_value(inverted).map_err(|_| corrupt())?;
-                        continue;
-                    }
-                    values.push(
-                        match inverted {
-                            true => r.inverted_value(),
-                            false => r.value(),
-                        }
-                        .map_err(|_| corrupt())?,
-                    );
-                }
-                if !entries
-                    .residual
-                    .iter()
-                    .all(|(i, f)| matches(&values[*i], f.op, &f.value))
-                {
-                    return Ok(None);
-                }
-                let path_at = k.len() - r.rest().len();
-                let inverted_path = entries
-                    .path_inverted
-                    .then(|| r.rest().iter().map(|b| !b).collect::<Vec<u8>>());
-                if !entries.on_entity.is_empty() {
-                    if partition.is_empty() {
-                        let mut reader = Reader::new(k);
-                        reader.partition().map_err(|_| corrupt())?;
-                        partition = k[..k.len() - reader.rest().len()].to_vec();
-                    }
-                    let path = inverted_path.as_deref().unwrap_or(&k[path_at..]);
-                    let (entity, _) =
-                        load(store, &[partition.as_slice(), path].concat())?.ok_or_else(corrupt)?;
-                    if !entries.on_entity.iter().all(|f| {
-                        let mut any = false;
-                        super::scan::visit_indexed(&entity, &f.property, &mut |v| {
-                            any = any || matches(v, f.op, &f.value);
-                        });
-                        any
-                    }) {
-                        return Ok(None);
-                    }
-                }
-                Ok(Some(Found {
-                    position: k.to_vec(),
-                    inverted_path,
-                    path_at,
-                    projected: entries
-                        .projected
-                        .iter()
-                        .map(|&i| values[i].clone())
-                        .collect(),
-                    sort: values,
-                }))
-            };
-            match accept() {
+    let mut bounds = entries.bounds.clone();
+    loop {
+        // Where the next combination of the distinct columns' values starts.
+        let mut seek: Option<Bound<Vec<u8>>> = None;
+        store.scan(
+            &entries.table,
+            bounds.range(),
+            entries.reverse,
+            &mut |k, _| match accept(store, entries, k, decode, distinct, &mut partition) {
                 Ok(None) => true,
                 Ok(Some(_)) if found.len() == limit => {
                     more = true;
                     false
                 }
                 Ok(Some(f)) => {
+                    seek = f.resume.clone().map(|at| match entries.reverse {
+                        false => Bound::Included(at),
+                        true => Bound::Excluded(at),
+                    });
                     found.push(f);
-                    true
+                    // Distinct: the rest of these values are passed over by a seek (none
+                    // past values that end the table).
+                    distinct == 0
                 }
                 Err(e) => {
                     failure = Some(e);
                     false
                 }
-            }
-        },
-    )?;
+            },
+        )?;
+        let Some(next) = seek else { break };
+        if failure.is_some() || more {
+            break;
+        }
+        match entries.reverse {
+            false => bounds.raise(next),
+            true => bounds.lower_to(next),
+        }
+    }
     match failure {
         Some(e) => Err(e),
         None => Ok((found, more)),
     }
+}
+
+/// The entry `k` as a result of the read of `entries`, if it is one (its columns' values
+/// decoded where `decode`; `partition` the entities' partition, found once).
+fn accept(
+    store: &dyn Store,
+    entries: &Entries<'_>,
+    k: &[u8],
+    decode: bool,
+    distinct: usize,
+    partition: &mut Vec<u8>,
+) -> Result<Option<Found>, Error> {
+    let mut r = Reader::new(k.get(entries.head..).ok_or_else(corrupt)?);
+    let mut values = Vec::with_capacity(if decode { entries.columns.len() } else { 0 });
+    let mut distinct_end = entries.head;
+    for (i, &(_, inverted)) in entries.columns.iter().enumerate() {
+        match decode {
+            false => r.skip_value(inverted).map_err(|_| corrupt())?,
+            true => values.push(
+                match inverted {
+                    true => r.inverted_value(),
+                    false => r.value(),
+                }
+                .map_err(|_| corrupt())?,
+            ),
+        }
+        if i + 1 == distinct {
+            distinct_end = k.len() - r.rest().len();
+        }
+    }
+    if !entries
+        .residual
+        .iter()
+        .all(|(i, f)| matches(&values[*i], f.op, &f.value))
+    {
+        return Ok(None);
+    }
+    let path_at = k.len() - r.rest().len();
+    let inverted_path = entries
+        .path_inverted
+        .then(|| r.rest().iter().map(|b| !b).collect::<Vec<u8>>());
+    if !entries.on_entity.is_empty() {
+        if partition.is_empty() {
+            let mut reader = Reader::new(k);
+            reader.partition().map_err(|_| corrupt())?;
+            *partition = k[..k.len() - reader.rest().len()].to_vec();
+        }
+        let path = inverted_path.as_deref().unwrap_or(&k[path_at..]);
+        let (entity, _) =
+            load(store, &[partition.as_slice(), path].concat())?.ok_or_else(corrupt)?;
+        if !entries.on_entity.iter().all(|f| {
+            let mut any = false;
+            super::scan::visit_indexed(&entity, &f.property, &mut |v| {
+                any = any || matches(v, f.op, &f.value);
+            });
+            any
+        }) {
+            return Ok(None);
+        }
+    }
+    // Past every entry with these values: after them going up, before them going down.
+    let values_end = &k[..distinct_end];
+    let resume = match (distinct, entries.reverse) {
+        (0, _) => None,
+        (_, false) => keycode::prefix_end(values_end),
+        (_, true) => Some(values_end.to_vec()),
+    };
+    Ok(Some(Found {
+        position: k.to_vec(),
+        inverted_path,
+        path_at,
+        projected: entries
+            .projected
+            .iter()
+            .map(|&i| values[i].clone())
+            .collect(),
+        sort: values,
+        resume,
+    }))
 }
 
 /// Up to `limit` results of equality filters answered together ([`leapfrog`]), after `start`
@@ -655,6 +774,7 @@ fn zigzag(
             path_at: 0,
             sort: Vec::new(),
             projected: Vec::new(),
+            resume: None,
         });
         true
     })?;

@@ -233,7 +233,7 @@ impl Service {
                     .collect::<Result<Vec<_>, _>>()?,
             );
         }
-        if spec.find_nearest.is_none() && paging.distinct.is_empty() {
+        if spec.find_nearest.is_none() {
             let asked = paging
                 .limit
                 .map_or(response_batch(), |l| l.min(response_batch()));
@@ -258,10 +258,6 @@ impl Service {
             })
             .await?;
         let took = started.elapsed();
-        let answer = match paging.distinct.is_empty() {
-            true => answer,
-            false => response::distinct(answer, &paging),
-        };
         let mut batch = scope.batch(&spec.shape, &paging, answer, spec.start_cursor.clone());
         batch.read_time = Some(timestamp(Timestamp::now()));
         let explain_metrics = explained.map(|explained| {

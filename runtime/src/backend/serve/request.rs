@@ -317,6 +317,7 @@ impl Scope {
                 ));
             }
         }
+        spec.distinct_on = distinct.clone();
         Ok((
             spec,
             Paging {

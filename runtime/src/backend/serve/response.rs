@@ -6,7 +6,7 @@ use gcloud_sdk::prost_types;
 use super::request::{Paging, Scope};
 use crate::backend::{QueryBatch, QueryResult, ResultShape, Stamp};
 use crate::model::key::RawKey;
-use crate::model::value::{PropertyMap, Value};
+use crate::model::value::PropertyMap;
 use crate::model::wire::timestamp;
 use crate::query::explain::Explanation;
 
@@ -17,38 +17,6 @@ pub(super) const BATCH: usize = 500;
 /// At most about this many bytes of entities in one batch: under gRPC's usual 4 MiB limit on
 /// what a client receives.
 pub(super) const BATCH_BYTES: usize = 3 << 20;
-
-/// `answer` with only the first result of each run of results with the same values of the
-/// `distinct` properties (the order leads with them), each carrying the cursor of its run's
-/// last result (a query resumed from it starts at the next run); then at most `offset` and
-/// `limit`'s runs (a batch's worth), `more_results` if runs remain.
-pub(super) fn distinct(answer: QueryBatch, paging: &Paging) -> QueryBatch {
-    let values = |r: &QueryResult| -> Vec<Option<Value>> {
-        paging
-            .distinct
-            .iter()
-            .map(|p| r.properties.get(p).map(|p| p.value.clone()))
-            .collect()
-    };
-    let mut runs: Vec<(Vec<Option<Value>>, QueryResult)> = Vec::new();
-    for result in answer.results {
-        let these = values(&result);
-        match runs.last_mut() {
-            Some((last, first)) if *last == these => first.cursor = result.cursor,
-            _ => runs.push((these, result)),
-        }
-    }
-    let wanted = paging.offset + paging.limit.map_or(BATCH, |l| l.min(BATCH));
-    let more_results = runs.len() > wanted;
-    runs.truncate(wanted);
-    QueryBatch {
-        end_cursor: runs
-            .last()
-            .map_or(answer.end_cursor, |(_, r)| r.cursor.clone()),
-        results: runs.into_iter().map(|(_, r)| r).collect(),
-        more_results,
-    }
-}
 
 impl Scope {
     /// An entity as the service returns it.
