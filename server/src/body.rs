@@ -97,16 +97,22 @@ impl Room {
         })
     }
 
-    /// Room for `bytes`, waiting for it up to [`ROOM_WAIT`].
+    /// Room for `bytes`, waiting for it up to [`ROOM_WAIT`]. Not in a queue: a small
+    /// request takes the room there is though larger ones wait for more.
     async fn take(&self, bytes: usize) -> Result<OwnedSemaphorePermit, Status> {
         let kib = u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX);
-        let wait = Arc::clone(&self.0).acquire_many_owned(kib);
-        match tokio::time::timeout(ROOM_WAIT, wait).await {
-            Ok(Ok(room)) => Ok(room),
-            _ => Err(Status::resource_exhausted(format!(
-                "the server holds {} MiB of requests at once, and others fill it: retry",
-                MAX_BODIES_BYTES >> 20
-            ))),
+        let deadline = tokio::time::Instant::now() + ROOM_WAIT;
+        loop {
+            if let Ok(room) = Arc::clone(&self.0).try_acquire_many_owned(kib) {
+                return Ok(room);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Status::resource_exhausted(format!(
+                    "the server holds {} MiB of requests at once, and others fill it: retry",
+                    MAX_BODIES_BYTES >> 20
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 }

@@ -1137,3 +1137,33 @@ async fn a_server_stops_within_its_grace_though_a_client_never_finishes_its_requ
     server.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_transactions_are_bounded() {
+    // README (bounds): at most 10,000 transactions open at once; one ended makes room.
+    use datastore_entity::backend::embedded::Embedded;
+    use datastore_entity::backend::serve::Service;
+    let service = Service::new(std::sync::Arc::new(Embedded::in_memory()));
+    let begin = || pb::BeginTransactionRequest {
+        project_id: PROJECT.into(),
+        ..pb::BeginTransactionRequest::default()
+    };
+    let mut first = None;
+    for _ in 0..10_000 {
+        let id = service
+            .begin_transaction(begin())
+            .await
+            .unwrap()
+            .transaction;
+        first.get_or_insert(id);
+    }
+    let refused = service.begin_transaction(begin()).await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    let rollback = pb::RollbackRequest {
+        project_id: PROJECT.into(),
+        transaction: first.unwrap(),
+        ..pb::RollbackRequest::default()
+    };
+    service.rollback(rollback).await.unwrap();
+    service.begin_transaction(begin()).await.unwrap();
+}

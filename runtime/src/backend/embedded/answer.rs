@@ -86,6 +86,21 @@ impl<'a> Answers<'a> {
         exec::count(store, &prepared, &access, limit)
     }
 
+    /// Whether `query` is answered by reading every entity of its kind (no index serves a
+    /// branch of it): what [`Embedded`](super::Embedded) reads in slices, the lock let go
+    /// between them.
+    pub(super) fn scans(&self, query: &QuerySpec) -> Result<bool, Error> {
+        let query = &*query.answered();
+        if query.find_nearest.is_some() || !query.distinct_on.is_empty() {
+            return Ok(false);
+        }
+        let prepared = Prepared::new(query)?;
+        Ok(self
+            .plans(&prepared)?
+            .iter()
+            .any(|(_, access)| *access == plan::Access::Scan))
+    }
+
     /// Answers `query` from `store` (the engine's, or a view of it that counts what is read).
     pub(super) fn answer(&self, store: &dyn Store, query: &QuerySpec) -> Result<QueryBatch, Error> {
         self.answer_with(

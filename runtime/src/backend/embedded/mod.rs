@@ -89,6 +89,19 @@ use crate::rules::commit::check_mutations;
 #[deprecated(since = "0.1.0", note = "use `datastore_entity::MAX_INDEXED_BYTES`")]
 pub const MAX_INDEXED_BYTES: usize = crate::rules::limits::MAX_INDEXED_BYTES;
 
+/// The read-only transaction a scan in slices reads the snapshot of: ended however the scan
+/// ends.
+struct Pinned<'e>(&'e Embedded, u64);
+
+impl Drop for Pinned<'_> {
+    fn drop(&mut self) {
+        self.0.state().end_transaction(self.1);
+    }
+}
+
+/// The entities a scan copies under the lock at a time (see `Embedded::scan_in_slices`).
+const SCAN_SLICE: usize = 256;
+
 /// The embedded engine. Cheap to share behind an `Arc`; all calls are serialised by one lock.
 ///
 /// ```
@@ -295,6 +308,76 @@ impl Embedded {
         }
     }
 
+    /// Answers `query` outside any transaction when no index serves it (every entity of its
+    /// kind is read): the entities are copied a slice at a time from one snapshot, the lock
+    /// let go between slices, and evaluated after, so no other call waits on a long scan.
+    /// `None`: an index serves the query (a page reads what it returns, under the lock).
+    fn scan_in_slices(&self, query: &QuerySpec) -> Result<Option<QueryBatch>, Error> {
+        let (pinned, version, written_here) = {
+            let mut state = self.state();
+            if !state.answers().scans(query)? {
+                return Ok(None);
+            }
+            let version = state.history.now();
+            let handle = state.transactions.begin(Some(version), true, None);
+            let id = transactions::number(&handle)?;
+            (Pinned(self, id), version, state.store.written_here())
+        };
+        // The scan is long work: on a runtime of several threads, this one's other tasks go
+        // to another thread meanwhile (a server's other clients are not held up).
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        match multi_thread {
+            true => tokio::task::block_in_place(|| {
+                self.scan_pinned(query, &pinned, version, written_here)
+            }),
+            false => self.scan_pinned(query, &pinned, version, written_here),
+        }
+        .map(Some)
+    }
+
+    /// The slices of [`scan_in_slices`](Embedded::scan_in_slices), read at `version`, which
+    /// `pinned` keeps; then evaluated.
+    fn scan_pinned(
+        &self,
+        query: &QuerySpec,
+        pinned: &Pinned<'_>,
+        version: u64,
+        written_here: bool,
+    ) -> Result<QueryBatch, Error> {
+        let answered = query.answered();
+        let prepared = scan::Prepared::new(&answered)?;
+        let (mut candidates, mut stamps) = (Vec::new(), Vec::new());
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let (slice, more) = {
+                let mut state = self.state();
+                let pin = state.transactions.get_mut(pinned.1)?;
+                pin.touch();
+                // Writes since outgrew past versions' memory: the snapshot is gone.
+                if let Some(aborted) = pin.aborted {
+                    return Err(aborted.error());
+                }
+                let view = state.view(Some(version));
+                exec::candidate_slice(&view, &prepared, after.as_deref(), SCAN_SLICE)?
+            };
+            after = slice.last().map(|(path, _)| path.clone());
+            let (decoded, stamped) = exec::decode_candidates(&prepared, slice, written_here)?;
+            candidates.extend(decoded);
+            stamps.extend(stamped);
+            if !more {
+                break;
+            }
+        }
+        let mut batch = exec::scanned(&prepared, &candidates, stamps)?;
+        if let Some(paths) = query.property_mask.as_deref() {
+            for result in &mut batch.results {
+                result.properties = result.properties.selected(paths);
+            }
+        }
+        Ok(batch)
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         // No code path panics while holding the lock, so a poisoned lock still holds
         // consistent state.
@@ -354,6 +437,13 @@ impl Backend for Embedded {
         query: &'a QuerySpec,
         transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<QueryBatch, Error>> {
+        if transaction.is_none() {
+            match self.scan_in_slices(query) {
+                Ok(None) => {}
+                Ok(Some(batch)) => return ready(Ok(batch)),
+                Err(e) => return ready(Err(e)),
+            }
+        }
         ready(self.state().run_query(query, transaction))
     }
 
@@ -363,7 +453,11 @@ impl Backend for Embedded {
         read: &'a mut ReadResult<'_>,
     ) -> BoxFuture<'a, Result<BatchEnd, Error>> {
         // As `lookup_each`: the stored forms copied out under the lock, read after it.
-        let answered = self.state().run_query_stored(query);
+        let answered = match self.scan_in_slices(query) {
+            Ok(None) => self.state().run_query_stored(query),
+            Ok(Some(batch)) => Ok(Answered::Batch(batch)),
+            Err(e) => Err(e),
+        };
         Box::pin(ready(answered.and_then(|answered| match answered {
             Answered::Batch(batch) => hand_over(batch, read),
             Answered::Stored(stored) => {

@@ -22,7 +22,7 @@ const REMEMBERED: Duration = Duration::from_secs(300);
 
 /// The most transactions remembered at once; past it, beginning one is refused with
 /// `RESOURCE_EXHAUSTED` until some end (each costs the engine its reads' record).
-pub(super) const MAX_OPEN: usize = 100_000;
+pub(super) const MAX_OPEN: usize = 10_000;
 
 /// What a request does with a transaction it names.
 #[derive(Clone, Copy, PartialEq, Eq)]
