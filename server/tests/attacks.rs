@@ -361,8 +361,8 @@ async fn attack_keys_and_transactions(
     );
 }
 
-/// One 1 MB entity overwritten 400 times: past versions stay within their 64 MiB.
-async fn attack_overwrites(mode: &str, data: Option<&std::path::Path>, figures: &mut Figures) {
+/// A server holding one 1 MB entity, `Big:one`; a client; its resident size then.
+async fn with_one_mb(data: Option<&std::path::Path>) -> (Spawned, DatastoreClient<Channel>, u64) {
     let server = Spawned::start(data);
     let mut client = server.client().await;
     client
@@ -370,6 +370,12 @@ async fn attack_overwrites(mode: &str, data: Option<&std::path::Path>, figures: 
         .await
         .unwrap();
     let base = server.memory("VmRSS:");
+    (server, client, base)
+}
+
+/// One 1 MB entity overwritten 400 times: past versions stay within their 64 MiB.
+async fn attack_overwrites(mode: &str, data: Option<&std::path::Path>, figures: &mut Figures) {
+    let (server, mut client, base) = with_one_mb(data).await;
     for i in 1..=400 {
         client
             .commit(upsert("p", vec![(key("Big", "one"), one_mb(i))]))
@@ -388,13 +394,7 @@ async fn attack_overwrites(mode: &str, data: Option<&std::path::Path>, figures: 
 
 /// 1,001 keys refused; 1,000 keys naming 1 MB entities answered a few MiB at a time.
 async fn attack_lookups(mode: &str, data: Option<&std::path::Path>, figures: &mut Figures) {
-    let server = Spawned::start(data);
-    let mut client = server.client().await;
-    client
-        .commit(upsert("p", vec![(key("Big", "one"), one_mb(0))]))
-        .await
-        .unwrap();
-    let base = server.memory("VmRSS:");
+    let (server, mut client, base) = with_one_mb(data).await;
     let refused = client
         .lookup(lookup("p", vec![key("Big", "one"); 1_001], None))
         .await
