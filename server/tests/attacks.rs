@@ -1,7 +1,8 @@
 //! The server attacked as issue #49's findings attacked it, each attack against a server
 //! process of its own (in memory, then on a file), its peak resident size (`VmHWM`) measured
 //! against a stated bound: refused keys then a query of the kind, another project's
-//! transaction, overwrites of a large entity, a lookup of too many keys, oversized names,
+//! transaction, overwrites of a large entity, a lookup of too many keys, a query of large
+//! entities, oversized names,
 //! many unfinished bodies, a long `distinct_on` query beside other clients' lookups, two
 //! transactions deadlocked without rollback, and a shutdown with a stalled client.
 //!
@@ -74,6 +75,14 @@ impl Spawned {
             .and_then(|n| n.parse().ok())
             .expect("a size in kB");
         kib * 1024
+    }
+
+    /// Its resident size now, the peak measured from now on (`VmHWM` reset through
+    /// `/proc/PID/clear_refs`), so an attack's peak is its own, not its setup's.
+    fn base(&self) -> u64 {
+        std::fs::write(format!("/proc/{}/clear_refs", self.child.id()), "5")
+            .expect("the peak resident size is reset");
+        self.memory("VmRSS:")
     }
 
     async fn client(&self) -> DatastoreClient<Channel> {
@@ -299,6 +308,7 @@ async fn no_client_breaks_stalls_or_reaches_through_the_server() {
         attack_keys_and_transactions(mode, data().as_deref(), &mut figures).await;
         attack_overwrites(mode, data().as_deref(), &mut figures).await;
         attack_lookups(mode, data().as_deref(), &mut figures).await;
+        attack_large_query(mode, data().as_deref(), &mut figures).await;
         attack_names(mode, data().as_deref(), &mut figures).await;
         attack_bodies(mode, data().as_deref(), &mut figures).await;
         attack_long_queries(mode, data().as_deref(), &mut figures).await;
@@ -369,7 +379,7 @@ async fn with_one_mb(data: Option<&std::path::Path>) -> (Spawned, DatastoreClien
         .commit(upsert("p", vec![(key("Big", "one"), one_mb(0))]))
         .await
         .unwrap();
-    let base = server.memory("VmRSS:");
+    let base = server.base();
     (server, client, base)
 }
 
@@ -416,11 +426,55 @@ async fn attack_lookups(mode: &str, data: Option<&std::path::Path>, figures: &mu
     );
 }
 
+/// A query of 200 entities of 1 MB each, paged to its end: each page a few MiB.
+async fn attack_large_query(mode: &str, data: Option<&std::path::Path>, figures: &mut Figures) {
+    let server = Spawned::start(data);
+    let mut client = server.client().await;
+    for i in 0..200 {
+        let entity = (key("Big", &format!("b{i:03}")), one_mb(i));
+        client.commit(upsert("p", vec![entity])).await.unwrap();
+    }
+    let base = server.base();
+    let (mut cursor, mut read, mut pages) = (Vec::new(), 0, 0);
+    loop {
+        let request = pb::RunQueryRequest {
+            project_id: "p".into(),
+            query_type: Some(pb::run_query_request::QueryType::Query(pb::Query {
+                kind: vec![pb::KindExpression { name: "Big".into() }],
+                start_cursor: cursor,
+                ..pb::Query::default()
+            })),
+            ..pb::RunQueryRequest::default()
+        };
+        let batch = client
+            .run_query(request)
+            .await
+            .unwrap()
+            .into_inner()
+            .batch
+            .unwrap();
+        read += batch.entity_results.len();
+        pages += 1;
+        cursor = batch.end_cursor;
+        if batch.more_results != pb::query_result_batch::MoreResultsType::NotFinished as i32 {
+            break;
+        }
+    }
+    assert_eq!(read, 200);
+    figures.peak(
+        mode,
+        &format!("a query of 200 entities of 1 MB ({pages} pages)"),
+        &server,
+        base,
+        64 * MIB,
+    );
+}
+
 /// Names past 1,500 bytes, in 0.5 MB requests: refused, nothing stored.
 async fn attack_names(mode: &str, data: Option<&std::path::Path>, figures: &mut Figures) {
     let server = Spawned::start(data);
     let mut client = server.client().await;
-    let base = server.memory("VmRSS:");
+    let base = server.base();
     let long = "n".repeat(500_000);
     for (kind, name) in [("K", long.as_str()), (long.as_str(), "a")] {
         for _ in 0..4 {
@@ -458,7 +512,7 @@ async fn attack_names(mode: &str, data: Option<&std::path::Path>, figures: &mut 
 async fn attack_bodies(mode: &str, data: Option<&std::path::Path>, figures: &mut Figures) {
     let server = Spawned::start(data);
     let mut client = server.client().await;
-    let base = server.memory("VmRSS:");
+    let base = server.base();
     let held = stall(&server.host, 10, 100, 10 << 20, 1 << 20).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     // Another client is still answered.

@@ -1167,3 +1167,77 @@ async fn open_transactions_are_bounded() {
     service.rollback(rollback).await.unwrap();
     service.begin_transaction(begin()).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_answers_in_batches_of_500_results_or_3_mib() {
+    // README (bounds): a batch holds at most 500 results and about 3 MiB; the rest follows
+    // from its cursor (`NOT_FINISHED`).
+    let host = harness::server_host();
+    let channel = Channel::from_shared(format!("http://{host}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = DatastoreClient::new(channel).max_decoding_message_size(64 << 20);
+    let ns = "batches-bounded";
+    let write = |kind: &str, names: std::ops::Range<usize>, size: usize| pb::CommitRequest {
+        project_id: PROJECT.into(),
+        mode: pb::commit_request::Mode::NonTransactional as i32,
+        mutations: names
+            .map(|i| pb::Mutation {
+                operation: Some(pb::mutation::Operation::Upsert(pb::Entity {
+                    key: Some(key(ns, kind, &format!("e{i:04}"))),
+                    properties: HashMap::from([(
+                        "b".to_owned(),
+                        pb::Value {
+                            value_type: Some(pb::value::ValueType::BlobValue(vec![1; size])),
+                            exclude_from_indexes: true,
+                            ..pb::Value::default()
+                        },
+                    )]),
+                })),
+                ..pb::Mutation::default()
+            })
+            .collect(),
+        ..pb::CommitRequest::default()
+    };
+    client.commit(write("Small", 0..400, 10)).await.unwrap();
+    client.commit(write("Small", 400..700, 10)).await.unwrap();
+    for i in 0..8 {
+        client
+            .commit(write("Large", i..i + 1, 1_000_000))
+            .await
+            .unwrap();
+    }
+    for (kind, total, most) in [("Small", 700, 500), ("Large", 8, 4)] {
+        let mut cursor = Vec::new();
+        let mut read = 0;
+        loop {
+            let request = pb::RunQueryRequest {
+                project_id: PROJECT.into(),
+                partition_id: partition(ns),
+                query_type: Some(pb::run_query_request::QueryType::Query(pb::Query {
+                    kind: vec![pb::KindExpression { name: kind.into() }],
+                    start_cursor: cursor.clone(),
+                    ..pb::Query::default()
+                })),
+                ..pb::RunQueryRequest::default()
+            };
+            let answer = client.run_query(request).await.unwrap().into_inner();
+            let size = gcloud_sdk::prost::Message::encoded_len(&answer);
+            let batch = answer.batch.unwrap();
+            assert!(
+                batch.entity_results.len() <= most,
+                "{kind}: {}",
+                batch.entity_results.len()
+            );
+            assert!(size < 4 << 20, "{kind}: a batch of {size} bytes");
+            read += batch.entity_results.len();
+            cursor = batch.end_cursor;
+            if batch.more_results != pb::query_result_batch::MoreResultsType::NotFinished as i32 {
+                break;
+            }
+        }
+        assert_eq!(read, total, "{kind}");
+    }
+}

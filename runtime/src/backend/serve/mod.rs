@@ -245,6 +245,9 @@ impl Service {
         let started = std::time::Instant::now();
         let (transaction, (answer, explained)) = self
             .reading(&scope, how, &partition, async |t| match explain {
+                None if spec.shape == ResultShape::Full && spec.find_nearest.is_none() => {
+                    Ok((in_pieces(backend, &spec, t).await?, None))
+                }
                 None => Ok((backend.run_query(&spec, t).await?, None)),
                 Some(analyze) => {
                     let (answer, explained) = backend.explain(&spec, analyze, t).await?;
@@ -549,8 +552,50 @@ pub const MAX_LOOKUP_KEYS: usize = 1_000;
 /// what a client receives): the keys past them are `deferred`.
 pub const ANSWER_BYTES: usize = response::BATCH_BYTES;
 
-/// The keys a lookup reads first, before it knows how large its entities are.
+/// The keys a lookup reads first (and the results a whole-entity query), before it knows how
+/// large its entities are.
 const FIRST_LOOKUP: usize = 4;
+
+/// The results of a whole-entity query a batch holds, read a few at a time: as many as
+/// about [`ANSWER_BYTES`] hold at the size of those read so far, so a page of large entities
+/// never holds many more than it answers. (Outside a transaction each piece reads the latest
+/// commit, as successive pages do.)
+async fn in_pieces(
+    backend: &dyn Backend,
+    spec: &QuerySpec,
+    transaction: Option<&TransactionId>,
+) -> Result<QueryBatch, Error> {
+    let wanted = spec.limit.unwrap_or(usize::MAX);
+    let mut piece = QuerySpec {
+        limit: Some(FIRST_LOOKUP.min(wanted)),
+        ..spec.clone()
+    };
+    let mut taken = QueryBatch {
+        results: Vec::new(),
+        end_cursor: Vec::new(),
+        more_results: false,
+    };
+    let mut bytes = 0;
+    loop {
+        let answer = backend.run_query(&piece, transaction).await?;
+        let read = answer.results.len();
+        bytes += answer
+            .results
+            .iter()
+            .map(|r| r.properties.encoded_size() + 64)
+            .sum::<usize>();
+        taken.results.extend(answer.results);
+        taken.end_cursor = answer.end_cursor;
+        taken.more_results = answer.more_results;
+        let left = wanted.saturating_sub(taken.results.len());
+        if !taken.more_results || read == 0 || left == 0 || bytes >= ANSWER_BYTES {
+            return Ok(taken);
+        }
+        let each = (bytes / taken.results.len()).max(1);
+        piece.limit = Some(((ANSWER_BYTES - bytes) / each).clamp(1, left));
+        piece.start_cursor = Some(taken.end_cursor.clone());
+    }
+}
 
 /// Results in one batch of a query's answer.
 fn response_batch() -> usize {

@@ -83,7 +83,9 @@ impl Scope {
         let trimmed = kept < results.len();
         results.truncate(kept);
         let asked = paging.limit.map_or(BATCH, |l| l.min(BATCH));
+        // Fewer than asked with more to come: the page stopped at its bytes.
         let more = if trimmed
+            || (more_results && results.len() < asked)
             || (more_results && results.len() == asked && paging.limit.is_none_or(|l| l > asked))
         {
             More::NotFinished
