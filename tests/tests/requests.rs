@@ -20,6 +20,16 @@ fn hosts() -> Vec<(&'static str, String)> {
     hosts
 }
 
+/// A client of the shared server.
+async fn server_client() -> DatastoreClient<Channel> {
+    let channel = Channel::from_shared(format!("http://{}", harness::server_host()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    DatastoreClient::new(channel)
+}
+
 /// A client of the server and one of the Firestore emulator (`None` for the emulator where it
 /// is not installed and this is not CI).
 async fn clients() -> Vec<(&'static str, DatastoreClient<Channel>)> {
@@ -737,13 +747,7 @@ async fn a_transaction_is_its_projects_alone_and_an_unknown_one_is_refused() {
 async fn a_transaction_aborted_in_a_deadlock_holds_nothing_though_never_rolled_back() {
     // Issue #49: the transaction a deadlock aborted kept its locks until its client rolled
     // it back; a client that did not held the other for the whole 20 s lock wait.
-    let host = harness::server_host();
-    let channel = Channel::from_shared(format!("http://{host}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut client = DatastoreClient::new(channel);
+    let mut client = server_client().await;
     let ns = "deadlocked";
     put(&mut client, ns, "a", 1).await;
     put(&mut client, ns, "b", 2).await;
@@ -811,13 +815,8 @@ async fn a_transaction_aborted_in_a_deadlock_holds_nothing_though_never_rolled_b
 async fn a_lookup_takes_a_thousand_keys_and_answers_a_few_mib_deferring_the_rest() {
     // Issue #49: a lookup of 1,000 keys naming a 1 MB entity built a 1 GB answer; more than
     // 1,000 keys were taken (the service refuses them).
-    let host = harness::server_host();
-    let channel = Channel::from_shared(format!("http://{host}"))
-        .unwrap()
-        .connect()
+    let mut client = server_client()
         .await
-        .unwrap();
-    let mut client = DatastoreClient::new(channel)
         .max_decoding_message_size(64 << 20)
         .max_encoding_message_size(64 << 20);
     let ns = "deferred";
@@ -1172,13 +1171,7 @@ async fn open_transactions_are_bounded() {
 async fn a_query_answers_in_batches_of_500_results_or_3_mib() {
     // README (bounds): a batch holds at most 500 results and about 3 MiB; the rest follows
     // from its cursor (`NOT_FINISHED`).
-    let host = harness::server_host();
-    let channel = Channel::from_shared(format!("http://{host}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut client = DatastoreClient::new(channel).max_decoding_message_size(64 << 20);
+    let mut client = server_client().await.max_decoding_message_size(64 << 20);
     let ns = "batches-bounded";
     let write = |kind: &str, names: std::ops::Range<usize>, size: usize| pb::CommitRequest {
         project_id: PROJECT.into(),
