@@ -588,7 +588,12 @@ async fn attack_long_queries(mode: &str, data: Option<&std::path::Path>, figures
         limit: Some(10),
         ..pb::Query::default()
     };
-    for (what, query) in [("distinct_on", distinct), ("unindexed", unindexed)] {
+    let works = [
+        ("a distinct_on query", distinct, false),
+        ("an unindexed query", unindexed.clone(), false),
+        ("an unindexed count", unindexed, true),
+    ];
+    for (what, query, count) in works {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut pagers = Vec::new();
         let pages = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -598,6 +603,37 @@ async fn attack_long_queries(mode: &str, data: Option<&std::path::Path>, figures
             pagers.push(tokio::spawn(async move {
                 let mut cursor = Vec::new();
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if count {
+                        let request = pb::RunAggregationQueryRequest {
+                            project_id: "p".into(),
+                            query_type: Some(
+                                pb::run_aggregation_query_request::QueryType::AggregationQuery(
+                                    pb::AggregationQuery {
+                                        aggregations: vec![pb::aggregation_query::Aggregation {
+                                            alias: "n".into(),
+                                            operator: Some(
+                                                pb::aggregation_query::aggregation::Operator::Count(
+                                                    Default::default(),
+                                                ),
+                                            ),
+                                        }],
+                                        query_type: Some(
+                                            pb::aggregation_query::QueryType::NestedQuery(
+                                                pb::Query {
+                                                    limit: None,
+                                                    ..query.clone()
+                                                },
+                                            ),
+                                        ),
+                                    },
+                                ),
+                            ),
+                            ..pb::RunAggregationQueryRequest::default()
+                        };
+                        client.run_aggregation_query(request).await.unwrap();
+                        pages.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        continue;
+                    }
                     let request = pb::RunQueryRequest {
                         project_id: "p".into(),
                         query_type: Some(pb::run_query_request::QueryType::Query(pb::Query {
@@ -635,7 +671,7 @@ async fn attack_long_queries(mode: &str, data: Option<&std::path::Path>, figures
         figures.note(
             mode,
             format!(
-                "4 clients paging a {what} query ({} pages in 5 s): {lookups} lookups beside \
+                "4 clients running {what} ({} answers in 5 s): {lookups} lookups beside \
                  them, the slowest {} ms",
                 pages.load(std::sync::atomic::Ordering::Relaxed),
                 worst.as_millis()

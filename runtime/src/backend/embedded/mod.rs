@@ -336,6 +336,26 @@ impl Embedded {
         .map(Some)
     }
 
+    /// An aggregation outside any transaction whose rows no index serves: its rows read as
+    /// [`scan_in_slices`](Embedded::scan_in_slices) reads them, then counted or folded.
+    /// `None`: an index serves them (the aggregation reads them under the lock).
+    fn aggregate_in_slices(
+        &self,
+        query: &QuerySpec,
+        aggregation: &Aggregation,
+    ) -> Result<Option<Value>, Error> {
+        let plan = aggregate::Plan::new(query, aggregation)?;
+        let Some(rows) = self.scan_in_slices(plan.rows())? else {
+            return Ok(None);
+        };
+        Ok(Some(match plan {
+            aggregate::Plan::Count { .. } => {
+                Value::Integer(i64::try_from(rows.results.len()).unwrap_or(i64::MAX))
+            }
+            aggregate::Plan::Fold(fold) => fold.over(&rows),
+        }))
+    }
+
     /// The slices of [`scan_in_slices`](Embedded::scan_in_slices), read at `version`, which
     /// `pinned` keeps; then evaluated.
     fn scan_pinned(
@@ -500,6 +520,13 @@ impl Backend for Embedded {
         aggregation: &'a Aggregation,
         transaction: Option<&'a TransactionId>,
     ) -> BoxFuture<'a, Result<Value, Error>> {
+        if transaction.is_none() {
+            match self.aggregate_in_slices(query, aggregation) {
+                Ok(None) => {}
+                Ok(Some(value)) => return ready(Ok(value)),
+                Err(e) => return ready(Err(e)),
+            }
+        }
         ready(
             self.state()
                 .aggregate(query, aggregation, transaction, None),
