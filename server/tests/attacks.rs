@@ -652,7 +652,7 @@ async fn attack_long_queries(mode: &str, data: Option<&std::path::Path>, figures
                 }
             }));
         }
-        let mut worst = Duration::ZERO;
+        let (mut worst, mut worst_get) = (Duration::ZERO, Duration::ZERO);
         let started = Instant::now();
         let mut lookups = 0;
         while started.elapsed() < Duration::from_secs(5) {
@@ -663,6 +663,13 @@ async fn attack_long_queries(mode: &str, data: Option<&std::path::Path>, figures
                 .unwrap();
             worst = worst.max(at.elapsed());
             lookups += 1;
+            let at = Instant::now();
+            assert!(
+                plain(&server.host, "GET", "/")
+                    .await
+                    .starts_with("HTTP/1.1 200")
+            );
+            worst_get = worst_get.max(at.elapsed());
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         for p in pagers {
@@ -672,10 +679,15 @@ async fn attack_long_queries(mode: &str, data: Option<&std::path::Path>, figures
             mode,
             format!(
                 "4 clients running {what} ({} answers in 5 s): {lookups} lookups beside \
-                 them, the slowest {} ms",
+                 them, the slowest {} ms; the slowest GET / {} ms",
                 pages.load(std::sync::atomic::Ordering::Relaxed),
-                worst.as_millis()
+                worst.as_millis(),
+                worst_get.as_millis()
             ),
+        );
+        assert!(
+            worst_get < Duration::from_secs(1),
+            "GET / waited {worst_get:?}"
         );
         // A page of distinct values reads what it returns; an unindexed query's entities
         // are read in slices with the lock let go between them (a debug build's figures).
@@ -730,6 +742,19 @@ async fn attack_deadlock(mode: &str, data: Option<&std::path::Path>, figures: &m
     assert!(waited < Duration::from_secs(2));
 }
 
+/// One plain HTTP/1.1 request to the server; its answer's first line.
+async fn plain(host: &str, method: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer).await;
+    answer.lines().next().unwrap_or_default().to_owned()
+}
+
 /// `POST /shutdown` while a client holds a request unfinished.
 async fn attack_shutdown(mode: &str, data: Option<&std::path::Path>, figures: &mut Figures) {
     let mut server = Spawned::start(data);
@@ -741,12 +766,11 @@ async fn attack_shutdown(mode: &str, data: Option<&std::path::Path>, figures: &m
     let held = stall(&server.host, 1, 1, 1_000, 10).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
-    let mut stream = tokio::net::TcpStream::connect(&server.host).await.unwrap();
-    use tokio::io::AsyncWriteExt as _;
-    stream
-        .write_all(b"POST /shutdown HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
-        .await
-        .unwrap();
+    assert!(
+        plain(&server.host, "POST", "/shutdown")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
     let exited = server.exits_within(Duration::from_secs(15));
     let took = started.elapsed();
     for h in held {
