@@ -896,7 +896,13 @@ async fn strict_mode_asks_for_the_vector_index_a_search_needs() {
         .fetch()
         .await;
     assert!(
-        matches!(&refused, Err(Error::InvalidQuery { reason, .. }) if reason.contains("3 dimensions")),
+        matches!(
+            &refused,
+            Err(Error::InvalidQuery {
+                rule: datastore_entity::QueryRule::VectorDimension { given: 3, .. },
+                ..
+            })
+        ),
         "{refused:?}"
     );
     let untyped = QuerySpec {

@@ -566,7 +566,13 @@ async fn r_q4_resume_after_refuses_what_it_cannot_resume() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&error, Error::InvalidQuery { reason, .. } if reason.contains("resume_after")),
+        matches!(
+            &error,
+            Error::InvalidQuery {
+                rule: datastore_entity::QueryRule::ResumeOrders { orders: 2 },
+                ..
+            }
+        ),
         "{error:?}"
     );
     // Key order alone: resumes after the key.

@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use datastore_entity::prelude::*;
-use datastore_entity::{Error, RetryPolicy};
+use datastore_entity::{Error, QueryRule, RetryPolicy};
 use datastore_entity_tests::{Account, Call, Instrumented, account, account_key, draft};
 
 /// 8 tasks × 100 transactional increments of one entity, racing, with the default retry
@@ -160,7 +160,7 @@ async fn the_closures_own_error_is_returned_unchanged_after_a_rollback() {
             tx.put(&account("bob")).await?;
             Err::<(), _>(Error::InvalidQuery {
                 kind: "Mine".into(),
-                reason: "my own failure".into(),
+                rule: QueryRule::EmptyProjection,
             })
         })
         .await
@@ -169,7 +169,7 @@ async fn the_closures_own_error_is_returned_unchanged_after_a_rollback() {
         error,
         Error::InvalidQuery {
             kind: "Mine".into(),
-            reason: "my own failure".into()
+            rule: QueryRule::EmptyProjection,
         }
     );
     // The body read nothing: the transaction never began, so nothing was sent at all (and

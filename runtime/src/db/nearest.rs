@@ -1,7 +1,7 @@
 //! Nearest-neighbour searches on a typed query: `find_nearest` on a `Vector` property, a
 //! distance threshold, and the results with their distances.
 
-use crate::error::Error;
+use crate::error::{Error, QueryRule};
 use crate::model::entity::Entity;
 use crate::model::scalar::{Vector, VectorField};
 use crate::model::value::Value;
@@ -57,13 +57,11 @@ impl<E: Entity> Query<E> {
             .find(|index| index.property == name)
             .filter(|index| usize::try_from(index.dimension) != Ok(vector.dimension()))
         {
-            self.refuse(&format!(
-                "the query vector has {} dimensions, where the `#[vector_index({})]` of `{name}` \
-                 declares {}: it could find nothing",
-                vector.dimension(),
-                index.dimension,
-                index.dimension
-            ));
+            self.refuse(QueryRule::VectorDimension {
+                property: name.to_owned(),
+                given: vector.dimension(),
+                declared: u64::from(index.dimension),
+            });
         }
         self.spec.find_nearest = Some(FindNearest {
             property: name.to_owned(),
@@ -82,7 +80,9 @@ impl<E: Entity> Query<E> {
     pub fn distance_threshold(mut self, threshold: f64) -> Self {
         match &mut self.spec.find_nearest {
             Some(nearest) => nearest.threshold = Some(threshold),
-            None => self.refuse("`distance_threshold` needs `find_nearest` first"),
+            None => self.refuse(QueryRule::NeedsFindNearest {
+                option: "distance_threshold",
+            }),
         }
         self
     }
@@ -93,7 +93,9 @@ impl<E: Entity> Query<E> {
         const DISTANCE: &str = "datastore_entity_distance";
         match &mut self.spec.find_nearest {
             Some(nearest) => nearest.distance_property = Some(DISTANCE.to_owned()),
-            None => self.refuse("`fetch_with_distance` needs `find_nearest` first"),
+            None => self.refuse(QueryRule::NeedsFindNearest {
+                option: "fetch_with_distance",
+            }),
         }
         let batch = self.run().await?;
         let mut rows = Vec::with_capacity(batch.results.len());

@@ -10,7 +10,7 @@ use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
 use crate::backend::{BoxFuture, FoundEntity};
-use crate::error::{Error, ServiceCode};
+use crate::error::{Error, QueryRule, ServiceCode};
 use crate::model::entity::{Entity, Projection};
 use crate::model::key::{KEY_PROPERTY, Key, RawKey};
 use crate::model::property_type::PropertyType;
@@ -213,9 +213,9 @@ impl<E: Entity> Query<E> {
 
     /// The filter of [`resume_after`](Query::resume_after) (after it has added the key order).
     fn resume_filter(&mut self, last: &E) -> Result<Filter<E>, Error> {
-        let refuse = |reason: String| Error::InvalidQuery {
+        let refuse = |rule: QueryRule| Error::InvalidQuery {
             kind: E::KIND.to_owned(),
-            reason: format!("`resume_after`: {reason} [R-Q4]"),
+            rule,
         };
         let is_key = |o: &PropertyOrder| o.property == KEY_PROPERTY;
         let key = Value::Key(last.entity_key()?.into_raw());
@@ -226,11 +226,9 @@ impl<E: Entity> Query<E> {
             [o] => (Some(o.clone()), None),
             [o, k] if !is_key(o) && is_key(k) => (Some(o.clone()), Some(k.direction)),
             _ => {
-                return Err(refuse(format!(
-                    "the query is ordered by {} properties; it resumes a query ordered by one \
-                     property (then the key)",
-                    orders.len()
-                )));
+                return Err(refuse(QueryRule::ResumeOrders {
+                    orders: orders.len(),
+                }));
             }
         };
         let after = |direction: Direction| match direction {
@@ -258,11 +256,9 @@ impl<E: Entity> Query<E> {
         let properties = last.to_properties()?;
         let value = match lookup(&properties, &first.property) {
             Some(Value::Array(_)) | None => {
-                return Err(refuse(format!(
-                    "the last entity holds no single value of `{}`, the property the query is \
-                     ordered by",
-                    first.property
-                )));
+                return Err(refuse(QueryRule::ResumeValue {
+                    property: first.property.clone(),
+                }));
             }
             Some(value) => value.clone(),
         };
@@ -313,22 +309,20 @@ impl<E: Entity> Query<E> {
         {
             return Err(Error::InvalidQuery {
                 kind: E::KIND.to_owned(),
-                reason: "a `find_nearest` query is ordered by distance and limited by its own \
-                         `limit`: no `order`, no `limit`"
-                    .to_owned(),
+                rule: QueryRule::NearestAlone,
             });
         }
-        check_query(&self.spec).map_err(|reason| Error::InvalidQuery {
+        check_query(&self.spec).map_err(|rule| Error::InvalidQuery {
             kind: E::KIND.to_owned(),
-            reason,
+            rule,
         })
     }
 
-    /// Records `reason` as the query's mistake (the first one is kept), returned by `fetch`.
-    pub(super) fn refuse(&mut self, reason: &str) {
+    /// Records `rule` as the query's mistake (the first one is kept), returned by `fetch`.
+    pub(super) fn refuse(&mut self, rule: QueryRule) {
         self.error.get_or_insert(Error::InvalidQuery {
             kind: E::KIND.to_owned(),
-            reason: reason.to_owned(),
+            rule,
         });
     }
 

@@ -12,6 +12,7 @@
 
 use std::cmp::Ordering;
 
+use crate::error::QueryRule;
 use crate::model::key::KEY_PROPERTY;
 use crate::model::schema::Direction;
 use crate::model::value::Value;
@@ -28,7 +29,7 @@ pub const MAX_NOT_IN_VALUES: usize = 10;
 pub const MAX_DISJUNCTIONS: usize = 30;
 
 /// Checks `filters` (ANDed) against the service's rules; the reason of a refusal.
-pub(crate) fn check(filters: &[FilterNode]) -> Result<(), String> {
+pub(crate) fn check(filters: &[FilterNode]) -> Result<(), QueryRule> {
     let mut not_equal: Option<&PropertyFilter> = None;
     let mut has_in_or_or = false;
     let mut not_in = None;
@@ -39,15 +40,10 @@ pub(crate) fn check(filters: &[FilterNode]) -> Result<(), String> {
             match leaf.op {
                 Operator::NotEqual | Operator::NotIn => {
                     if let Some(first) = not_equal {
-                        return Err(format!(
-                            "it holds two not-equal filters (`{} {} ..`, `{} {} ..`); the \
-                             service takes one `ne` or `not_in` per query: filter the other \
-                             in code",
-                            first.property,
-                            first.op.symbol(),
-                            leaf.property,
-                            leaf.op.symbol()
-                        ));
+                        return Err(QueryRule::OneNotEqual {
+                            first: format!("{} {} ..", first.property, first.op.symbol()),
+                            second: format!("{} {} ..", leaf.property, leaf.op.symbol()),
+                        });
                     }
                     not_equal = Some(leaf);
                     if leaf.op == Operator::NotIn {
@@ -60,25 +56,23 @@ pub(crate) fn check(filters: &[FilterNode]) -> Result<(), String> {
         }
     }
     if let (Some(not_in), true) = (not_in, has_in_or_or) {
-        return Err(format!(
-            "`{} NOT IN ..` is combined with `is_in` or `or`, which the service refuses: \
-             run one query per branch instead",
-            not_in.property
-        ));
+        return Err(QueryRule::NotInWithInOrOr {
+            property: not_in.property.clone(),
+        });
     }
     let branches = disjunctions(filters);
     if branches > MAX_DISJUNCTIONS {
-        return Err(format!(
-            "its filter has {branches} branches once put in disjunctive normal form (each \
-             `is_in` value counts as one), more than the service's limit of {MAX_DISJUNCTIONS}"
-        ));
+        return Err(QueryRule::TooManyBranches {
+            branches,
+            max: MAX_DISJUNCTIONS,
+        });
     }
     Ok(())
 }
 
 /// Checks a whole query against the service's rules (its filters by [`check`]); the reason
 /// of a refusal.
-pub(crate) fn check_query(query: &QuerySpec) -> Result<(), String> {
+pub(crate) fn check_query(query: &QuerySpec) -> Result<(), QueryRule> {
     check(&query.filters)?;
     if let Some(nearest) = &query.find_nearest {
         check_nearest(nearest)?;
@@ -100,10 +94,9 @@ pub(crate) fn check_query(query: &QuerySpec) -> Result<(), String> {
             .iter()
             .any(|o| o.property == order.property)
         {
-            return Err(format!(
-                "it orders by `{}` twice; the service refuses a property ordered more than once",
-                order.property
-            ));
+            return Err(QueryRule::OrderedTwice {
+                property: order.property.clone(),
+            });
         }
     }
     // An order after the key's orders nothing (keys are unique): the Firestore emulator
@@ -145,12 +138,9 @@ pub(crate) fn check_query(query: &QuerySpec) -> Result<(), String> {
                     .find(|p| *p != KEY_PROPERTY && !ordered(p))
             });
         if let Some(after) = after {
-            return Err(format!(
-                "it orders by `{after}` after `{KEY_PROPERTY}` (an inequality filter or a \
-                 projection orders by its property where no order names it), and resumes \
-                 from a cursor; the service refuses it: order by `{after}` before the key, \
-                 or not by the key"
-            ));
+            return Err(QueryRule::OrderAfterKey {
+                property: after.to_owned(),
+            });
         }
     }
     if let ResultShape::Projection(names) = &query.shape
@@ -159,61 +149,53 @@ pub(crate) fn check_query(query: &QuerySpec) -> Result<(), String> {
             .enumerate()
             .find(|(i, name)| *name != KEY_PROPERTY && names[..*i].contains(name))
     {
-        return Err(format!(
-            "it projects `{name}` twice; the service refuses a property projected more than once"
-        ));
+        return Err(QueryRule::ProjectedTwice {
+            property: name.clone(),
+        });
     }
     Ok(())
 }
 
 /// A nearest-neighbour search returns 1 to [`FindNearest::MAX_LIMIT`] results, within a
 /// threshold that is a finite number, as the service takes it.
-pub(crate) fn check_nearest(nearest: &FindNearest) -> Result<(), String> {
+pub(crate) fn check_nearest(nearest: &FindNearest) -> Result<(), QueryRule> {
     if !(1..=FindNearest::MAX_LIMIT).contains(&nearest.limit) {
-        return Err(format!(
-            "a nearest-neighbour search returns 1 to {} results, not {}",
-            FindNearest::MAX_LIMIT,
-            nearest.limit
-        ));
+        return Err(QueryRule::NearestLimit {
+            limit: nearest.limit,
+            max: FindNearest::MAX_LIMIT,
+        });
     }
     match nearest.threshold {
-        Some(threshold) if !threshold.is_finite() => Err(format!(
-            "a nearest-neighbour search's distance threshold is a finite number, not \
-             {threshold}; the service refuses it"
-        )),
+        Some(threshold) if !threshold.is_finite() => Err(QueryRule::NearestThreshold { threshold }),
         _ => Ok(()),
     }
 }
 
 /// A query without a kind reads the entities in key order: it filters on `__key__` (and an
 /// ancestor) only and orders by the key ascending at most, as the service takes it.
-fn check_kindless(query: &QuerySpec) -> Result<(), String> {
+fn check_kindless(query: &QuerySpec) -> Result<(), QueryRule> {
     if let Some(leaf) = query
         .filters
         .iter()
         .flat_map(FilterNode::leaves)
         .find(|f| f.property != KEY_PROPERTY)
     {
-        return Err(format!(
-            "it has no kind and filters on `{}`; a query without a kind filters on \
-             `{KEY_PROPERTY}` and its ancestor only: name the kind",
-            leaf.property
-        ));
+        return Err(QueryRule::KindlessFilter {
+            property: leaf.property.clone(),
+        });
     }
     if let Some(order) = query
         .orders
         .iter()
         .find(|o| o.property != KEY_PROPERTY || o.direction != Direction::Ascending)
     {
-        return Err(format!(
-            "it has no kind and orders by `{}` {}; a query without a kind is ordered by \
-             `{KEY_PROPERTY}` ascending only: name the kind",
-            order.property,
-            match order.direction {
+        return Err(QueryRule::KindlessOrder {
+            property: order.property.clone(),
+            direction: match order.direction {
                 Direction::Ascending => "ascending",
                 Direction::Descending => "descending",
-            }
-        ));
+            },
+        });
     }
     Ok(())
 }
@@ -224,39 +206,34 @@ fn check_key_operand(
     query: &QuerySpec,
     leaf: &PropertyFilter,
     operand: &Value,
-) -> Result<(), String> {
+) -> Result<(), QueryRule> {
     let on_key = leaf.property == KEY_PROPERTY;
     match operand {
-        Value::Key(key) if !key.is_complete() => Err(format!(
-            "the filter on `{}` compares with an incomplete key (of kind `{}`, without an id \
-             or a name), which matches nothing stored; the service refuses it",
-            leaf.property,
-            key.kind()
-        )),
+        Value::Key(key) if !key.is_complete() => Err(QueryRule::IncompleteKeyOperand {
+            property: leaf.property.clone(),
+            kind: key.kind().to_owned(),
+        }),
         Value::Key(key) if on_key => match key.partition() {
             Some(p)
                 if p.namespace != query.partition.namespace
                     || p.database_id != query.partition.database_id =>
             {
-                Err(format!(
-                    "the filter on `__key__` compares with a key of {p}, but the query runs in \
-                     {}; a query reads one namespace: run it from a handle of that namespace \
-                     (`db.namespace(..)`)",
-                    query.partition
-                ))
+                Err(QueryRule::KeyOfAnotherPartition {
+                    key: p.to_string(),
+                    query: query.partition.to_string(),
+                })
             }
             _ => Ok(()),
         },
         Value::Key(_) => Ok(()),
-        other if on_key => Err(format!(
-            "the filter on `__key__` compares with a {}; keys compare with keys only",
-            other.type_name()
-        )),
+        other if on_key => Err(QueryRule::KeyComparedWith {
+            type_name: other.type_name(),
+        }),
         _ => Ok(()),
     }
 }
 
-fn check_node(node: &FilterNode, has_or: &mut bool) -> Result<(), String> {
+fn check_node(node: &FilterNode, has_or: &mut bool) -> Result<(), QueryRule> {
     let (nodes, name) = match node {
         FilterNode::Property(_) => return Ok(()),
         FilterNode::And(nodes) => (nodes, "an AND"),
@@ -266,49 +243,46 @@ fn check_node(node: &FilterNode, has_or: &mut bool) -> Result<(), String> {
         }
     };
     if nodes.is_empty() {
-        return Err(format!("{name} filter combines no filters"));
+        return Err(QueryRule::EmptyCombination { combinator: name });
     }
     nodes.iter().try_for_each(|n| check_node(n, has_or))
 }
 
-fn check_operand(leaf: &PropertyFilter) -> Result<(), String> {
+fn check_operand(leaf: &PropertyFilter) -> Result<(), QueryRule> {
     let (max, name) = match leaf.op {
         Operator::In => (MAX_IN_VALUES, "`is_in`"),
         Operator::NotIn => (MAX_NOT_IN_VALUES, "`not_in`"),
         _ => {
             return match &leaf.value {
-                Value::Array(_) | Value::Entity(_) => Err(format!(
-                    "the filter on `{}` compares with an array or an embedded entity; filter \
-                     on one element (it matches an array holding it), with `is_in` on several, \
-                     or on an embedded property (`.dot(...)`, R-P2)",
-                    leaf.property
-                )),
+                Value::Array(_) | Value::Entity(_) => Err(QueryRule::ArrayOperand {
+                    property: leaf.property.clone(),
+                }),
                 _ => Ok(()),
             };
         }
     };
     let Value::Array(values) = &leaf.value else {
-        return Err(format!(
-            "the {name} filter on `{}` has no list of values",
-            leaf.property
-        ));
+        return Err(QueryRule::NoValueList {
+            operator: name,
+            property: leaf.property.clone(),
+        });
     };
     if values.is_empty() || values.len() > max {
-        return Err(format!(
-            "the {name} filter on `{}` has {} values; the service takes 1 to {max}",
-            leaf.property,
-            values.len()
-        ));
+        return Err(QueryRule::ValueCount {
+            operator: name,
+            property: leaf.property.clone(),
+            count: values.len(),
+            max,
+        });
     }
     if values
         .iter()
         .any(|v| matches!(v, Value::Array(_) | Value::Entity(_)))
     {
-        return Err(format!(
-            "the {name} filter on `{}` lists an array or an embedded entity, which are not \
-             indexed as values",
-            leaf.property
-        ));
+        return Err(QueryRule::ListedArray {
+            operator: name,
+            property: leaf.property.clone(),
+        });
     }
     Ok(())
 }
@@ -431,7 +405,13 @@ mod tests {
         assert_eq!(branches(&[six("a"), five.clone()]).len(), 30);
         assert!(check(&[six("a"), five]).is_ok());
         let refused = check(&[six("a"), six("b")]).unwrap_err();
-        assert!(refused.contains("36 branches"), "{refused}");
+        assert_eq!(
+            refused,
+            QueryRule::TooManyBranches {
+                branches: 36,
+                max: 30
+            }
+        );
     }
 
     #[test]

@@ -57,7 +57,7 @@ fn row_key(partition: &PartitionId, id: Option<i64>) -> RawKey {
 async fn refused(t: &Ctx, query: &QuerySpec, what: &str) -> String {
     let answer = t.db.backend().run_query(query, None).await;
     match answer {
-        Err(Error::InvalidQuery { reason, .. }) => reason,
+        Err(Error::InvalidQuery { rule, .. }) => rule.to_string(),
         Err(Error::Service { message, .. }) if t.backend.is_emulator() => message,
         other => panic!("{:?}: {what}: expected a refusal, got {other:?}", t.backend),
     }

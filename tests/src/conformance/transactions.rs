@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use datastore_entity::prelude::*;
-use datastore_entity::{Error, RetryPolicy};
+use datastore_entity::{Error, QueryRule, RetryPolicy};
 use tokio::sync::Notify;
 
 use crate::harness::{Backend, Ctx};
@@ -111,7 +111,9 @@ pub async fn tx_an_error_of_the_closure_rolls_back(t: Ctx) {
     let key = t.db.put(&account("tx-err")).await.unwrap();
     let mine = Error::InvalidQuery {
         kind: "Mine".into(),
-        reason: "my own failure".into(),
+        rule: QueryRule::ByService {
+            message: "my own failure".into(),
+        },
     };
     let attempts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let error =
@@ -358,8 +360,8 @@ pub async fn tx_a_query_without_an_ancestor(t: Ctx) {
             assert!(
                 matches!(
                     &outcome.transaction,
-                    Err(Error::InvalidQuery { reason, .. })
-                        if reason == "Only ancestor queries are allowed inside transactions."
+                    Err(Error::InvalidQuery { rule: QueryRule::ByService { message }, .. })
+                        if message == "Only ancestor queries are allowed inside transactions."
                 ),
                 "{outcome:?}"
             );

@@ -25,7 +25,7 @@ use super::{
     Backend, BoxFuture, Change, ChangeResult, Committed, Condition, Found, FoundStamped, Mask,
     Mutation, OnConflict, Stamp, TransactionId, TransactionMode, after_begin,
 };
-use crate::error::{Error, ServiceCode};
+use crate::error::{Error, QueryRule, ServiceCode};
 use crate::model::entity::Entity;
 use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
 use crate::model::schema::{IndexSchema, Schema};
@@ -210,7 +210,7 @@ fn query_error(kind: &str, has_cursor: bool, error: Error) -> Error {
             } else {
                 Error::InvalidQuery {
                     kind: kind.to_owned(),
-                    reason: message,
+                    rule: QueryRule::ByService { message },
                 }
             }
         }

@@ -3,7 +3,7 @@
 //! also filtered by equality), and how a sum folds them.
 
 use super::scan::{self, Prepared};
-use crate::error::Error;
+use crate::error::{Error, QueryRule};
 use crate::model::key::KEY_PROPERTY;
 use crate::model::value::Value;
 use crate::model::walk::compare_values;
@@ -37,11 +37,7 @@ impl Plan {
         {
             return Err(Error::InvalidQuery {
                 kind: query.kind.clone(),
-                reason: format!(
-                    "a sum or an average of `{KEY_PROPERTY}`: keys are not numbers, and the \
-                     service refuses it (\"Aggregations are not supported for the property: \
-                     {KEY_PROPERTY}\")"
-                ),
+                rule: QueryRule::SumOfKey,
             });
         }
         // As the Firestore emulator answers: a count runs over any query's rows, a sum or an
@@ -56,9 +52,7 @@ impl Plan {
         if !allowed {
             return Err(Error::InvalidQuery {
                 kind: query.kind.clone(),
-                reason: "a sum or an average runs over a query's entities, not its keys \
-                         or a projection; the service refuses it"
-                    .to_owned(),
+                rule: QueryRule::SumOverKeys,
             });
         }
         let mut rows = query.clone();

@@ -11,7 +11,7 @@ use super::merge;
 use super::plan;
 use super::scan::Prepared;
 use super::store::{Batch, Range, Store};
-use crate::error::Error;
+use crate::error::{Error, QueryRule};
 use crate::format::file::ENTITIES;
 use crate::model::key::RawKey;
 use crate::model::schema::{Direction, Schema, vector_index_command};
@@ -148,9 +148,7 @@ impl<'a> Answers<'a> {
         if leading.len() < distinct.len() || !leading.all(|o| distinct.contains(&o.property)) {
             return Err(Error::InvalidQuery {
                 kind: query.kind.clone(),
-                reason: "the properties of `distinct_on` must be the first properties of the \
-                         order, as the service requires"
-                    .to_owned(),
+                rule: QueryRule::DistinctNotLeading,
             });
         }
         let fixed = query.filters.iter().flat_map(FilterNode::leaves).any(|f| {
@@ -159,7 +157,7 @@ impl<'a> Answers<'a> {
         if fixed {
             return Err(Error::InvalidQuery {
                 kind: query.kind.clone(),
-                reason: "Cannot use group by on a property with an equality filter.".to_owned(),
+                rule: QueryRule::DistinctFixed,
             });
         }
         let prepared = Prepared::new(query)?;
@@ -298,17 +296,13 @@ impl<'a> Answers<'a> {
         query: &QuerySpec,
         nearest: &FindNearest,
     ) -> Result<QueryBatch, Error> {
-        let refuse = |reason: String| Error::InvalidQuery {
+        let refuse = |rule: QueryRule| Error::InvalidQuery {
             kind: query.kind.clone(),
-            reason,
+            rule,
         };
         check_nearest(nearest).map_err(refuse)?;
         if matches!(query.shape, ResultShape::Projection(_)) || !query.orders.is_empty() {
-            return Err(refuse(
-                "a nearest-neighbour search is ordered by distance and returns whole entities \
-                 or keys: no orders, no projection"
-                    .to_owned(),
-            ));
+            return Err(refuse(QueryRule::NearestAlone));
         }
         if self.strict {
             self.vector_index(query, nearest)?;

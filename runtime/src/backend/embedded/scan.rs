@@ -6,7 +6,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use crate::error::Error;
+use crate::error::{Error, QueryRule};
 use crate::format::cursor::{self, ENGINE, write_filter};
 use crate::format::keycode::index_value;
 use crate::hash::fnv1a;
@@ -156,19 +156,19 @@ struct Position {
 
 impl<'q> Prepared<'q> {
     pub(crate) fn new(query: &'q QuerySpec) -> Result<Prepared<'q>, Error> {
-        let invalid = |reason: String| Error::InvalidQuery {
+        let invalid = |rule: QueryRule| Error::InvalidQuery {
             kind: query.kind.clone(),
-            reason,
+            rule,
         };
         if !query.is_kindless() {
             validate(NameRole::Kind, &query.kind)?;
         }
         if let Some(ancestor) = &query.ancestor {
             if !ancestor.is_complete() || check_ancestors(ancestor).is_err() {
-                return Err(invalid("the ancestor key is incomplete".into()));
+                return Err(invalid(QueryRule::IncompleteAncestor));
             }
             if ancestor.partition() != Some(&query.partition) {
-                return Err(invalid("the ancestor key is in another namespace".into()));
+                return Err(invalid(QueryRule::AncestorOfAnotherNamespace));
             }
         }
         check_query(query).map_err(&invalid)?;
@@ -263,17 +263,16 @@ impl<'q> Prepared<'q> {
             }));
         }
         if projected.is_empty() && matches!(query.shape, ResultShape::Projection(_)) {
-            return Err(invalid("a projection needs at least one property".into()));
+            return Err(invalid(QueryRule::EmptyProjection));
         }
         if let Some(p) = projected.iter().find(|p| {
             leaves
                 .iter()
                 .any(|f| matches!(f.op, Operator::Equal | Operator::In) && &f.property == *p)
         }) {
-            return Err(invalid(format!(
-                "`{p}` is both projected and filtered by equality; its value is already known, \
-                 remove it from the projection"
-            )));
+            return Err(invalid(QueryRule::ProjectedAndFixed {
+                property: p.clone(),
+            }));
         }
         let mut w = Writer::default();
         // A cursor of one namespace's query does not resume another's.
