@@ -48,9 +48,8 @@ pub fn stored_map_form(properties: &PropertyMap) -> Vec<u8> {
 /// entities whose fields one pass in name order cannot read go through), not in one pass:
 /// the reference the one-pass read is compared with.
 pub fn from_stored_map<E: Entity>(key: &RawKey, bytes: &[u8]) -> Result<E, Error> {
-    let properties = PropertyMap::from_stored(bytes.to_vec()).map_err(|_| Error::Storage {
-        reason: "a stored entity is malformed".to_owned(),
-    })?;
+    let properties = PropertyMap::from_stored(bytes.to_vec())
+        .map_err(|_| Error::storage("a stored entity is malformed".to_owned()))?;
     // A lookup decodes the map: read from then on, it is no longer the stored form unread.
     let _ = properties.get("");
     E::from_entity(key, properties)

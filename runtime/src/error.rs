@@ -311,6 +311,30 @@ pub enum Error {
     Storage {
         /// What failed, with the file's path.
         reason: String,
+        /// The error of the storage engine or the operating system that caused it, if one did
+        /// (also `std::error::Error::source`).
+        #[source]
+        source: Option<StorageSource>,
+    },
+
+    /// An invariant of this crate failed: a bug, never the caller's mistake nor a passing
+    /// condition, so never retried. Please report it.
+    #[error("an invariant of datastore-entity failed: {invariant}; please report this bug")]
+    Internal {
+        /// What should have held.
+        invariant: &'static str,
+    },
+
+    /// A setting of the handle cannot be used as given (an endpoint's scheme, an id that cannot
+    /// go in a request header): fix the configuration; retrying cannot help.
+    #[error("the {setting} `{value}` cannot be used: {expected}")]
+    InvalidSetting {
+        /// The setting.
+        setting: &'static str,
+        /// Its value.
+        value: String,
+        /// What it must be.
+        expected: &'static str,
     },
 
     /// The backend is not reachable right now; retrying later may succeed.
@@ -649,7 +673,67 @@ pub enum QueryRule {
     },
 }
 
+/// The error that caused an [`Error::Storage`]: the storage engine's (redb's) or the operating
+/// system's, shared so that the error stays cheap to clone; compared by its message.
+#[derive(Clone)]
+pub struct StorageSource(std::sync::Arc<dyn std::error::Error + Send + Sync>);
+
+impl StorageSource {
+    /// `cause`, kept as the source of an [`Error::Storage`].
+    pub fn new(cause: impl std::error::Error + Send + Sync + 'static) -> StorageSource {
+        StorageSource(std::sync::Arc::new(cause))
+    }
+
+    /// The cause, as it was returned.
+    pub fn get(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.0
+    }
+}
+
+impl std::fmt::Debug for StorageSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl std::fmt::Display for StorageSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+impl std::error::Error for StorageSource {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl PartialEq for StorageSource {
+    fn eq(&self, other: &StorageSource) -> bool {
+        self.0.to_string() == other.0.to_string()
+    }
+}
+
 impl Error {
+    /// [`Error::Storage`] without a cause of another library's.
+    pub(crate) fn storage(reason: impl Into<String>) -> Error {
+        Error::Storage {
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// [`Error::Storage`] caused by `source` (redb's or the operating system's error).
+    pub(crate) fn storage_caused(
+        reason: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Error {
+        Error::Storage {
+            reason: reason.into(),
+            source: Some(StorageSource::new(source)),
+        }
+    }
+
     /// Whether retrying the same operation may succeed (contention or a transient outage), as
     /// `Db::transaction` does (R-A2).
     pub fn is_retryable(&self) -> bool {

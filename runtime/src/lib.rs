@@ -97,7 +97,7 @@ pub use db::query::{KeysOnlyQuery, ProjectionQuery, Query};
 pub use db::txn::{ReadTx, Tx};
 pub use db::versioned::{Versioned, Written};
 pub use db::{Db, ParentKey};
-pub use error::{Error, QueryRule, ServiceCode};
+pub use error::{Error, QueryRule, ServiceCode, StorageSource};
 pub use futures_core::Stream;
 pub use index_files::{firestore_indexes_json, index_yaml};
 pub use model::entity::{Entity, KeyField, Projection};

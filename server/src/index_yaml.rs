@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use datastore_entity::{Direction, Error, IndexSchema, IndexedProperty, Schema};
+use datastore_entity::{Direction, Error, IndexSchema, IndexedProperty, Schema, StorageSource};
 
 /// One index as the file declares it.
 #[derive(Debug, Default, PartialEq)]
@@ -18,9 +18,11 @@ struct Declared {
 pub(crate) fn schemas(path: &Path) -> Result<Vec<&'static Schema>, Error> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::Storage {
         reason: format!("cannot read {}: {e}", path.display()),
+        source: Some(StorageSource::new(e)),
     })?;
-    let declared = parse(&text).map_err(|reason| Error::Storage {
-        reason: format!("{}: {reason}", path.display()),
+    let declared = parse(&text).map_err(|unreadable| Error::Storage {
+        reason: format!("{}: {unreadable}", path.display()),
+        source: Some(StorageSource::new(unreadable)),
     })?;
     let mut kinds: Vec<String> = declared.iter().map(|d| d.kind.clone()).collect();
     kinds.dedup();
@@ -62,9 +64,39 @@ fn leak(text: &str) -> &'static str {
     Box::leak(text.to_owned().into_boxed_str())
 }
 
+/// Why an `index.yaml` cannot be read.
+#[derive(Debug, PartialEq)]
+enum Unreadable {
+    /// A line that is not what an `index.yaml` holds there.
+    Line {
+        number: usize,
+        problem: &'static str,
+        text: String,
+    },
+    /// An index without a kind or properties.
+    Incomplete { kind: String },
+}
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unreadable::Line {
+                number,
+                problem,
+                text,
+            } => write!(f, "line {number}: {problem}: {text}"),
+            Unreadable::Incomplete { kind } => {
+                write!(f, "an index without a kind or properties (kind `{kind}`)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Unreadable {}
+
 /// The indexes of an `index.yaml`: `indexes:`, then `- kind:` items with `ancestor:` and
 /// `properties:` (`- name:`, `direction:`), as gcloud writes and reads them.
-fn parse(text: &str) -> Result<Vec<Declared>, String> {
+fn parse(text: &str) -> Result<Vec<Declared>, Unreadable> {
     let mut indexes: Vec<Declared> = Vec::new();
     for (number, raw) in text.lines().enumerate() {
         let line = raw.split(" #").next().unwrap_or_default().trim_end();
@@ -72,7 +104,11 @@ fn parse(text: &str) -> Result<Vec<Declared>, String> {
         if item.is_empty() || item.starts_with('#') || item == "indexes:" || item == "indexes: []" {
             continue;
         }
-        let at = |what: &str| format!("line {}: {what}: {raw}", number + 1);
+        let at = |problem: &'static str| Unreadable::Line {
+            number: number + 1,
+            problem,
+            text: raw.to_owned(),
+        };
         let (entry, rest) = match item.strip_prefix("- ") {
             Some(rest) => (true, rest.trim_start()),
             None => (false, item),
@@ -117,7 +153,9 @@ fn parse(text: &str) -> Result<Vec<Declared>, String> {
         .iter()
         .find(|i| i.kind.is_empty() || i.properties.is_empty())
     {
-        Some(index) => Err(format!("an index without a kind or properties: {index:?}")),
+        Some(index) => Err(Unreadable::Incomplete {
+            kind: index.kind.clone(),
+        }),
         None => Ok(indexes),
     }
 }

@@ -366,6 +366,7 @@ async fn reset(shared: &Shared) -> Result<(), Error> {
     drop(old.take());
     std::fs::remove_file(path).map_err(|e| Error::Storage {
         reason: format!("cannot remove {}: {e}", path.display()),
+        source: Some(datastore_entity::StorageSource::new(e)),
     })?;
     let backend = shared.store.open().await?;
     *shared.service.write().map_err(|_| poisoned())? = Service::new(backend);
@@ -373,8 +374,8 @@ async fn reset(shared: &Shared) -> Result<(), Error> {
 }
 
 fn poisoned() -> Error {
-    Error::Storage {
-        reason: "the server's state is poisoned".to_owned(),
+    Error::Internal {
+        invariant: "no call panics while it holds the server's state",
     }
 }
 

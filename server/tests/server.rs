@@ -439,7 +439,7 @@ async fn with_an_index_yaml_only_the_queries_it_serves_are_answered() {
     })
     .await;
     assert!(
-        matches!(&refused, Err(Error::Storage { reason }) if reason.contains("not part of an index.yaml")),
+        matches!(&refused, Err(Error::Storage { reason, .. }) if reason.contains("not part of an index.yaml")),
         "{refused:?}"
     );
     std::fs::remove_dir_all(&dir).ok();

@@ -155,7 +155,7 @@ fn a_file_of_another_program_is_refused_and_left_byte_for_byte_untouched() {
     for path in &files {
         let before = std::fs::read(path).unwrap();
         match Db::open(path) {
-            Err(Error::Storage { reason }) => {
+            Err(Error::Storage { reason, .. }) => {
                 assert!(
                     reason.contains("left as it is"),
                     "{}: {reason}",

@@ -616,7 +616,7 @@ fn an_empty_file_is_refused_not_taken_for_a_new_database() {
     let path = std::env::temp_dir().join(format!("datastore-entity-empty-{}", std::process::id()));
     std::fs::write(&path, b"").unwrap();
     match Db::open(&path) {
-        Err(datastore_entity::Error::Storage { reason }) => {
+        Err(datastore_entity::Error::Storage { reason, .. }) => {
             assert!(reason.contains("empty (0 bytes)"), "{reason}")
         }
         other => panic!("{:?}", other.map(|_| ())),

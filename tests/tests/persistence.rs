@@ -160,7 +160,7 @@ fn a_second_process_gets_a_clear_error_not_a_shared_file() {
     child.kill().expect("SIGKILL");
     child.wait().expect("reaped");
     match refused {
-        Err(Error::Storage { reason }) => {
+        Err(Error::Storage { reason, .. }) => {
             assert!(reason.contains("already open"), "{reason}");
             assert!(reason.contains(&path.display().to_string()), "{reason}");
         }
@@ -178,7 +178,22 @@ fn a_file_that_is_not_a_store_is_refused() {
     let scratch = Scratch::new("garbage");
     let path = scratch.file();
     std::fs::write(&path, b"not a database, just some bytes").unwrap();
-    assert!(matches!(Db::open(&path), Err(Error::Storage { .. })));
+    let refused = Db::open(&path).unwrap_err();
+    // The storage engine's own error is kept as the source, not only quoted.
+    let Error::Storage {
+        source: Some(cause),
+        ..
+    } = &refused
+    else {
+        panic!("a storage error with its cause: {refused:?}");
+    };
+    let source = std::error::Error::source(&refused).expect("source() is the cause");
+    assert_eq!(source.to_string(), cause.to_string());
+    assert!(
+        refused.to_string().contains(&cause.to_string()),
+        "{refused}"
+    );
+    assert!(!refused.is_retryable());
     // Nothing was written over it.
     assert_eq!(
         std::fs::read(&path).unwrap(),

@@ -840,6 +840,38 @@ async fn a_deadlock_aborts_the_younger_transaction_and_both_commit() {
 }
 
 #[tokio::test]
+async fn an_internal_failure_is_never_retried() {
+    // Issue #50: invariant failures were `Unavailable`, which `is_retryable` retries.
+    let (backend, db) = Instrumented::db();
+    db.put(&account("ann")).await.unwrap();
+    let attempts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let failed = db
+        .transaction(|tx| {
+            let attempts = attempts.clone();
+            async move {
+                attempts.fetch_add(1, Ordering::SeqCst);
+                tx.get(&account_key("ann")).await?;
+                Err::<(), _>(Error::Internal {
+                    invariant: "a test's own invariant",
+                })
+            }
+        })
+        .await
+        .unwrap_err();
+    assert!(!failed.is_retryable());
+    assert!(matches!(failed, Error::Internal { .. }), "{failed:?}");
+    assert_eq!(attempts.load(Ordering::SeqCst), 1, "not retried");
+    assert_eq!(backend.count(Call::Rollback), 1);
+    // A retryable failure of the same body is retried, for contrast.
+    assert!(
+        Error::Aborted {
+            reason: String::new()
+        }
+        .is_retryable()
+    );
+}
+
+#[tokio::test]
 async fn an_id_allocated_by_an_attempt_that_is_retried_is_never_used() {
     // README: an id allocated by an attempt that is retried or fails is never used.
     let db = Db::in_memory();

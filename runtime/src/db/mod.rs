@@ -226,8 +226,8 @@ impl Db {
 
     async fn commit_one<E: Entity>(&self, write: Write) -> Result<Key<E>, Error> {
         let mut keys = self.commit_typed(vec![write]).await?;
-        keys.pop().ok_or_else(|| Error::Unavailable {
-            reason: "the backend returned no key for the write".into(),
+        keys.pop().ok_or(Error::Internal {
+            invariant: "the backend returns a key for each write",
         })
     }
 

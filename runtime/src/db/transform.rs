@@ -30,10 +30,10 @@ fn checked<E: Entity>(
     transforms
         .into_iter()
         .map(|t| {
-            t.transform.map_err(|reason| Error::InvalidValue {
+            t.transform.map_err(|path| Error::InvalidValue {
                 kind: E::KIND.to_owned(),
-                property: String::new(),
-                reason,
+                property: path.0.clone(),
+                reason: path.to_string(),
             })
         })
         .collect()

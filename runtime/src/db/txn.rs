@@ -526,12 +526,9 @@ impl Tx {
             let handle = &self.inner.handle;
             let allocated =
                 handle.note(db.backend().allocate_ids(vec![write.key.clone()]).await)?;
-            write.key = allocated
-                .into_iter()
-                .next()
-                .ok_or_else(|| Error::Unavailable {
-                    reason: "the backend allocated no id".into(),
-                })?;
+            write.key = allocated.into_iter().next().ok_or(Error::Internal {
+                invariant: "the backend allocates an id for each incomplete key",
+            })?;
         }
         Ok(write)
     }

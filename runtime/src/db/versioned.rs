@@ -253,7 +253,7 @@ impl<E: Entity> Query<E> {
 }
 
 fn no_result() -> Error {
-    Error::Unavailable {
-        reason: "the backend returned no result for the write".into(),
+    Error::Internal {
+        invariant: "the backend returns a result for each write",
     }
 }

@@ -95,7 +95,10 @@ impl RawKey {
                 }
                 (PATH, BYTES) => {
                     let bytes = reader.bytes().ok_or_else(|| fail("a truncated path"))?;
-                    path = Some(elements(bytes).map_err(|reason| fail(&reason))?);
+                    path = Some(elements(bytes).map_err(|unreadable| match unreadable {
+                        Unreadable::Malformed(what) => fail(what),
+                        Unreadable::Invalid(error) => fail(&error.to_string()),
+                    })?);
                 }
                 _ => reader
                     .skip(wire)
@@ -144,36 +147,50 @@ impl<E: Entity> Key<E> {
     }
 }
 
+/// Why a URL-safe key's path cannot be read.
+enum Unreadable {
+    /// Its bytes are not a path.
+    Malformed(&'static str),
+    /// An element is not a valid key element.
+    Invalid(Error),
+}
+
+fn malformed(what: &'static str) -> Unreadable {
+    Unreadable::Malformed(what)
+}
+
 /// The path's elements, each checked as for a new key.
-fn elements(mut bytes: &[u8]) -> Result<Vec<PathElement>, String> {
+fn elements(mut bytes: &[u8]) -> Result<Vec<PathElement>, Unreadable> {
     let mut path = Vec::new();
     while !bytes.is_empty() {
         let mut reader = Reader(bytes);
         match reader.tag() {
             Some((ELEMENT, START_GROUP)) => {}
-            _ => return Err("a path element is not a group".into()),
+            _ => return Err(Unreadable::Malformed("a path element is not a group")),
         }
         let (mut kind, mut id_or_name) = (None, None);
         loop {
-            let (field, wire) = reader.tag().ok_or("a truncated path element")?;
+            let (field, wire) = reader.tag().ok_or(malformed("a truncated path element"))?;
             match (field, wire) {
                 (ELEMENT, END_GROUP) => break,
-                (TYPE, BYTES) => kind = Some(reader.string().ok_or("a bad kind")?),
+                (TYPE, BYTES) => kind = Some(reader.string().ok_or(malformed("a bad kind"))?),
                 (ID, VARINT) => {
-                    let id = reader.varint().ok_or("a truncated id")? as i64;
-                    let id = KeyId::new(id).map_err(|e| e.to_string())?;
+                    let id = reader.varint().ok_or(malformed("a truncated id"))? as i64;
+                    let id = KeyId::new(id).map_err(Unreadable::Invalid)?;
                     id_or_name = Some(IdOrName::Id(id));
                 }
                 (NAME, BYTES) => {
-                    let name = reader.string().ok_or("a bad key name")?;
-                    let name = KeyName::new(name).map_err(|e| e.to_string())?;
+                    let name = reader.string().ok_or(malformed("a bad key name"))?;
+                    let name = KeyName::new(name).map_err(Unreadable::Invalid)?;
                     id_or_name = Some(IdOrName::Name(name));
                 }
-                _ => reader.skip(wire).ok_or("an unknown, truncated field")?,
+                _ => reader
+                    .skip(wire)
+                    .ok_or(malformed("an unknown, truncated field"))?,
             }
         }
-        let kind = kind.ok_or("a path element has no kind")?;
-        path.push(PathElement::new(kind, id_or_name).map_err(|e| e.to_string())?);
+        let kind = kind.ok_or(malformed("a path element has no kind"))?;
+        path.push(PathElement::new(kind, id_or_name).map_err(Unreadable::Invalid)?);
         bytes = reader.0;
     }
     Ok(path)

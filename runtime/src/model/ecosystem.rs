@@ -132,14 +132,14 @@ mod json {
     use serde::Serialize;
     use serde::de::DeserializeOwned;
 
-    use crate::model::generated::JsonField;
+    use crate::model::generated::{JsonField, JsonRefused};
     use crate::model::property_type::short_type_name;
     use crate::model::scalar::Blob;
     use crate::model::value::{DecodeError, Value};
 
     impl<T: Serialize + DeserializeOwned> JsonField for T {
-        fn to_json(&self) -> Result<Value, String> {
-            let text = serde_json::to_string(self).map_err(|e| e.to_string())?;
+        fn to_json(&self) -> Result<Value, JsonRefused> {
+            let text = serde_json::to_string(self)?;
             if text == "null" {
                 return Ok(Value::Null);
             }

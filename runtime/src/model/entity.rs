@@ -48,9 +48,8 @@ pub trait Entity: Sized + Send + Sync + 'static {
     /// one pass, straight into the fields; the default builds the map. Not a public API.
     #[doc(hidden)]
     fn from_stored(key: &RawKey, bytes: &[u8]) -> Result<Self, Error> {
-        let properties = PropertyMap::from_stored(bytes.to_vec()).map_err(|_| Error::Storage {
-            reason: "a stored entity is malformed".to_owned(),
-        })?;
+        let properties = PropertyMap::from_stored(bytes.to_vec())
+            .map_err(|_| Error::storage("a stored entity is malformed".to_owned()))?;
         Self::from_entity(key, properties)
     }
 

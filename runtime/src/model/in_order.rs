@@ -119,9 +119,7 @@ impl<'a> InOrder<'a> {
             }
         }
         match self.malformed || !self.rest.is_empty() {
-            true => Err(Error::Storage {
-                reason: "a stored entity is malformed".to_owned(),
-            }),
+            true => Err(Error::storage("a stored entity is malformed".to_owned())),
             false => Ok(()),
         }
     }

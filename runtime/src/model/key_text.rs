@@ -88,7 +88,7 @@ impl FromStr for RawKey {
             let (kind, after) = rest.split_once(':').ok_or_else(|| {
                 fail("each element is `Kind:id` or `Kind:\"name\"`, this one has no `:`".into())
             })?;
-            let (id_or_name, after) = id_or_name(after).map_err(fail)?;
+            let (id_or_name, after) = id_or_name(after).map_err(|e| fail(e.to_string()))?;
             path.push(PathElement::new(kind, id_or_name)?);
             match after.strip_prefix('/') {
                 Some(next) => rest = next,
@@ -110,28 +110,53 @@ impl<E: Entity> FromStr for Key<E> {
     }
 }
 
+/// Why an element's id or name cannot be read.
+enum Unreadable {
+    NeitherIdNorName(String),
+    Invalid(Error),
+    UnicodeEscape,
+    NotAChar(String),
+    UnknownEscape(char),
+    Unclosed,
+}
+
+impl fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unreadable::NeitherIdNorName(digits) => {
+                write!(f, "`{digits}` is neither an id nor a quoted name")
+            }
+            Unreadable::Invalid(error) => write!(f, "{error}"),
+            Unreadable::UnicodeEscape => f.write_str("a `\\u` escape is written `\\u{…}`"),
+            Unreadable::NotAChar(hex) => write!(f, "`\\u{{{hex}}}` is not a character"),
+            Unreadable::UnknownEscape(c) => write!(f, "an unknown escape `\\{c}`"),
+            Unreadable::Unclosed => f.write_str("a name's closing quote is missing"),
+        }
+    }
+}
+
 /// The id or quoted name at the start of `text`, and what follows it.
-fn id_or_name(text: &str) -> Result<(Option<IdOrName>, &str), String> {
+fn id_or_name(text: &str) -> Result<(Option<IdOrName>, &str), Unreadable> {
     if let Some(rest) = text.strip_prefix('?') {
         return Ok((None, rest));
     }
     if let Some(quoted) = text.strip_prefix('"') {
         let (name, rest) = unquote(quoted)?;
-        let name = KeyName::new(name).map_err(|e| e.to_string())?;
+        let name = KeyName::new(name).map_err(Unreadable::Invalid)?;
         return Ok((Some(IdOrName::Name(name)), rest));
     }
     let end = text.find('/').unwrap_or(text.len());
     let (digits, rest) = text.split_at(end);
     let id: i64 = digits
         .parse()
-        .map_err(|_| format!("`{digits}` is neither an id nor a quoted name"))?;
-    let id = KeyId::new(id).map_err(|e| e.to_string())?;
+        .map_err(|_| Unreadable::NeitherIdNorName(digits.to_owned()))?;
+    let id = KeyId::new(id).map_err(Unreadable::Invalid)?;
     Ok((Some(IdOrName::Id(id)), rest))
 }
 
 /// A string quoted as Rust's `{:?}` quotes it, after its opening quote: the string, and what
 /// follows the closing quote.
-fn unquote(text: &str) -> Result<(String, &str), String> {
+fn unquote(text: &str) -> Result<(String, &str), Unreadable> {
     let mut out = String::new();
     let mut chars = text.char_indices();
     while let Some((i, c)) = chars.next() {
@@ -150,23 +175,23 @@ fn unquote(text: &str) -> Result<(String, &str), String> {
                             .strip_prefix('{')
                             .and_then(|r| r.split_once('}'))
                             .map(|(hex, _)| hex)
-                            .ok_or("a `\\u` escape is written `\\u{…}`")?;
+                            .ok_or(Unreadable::UnicodeEscape)?;
                         let code = u32::from_str_radix(hex, 16)
                             .ok()
                             .and_then(char::from_u32)
-                            .ok_or_else(|| format!("`\\u{{{hex}}}` is not a character"))?;
+                            .ok_or_else(|| Unreadable::NotAChar(hex.to_owned()))?;
                         // Skip `{hex}`.
                         for _ in 0..hex.len() + 2 {
                             chars.next();
                         }
                         code
                     }
-                    other => return Err(format!("an unknown escape `\\{}`", other.unwrap_or(' '))),
+                    other => return Err(Unreadable::UnknownEscape(other.unwrap_or(' '))),
                 };
                 out.push(escaped);
             }
             c => out.push(c),
         }
     }
-    Err("a name's closing quote is missing".into())
+    Err(Unreadable::Unclosed)
 }

@@ -16,8 +16,8 @@ use crate::query::write::{PropertyTransform, TransformKind};
 /// property's type allows compiles. Several, of different properties and kinds, go in one array
 /// (`db.transform(&key, [Account::BALANCE.increment(5), Account::SEEN.request_time()])`).
 pub struct Transform<E> {
-    /// The transform, or why the descriptor cannot be transformed.
-    pub(crate) transform: Result<PropertyTransform, String>,
+    /// The transform, or the path into an embedded entity it was asked of, which is refused.
+    pub(crate) transform: Result<PropertyTransform, EmbeddedPath>,
     marker: PhantomData<fn() -> E>,
 }
 
@@ -109,6 +109,23 @@ impl ServerTime for chrono::DateTime<chrono::Utc> {}
 #[cfg(feature = "time")]
 impl ServerTime for time::OffsetDateTime {}
 
+/// A transform's path into an embedded entity (`e.x`): refused, as ambiguous (the property `e`
+/// then `x`, or a flattened property named `e.x`).
+#[derive(Clone, Debug)]
+pub(crate) struct EmbeddedPath(pub(crate) String);
+
+impl std::fmt::Display for EmbeddedPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "`{}` is a path into an embedded entity; transforms are typed on an entity's own \
+             properties (build a `PropertyTransform` with the path for a backend's \
+             `commit_changes`)",
+            self.0
+        )
+    }
+}
+
 /// Values as the service takes them.
 fn elements<U: PropertyType>(values: &[U]) -> Vec<Value> {
     values.iter().map(PropertyType::to_value).collect()
@@ -121,11 +138,7 @@ impl<E, T, I> PropertyPath<E, T, I> {
         // be the property `e` then `x`, or a flattened property named `e.x`. Refused rather
         // than guessed.
         let transform = match name.contains('.') {
-            true => Err(format!(
-                "`{name}` is a path into an embedded entity; transforms are typed on an \
-                 entity's own properties (build a `PropertyTransform` with the path for a \
-                 backend's `commit_changes`)"
-            )),
+            true => Err(EmbeddedPath(name.to_owned())),
             false => Ok(PropertyTransform {
                 path: vec![Cow::Owned(name.to_owned())],
                 kind,

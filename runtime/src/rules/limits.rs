@@ -198,10 +198,10 @@ impl<'a> Walk<'a> {
     ) -> Result<usize, Error> {
         let indexed = usize::from(!excluded);
         if meaning != 0 {
-            check_meaning(value, meaning, excluded).map_err(|reason| Error::InvalidValue {
+            check_meaning(value, meaning, excluded).map_err(|refused| Error::InvalidValue {
                 kind: self.kind(),
                 property: self.dotted(),
-                reason,
+                reason: refused.to_string(),
             })?;
         }
         match value {
@@ -285,7 +285,7 @@ impl<'a> Walk<'a> {
 /// the service's rules, as Firestore in Datastore mode answers them (its messages), so that a
 /// value another client wrote is kept only where the service would keep it. The reason of a
 /// refusal.
-fn check_meaning(value: ValueView<'_>, meaning: i32, excluded: bool) -> Result<(), String> {
+fn check_meaning(value: ValueView<'_>, meaning: i32, excluded: bool) -> Result<(), Meaning> {
     // The field of the value each known meaning goes with.
     let field = match meaning {
         1..=6 | 8 | 10..=12 | 15 | 17 | 32 => "string_value",
@@ -294,12 +294,10 @@ fn check_meaning(value: ValueView<'_>, meaning: i32, excluded: bool) -> Result<(
         20 => "entity_value",
         23 => "geo_point_value",
         31 => "vector",
-        18 if !matches!(value, ValueView::Entity(_)) => {
-            return Err("Projection property cannot be used.".to_owned());
-        }
+        18 if !matches!(value, ValueView::Entity(_)) => return Err(Meaning::Projection),
         18 => "a projection's",
-        9 | 14 | 21 | 24..=28 => return Err(format!("Unexpected value meaning {meaning}.")),
-        _ => return Err(format!("Unknown value meaning {meaning}.")),
+        9 | 14 | 21 | 24..=28 => return Err(Meaning::Unexpected(meaning)),
+        _ => return Err(Meaning::Unknown(meaning)),
     };
     let own = match value {
         ValueView::String(_) => "string_value",
@@ -314,46 +312,101 @@ fn check_meaning(value: ValueView<'_>, meaning: i32, excluded: bool) -> Result<(
             "" => field,
             own => own,
         };
-        return Err(format!(
-            "the service's meaning {meaning}, which does not match its value ({own}): the \
-             service refuses it (\"has a meaning {meaning} which does not match {field} field\")"
-        ));
+        return Err(Meaning::Mismatch {
+            meaning,
+            own,
+            field,
+        });
     }
     match (value, meaning) {
-        (ValueView::String(_) | ValueView::Blob(_), 15 | 22) if !excluded => Err(format!(
-            "the service's meaning {meaning} on an indexed value, which the service refuses \
-             (\"Indexed value has meaning {meaning}.\"): exclude it from indexes"
-        )),
-        (ValueView::Blob(_), 19) => Err("Unknown meaning 19.".to_owned()),
-        (ValueView::String(s), 2) if s.len() > MAX_LINK_BYTES => Err(format!(
-            "The Url value is longer than {MAX_LINK_BYTES} bytes."
-        )),
-        (ValueView::GeoPoint(_), 23) => Err(format!("Unexpected value meaning {meaning}.")),
-        (ValueView::String(s), 32) if !is_decimal(s) => {
-            Err("Invalid decimal128 string.".to_owned())
+        (ValueView::String(_) | ValueView::Blob(_), 15 | 22) if !excluded => {
+            Err(Meaning::Indexed(meaning))
         }
+        (ValueView::Blob(_), 19) => Err(Meaning::UnknownBlob),
+        (ValueView::String(s), 2) if s.len() > MAX_LINK_BYTES => Err(Meaning::LinkTooLong),
+        (ValueView::GeoPoint(_), 23) => Err(Meaning::Unexpected(meaning)),
+        (ValueView::String(s), 32) if !is_decimal(s) => Err(Meaning::Decimal),
         (ValueView::Integer(micros), 7)
             if crate::model::scalar::Timestamp::checked(micros).is_some() =>
         {
-            Err(
-                "A timestamp in range [0001-01-01T00:00:00Z, 9999-12-31T23:59:59.999999Z] \
-                 must be stored as a timestamp value."
-                    .to_owned(),
-            )
+            Err(Meaning::Timestamp)
         }
         // A rating (GD_RATING): a percentage.
-        (ValueView::Integer(percent), 13) if !(0..=100).contains(&percent) => {
-            Err("Percent value outside permitted range [0, 100].".to_owned())
-        }
+        (ValueView::Integer(percent), 13) if !(0..=100).contains(&percent) => Err(Meaning::Percent),
         (ValueView::Entity(user), 20) => check_user(user.iter()),
         _ => Ok(()),
     }
 }
 
-/// A user entity (meaning 20, as NDB's `UserProperty` writes it): an email, and an
-/// authentication domain, a user id and a federated identity and provider at most, all
-/// excluded from indexes.
-fn check_user<'a>(properties: impl Iterator<Item = Viewed<'a>>) -> Result<(), String> {
+/// Why the service refuses a value with its meaning: its messages (Firestore in Datastore
+/// mode's, where it has one).
+enum Meaning {
+    Projection,
+    Unexpected(i32),
+    Unknown(i32),
+    Mismatch {
+        meaning: i32,
+        own: &'static str,
+        field: &'static str,
+    },
+    Indexed(i32),
+    UnknownBlob,
+    LinkTooLong,
+    Decimal,
+    Timestamp,
+    Percent,
+    UserProperty(String),
+    UserIndexed(String),
+    UserEmail,
+}
+
+impl std::fmt::Display for Meaning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Meaning::Projection => f.write_str("Projection property cannot be used."),
+            Meaning::Unexpected(m) => write!(f, "Unexpected value meaning {m}."),
+            Meaning::Unknown(m) => write!(f, "Unknown value meaning {m}."),
+            Meaning::Mismatch {
+                meaning,
+                own,
+                field,
+            } => write!(
+                f,
+                "the service's meaning {meaning}, which does not match its value ({own}): the \
+                 service refuses it (\"has a meaning {meaning} which does not match {field} \
+                 field\")"
+            ),
+            Meaning::Indexed(m) => write!(
+                f,
+                "the service's meaning {m} on an indexed value, which the service refuses \
+                 (\"Indexed value has meaning {m}.\"): exclude it from indexes"
+            ),
+            Meaning::UnknownBlob => f.write_str("Unknown meaning 19."),
+            Meaning::LinkTooLong => {
+                write!(f, "The Url value is longer than {MAX_LINK_BYTES} bytes.")
+            }
+            Meaning::Decimal => f.write_str("Invalid decimal128 string."),
+            Meaning::Timestamp => f.write_str(
+                "A timestamp in range [0001-01-01T00:00:00Z, 9999-12-31T23:59:59.999999Z] must \
+                 be stored as a timestamp value.",
+            ),
+            Meaning::Percent => f.write_str("Percent value outside permitted range [0, 100]."),
+            Meaning::UserProperty(name) => {
+                write!(f, "The user entity property \"{name}\" is not allowed.")
+            }
+            Meaning::UserIndexed(name) => {
+                write!(f, "The user entity property \"{name}\" is indexed.")
+            }
+            Meaning::UserEmail => {
+                f.write_str("The user entity is missing required property \"email\".")
+            }
+        }
+    }
+}
+
+/// A user value (meaning 20) holds only the properties the service allows, each excluded from
+/// indexes, and an email.
+fn check_user<'a>(properties: impl Iterator<Item = Viewed<'a>>) -> Result<(), Meaning> {
     const ALLOWED: [&str; 5] = [
         "auth_domain",
         "email",
@@ -364,18 +417,16 @@ fn check_user<'a>(properties: impl Iterator<Item = Viewed<'a>>) -> Result<(), St
     let mut email = false;
     for (name, excluded, ..) in properties {
         if !ALLOWED.contains(&name) {
-            return Err(format!(
-                "The user entity property \"{name}\" is not allowed."
-            ));
+            return Err(Meaning::UserProperty(name.to_owned()));
         }
         if !excluded {
-            return Err(format!("The user entity property \"{name}\" is indexed."));
+            return Err(Meaning::UserIndexed(name.to_owned()));
         }
         email |= name == "email";
     }
     match email {
         true => Ok(()),
-        false => Err("The user entity is missing required property \"email\".".to_owned()),
+        false => Err(Meaning::UserEmail),
     }
 }
 

@@ -216,8 +216,8 @@ impl<'a> BulkWriter<'a> {
         }
         keys.into_iter()
             .map(|k| {
-                k.ok_or_else(|| Error::Unavailable {
-                    reason: "the backend returned fewer keys than writes".into(),
+                k.ok_or(Error::Internal {
+                    invariant: "the backend returns a key for each write",
                 })
             })
             .collect()

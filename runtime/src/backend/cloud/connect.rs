@@ -117,11 +117,10 @@ impl Settings {
             Some(("https", _)) => true,
             Some(("http", _)) => false,
             _ => {
-                return Err(Error::Unavailable {
-                    reason: format!(
-                        "the endpoint {endpoint} is neither https:// (Google Cloud, TLS) nor \
-                         http:// (an emulator)"
-                    ),
+                return Err(Error::InvalidSetting {
+                    setting: "endpoint",
+                    value: endpoint.to_owned(),
+                    expected: "https:// (Google Cloud, TLS) or http:// (an emulator)",
                 });
             }
         };
@@ -182,8 +181,10 @@ impl Settings {
             url_encode(&self.project_id),
             url_encode(&self.database_id)
         );
-        let routing = routing.parse().map_err(|_| Error::Unavailable {
-            reason: "the project or database id cannot go in a request header".to_owned(),
+        let routing = routing.parse().map_err(|_| Error::InvalidSetting {
+            setting: "project and database ids",
+            value: routing.clone(),
+            expected: "characters a request header can carry",
         })?;
         tracing::debug!(%endpoint, database = %self.database_id, secure, "connected to Datastore");
         Ok(Connection {

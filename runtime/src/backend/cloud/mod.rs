@@ -497,6 +497,16 @@ impl Cloud {
             other => other?,
         };
         let _ = self.newer_surface.set(response.commit_time.is_some());
+        if response.mutation_results.len() != keys.len() {
+            return Err(Error::Service {
+                code: ServiceCode::Internal,
+                message: format!(
+                    "the service answered {} results for {} mutations",
+                    response.mutation_results.len(),
+                    keys.len()
+                ),
+            });
+        }
         // A result carries a key only where the service allocated an id.
         let mut results = Vec::with_capacity(keys.len());
         for ((key, result), sent) in keys

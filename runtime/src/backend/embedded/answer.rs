@@ -472,8 +472,8 @@ impl Store for Counting<'_> {
     }
 
     fn apply(&mut self, _: Batch) -> Result<(), Error> {
-        Err(Error::Storage {
-            reason: "a query's counting view of the store writes nothing".to_owned(),
-        })
+        Err(Error::storage(
+            "a query's counting view of the store writes nothing".to_owned(),
+        ))
     }
 }

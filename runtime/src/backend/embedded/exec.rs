@@ -76,9 +76,7 @@ fn room(limit: usize) -> usize {
 }
 
 pub(crate) fn corrupt() -> Error {
-    Error::Storage {
-        reason: "an index entry is malformed (the store is corrupt)".to_owned(),
-    }
+    Error::storage("an index entry is malformed (the store is corrupt)".to_owned())
 }
 
 /// The tag of a merged plan's cursors (an OR, IN, `!=` or NOT IN: several branches).
@@ -365,10 +363,9 @@ pub(super) fn distinct_runs(batch: QueryBatch, distinct: &[String], limit: usize
 }
 
 fn not_distinct() -> Error {
-    Error::Storage {
-        reason: "a distinct query reached a plan that does not read its properties first"
-            .to_owned(),
-    }
+    Error::storage(
+        "a distinct query reached a plan that does not read its properties first".to_owned(),
+    )
 }
 
 /// The query results of found entries, each with its cursor.

@@ -366,9 +366,9 @@ impl Store for AsOf<'_> {
     }
 
     fn apply(&mut self, _: Batch) -> Result<(), Error> {
-        Err(Error::Storage {
-            reason: "a past version of the store is read only".to_owned(),
-        })
+        Err(Error::storage(
+            "a past version of the store is read only".to_owned(),
+        ))
     }
 }
 

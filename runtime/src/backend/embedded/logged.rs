@@ -128,13 +128,11 @@ impl Logged {
     fn readable(&self) -> Result<(), Error> {
         match &self.unread {
             None => Ok(()),
-            Some(why) => Err(Error::Storage {
-                reason: format!(
-                    "{}: the commits logged since the last checkpoint cannot be read back \
+            Some(why) => Err(Error::storage(format!(
+                "{}: the commits logged since the last checkpoint cannot be read back \
                      ({why}); open the file again",
-                    self.redb.path()
-                ),
-            }),
+                self.redb.path()
+            ))),
         }
     }
 }
@@ -159,12 +157,10 @@ fn logged(redb: &Redb, first: u64) -> Result<(Vec<Vec<u8>>, Vec<Op>), Error> {
         },
     )?;
     match malformed {
-        true => Err(Error::Storage {
-            reason: format!(
-                "{} is damaged: a logged commit is malformed; restore the file from a backup",
-                redb.path()
-            ),
-        }),
+        true => Err(Error::storage(format!(
+            "{} is damaged: a logged commit is malformed; restore the file from a backup",
+            redb.path()
+        ))),
         false => Ok((records, ops)),
     }
 }
@@ -483,7 +479,7 @@ mod tests {
             logged.count("properties", all, 99),
             logged.redb.count("properties", all, 99),
         ] {
-            let Err(Error::Storage { reason }) = counted else {
+            let Err(Error::Storage { reason, .. }) = counted else {
                 panic!("a damaged entry is counted: {counted:?}");
             };
             assert!(reason.contains("damaged"), "{reason}");
@@ -525,7 +521,7 @@ mod tests {
             }
             let refused =
                 Logged::with_checkpoint(Redb::open(&path, None).unwrap(), CHECKPOINT_BYTES);
-            let Err(Error::Storage { reason }) = refused else {
+            let Err(Error::Storage { reason, .. }) = refused else {
                 panic!("{name}: a damaged record is refused");
             };
             assert!(reason.contains("damaged"), "{name}: {reason}");

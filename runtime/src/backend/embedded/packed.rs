@@ -69,9 +69,7 @@ struct Table {
 /// A block that does not decompress, or whose entries do not read: the process's own memory
 /// was damaged, or this module has a bug. Never data made up.
 fn damaged() -> Error {
-    Error::Storage {
-        reason: "a compressed block of the store in memory does not read back".to_owned(),
-    }
+    Error::storage("a compressed block of the store in memory does not read back".to_owned())
 }
 
 fn put_varint(out: &mut Vec<u8>, mut n: usize) {

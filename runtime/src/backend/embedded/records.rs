@@ -35,12 +35,10 @@ pub(super) fn load(
     match format {
         Some(f) if f == FORMAT => {}
         Some(_) => {
-            return Err(Error::Storage {
-                reason: format!(
-                    "{} was written by another version of this engine (or another program)",
-                    path.display()
-                ),
-            });
+            return Err(Error::storage(format!(
+                "{} was written by another version of this engine (or another program)",
+                path.display()
+            )));
         }
         None => {
             let mut batch = Batch::default();
@@ -58,8 +56,11 @@ pub(super) fn load(
             true
         },
     )?;
-    let corrupt = || Error::Storage {
-        reason: format!("{}: the engine's own records are corrupt", path.display()),
+    let corrupt = || {
+        Error::storage(format!(
+            "{}: the engine's own records are corrupt",
+            path.display()
+        ))
     };
     let mut identity = None;
     for (k, v) in entries {

@@ -151,12 +151,10 @@ impl Redb {
         // An empty file is not a new database: it is one that lost everything (a truncation,
         // a failed copy). A new database is made by opening a path where no file exists.
         if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
-            return Err(Error::Storage {
-                reason: format!(
-                    "{shown} is empty (0 bytes): not a database, perhaps one that was truncated; \
+            return Err(Error::storage(format!(
+                "{shown} is empty (0 bytes): not a database, perhaps one that was truncated; \
                      to start a new database, remove the file or open a path that does not exist"
-                ),
-            });
+            )));
         }
         if std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
             Redb::check_ours(path, &shown)?;
@@ -187,21 +185,18 @@ impl Redb {
             Err(redb::DatabaseError::RepairAborted) => return Ok(()),
             Err(redb::DatabaseError::DatabaseAlreadyOpen) => return Err(already_open(shown)),
             Err(other) => {
-                return Err(Error::Storage {
-                    reason: format!(
-                        "cannot open {shown} ({other}): it is not a `Db::open` store, and was \
-                         left as it is"
-                    ),
-                });
+                let reason = format!(
+                    "cannot open {shown} ({other}): it is not a `Db::open` store, and was left \
+                     as it is"
+                );
+                return Err(Error::storage_caused(reason, other));
             }
         };
-        let fail = |e: &dyn std::fmt::Display| Error::Storage {
-            reason: format!("cannot read {shown}: {e}"),
-        };
-        let read = redb::ReadableDatabase::begin_read(&db).map_err(|e| fail(&e))?;
+        let fail = |e: redb::Error| Error::storage_caused(format!("cannot read {shown}: {e}"), e);
+        let read = redb::ReadableDatabase::begin_read(&db).map_err(|e| fail(e.into()))?;
         let tables: Vec<String> = read
             .list_tables()
-            .map_err(|e| fail(&e))?
+            .map_err(|e| fail(e.into()))?
             .map(|t| t.name().to_owned())
             .collect();
         let format = match tables.iter().any(|t| t == META) {
@@ -209,9 +204,9 @@ impl Redb {
             true => {
                 let meta = read
                     .open_table(Definition::new(META))
-                    .map_err(|e| fail(&e))?;
+                    .map_err(|e| fail(e.into()))?;
                 meta.get(FORMAT_KEY)
-                    .map_err(|e| fail(&e))?
+                    .map_err(|e| fail(e.into()))?
                     .map(|v| v.value().to_vec())
             }
         };
@@ -242,9 +237,7 @@ impl Redb {
         let created = contained(&shown, || Ok(open()))?;
         let mut db = created.map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => already_open(&shown),
-            other => Error::Storage {
-                reason: format!("cannot open {shown}: {other}"),
-            },
+            other => Error::storage_caused(format!("cannot open {shown}: {other}"), other),
         })?;
         // Every page's checksum, once, at open: damage anywhere in the file (a key, a page of
         // the tree) is refused here rather than read as a missing or altered entity.
@@ -252,18 +245,15 @@ impl Redb {
         match intact {
             Ok(true) => {}
             Ok(false) => {
-                return Err(Error::Storage {
-                    reason: format!(
-                        "{shown} was damaged: the storage engine repaired it at open, back to its \
+                return Err(Error::storage(format!(
+                    "{shown} was damaged: the storage engine repaired it at open, back to its \
                          last intact commit, so recent writes may be lost; compare it with a \
                          backup, then open it again to go on"
-                    ),
-                });
+                )));
             }
             Err(e) => {
-                return Err(Error::Storage {
-                    reason: format!("{shown} is damaged beyond repair: {e}"),
-                });
+                let reason = format!("{shown} is damaged beyond repair: {e}");
+                return Err(Error::storage_caused(reason, e));
             }
         }
         let mut redb = Redb {
@@ -355,24 +345,20 @@ impl Redb {
             },
             _ => format!("an entry of table `{table}`"),
         };
-        Error::Storage {
-            reason: format!(
-                "{} is damaged: {what} fails its checksum; restore the file from a backup",
-                self.path
-            ),
-        }
+        Error::storage(format!(
+            "{} is damaged: {what} fails its checksum; restore the file from a backup",
+            self.path
+        ))
     }
 }
 
 /// Runs `call` (a call into redb), turning a panic into [`Error::Storage`]: a damaged file can
 /// make redb index out of its pages.
 fn already_open(shown: &str) -> Error {
-    Error::Storage {
-        reason: format!(
-            "{shown} is already open (in another process, or by another `Db::open` in this \
+    Error::storage(format!(
+        "{shown} is already open (in another process, or by another `Db::open` in this \
              one); a file has one user at a time: share the `Db` handle instead"
-        ),
-    }
+    ))
 }
 
 /// Whether a file whose format record is `format` (and which has tables or not) is a store
@@ -381,18 +367,14 @@ fn check_format(shown: &str, format: Option<&[u8]>, has_tables: bool) -> Result<
     match format {
         Some(f) if [FORMAT, FORMAT_1, FORMAT_2, FORMAT_3, FORMAT_4].contains(&f) => Ok(()),
         None if !has_tables => Ok(()),
-        Some(_) => Err(Error::Storage {
-            reason: format!(
-                "{shown} was written by another version of this engine (or another program); \
+        Some(_) => Err(Error::storage(format!(
+            "{shown} was written by another version of this engine (or another program); \
                  it was left as it is"
-            ),
-        }),
-        None => Err(Error::Storage {
-            reason: format!(
-                "{shown} is a redb database of another program (it has tables, but not this \
+        ))),
+        None => Err(Error::storage(format!(
+            "{shown} is a redb database of another program (it has tables, but not this \
                  engine's format record), not a `Db::open` store; it was left as it is"
-            ),
-        }),
+        ))),
     }
 }
 
@@ -403,9 +385,9 @@ fn contained<T>(path: &str, call: impl FnOnce() -> Result<T, Error>) -> Result<T
             .map(|s| (*s).to_owned())
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_default();
-        Err(Error::Storage {
-            reason: format!("{path} is damaged: the storage engine failed reading it ({what})"),
-        })
+        Err(Error::storage(format!(
+            "{path} is damaged: the storage engine failed reading it ({what})"
+        )))
     })
 }
 
@@ -415,29 +397,26 @@ impl Redb {
         &self.path
     }
 
-    fn error(&self, what: &str, e: impl std::fmt::Display) -> Error {
-        Error::Storage {
-            reason: format!("{what} {}: {e}", self.path),
-        }
+    fn error(&self, what: &str, e: impl std::error::Error + Send + Sync + 'static) -> Error {
+        Error::storage_caused(format!("{what} {}: {e}", self.path), e)
     }
 
     /// The database, opened again first if a failed write closed it.
     fn database(&self) -> Result<std::cell::Ref<'_, redb::Database>, Error> {
         if self.db.borrow().is_none() {
-            let reopened =
-                contained(&self.path, || Ok((self.open)()))?.map_err(|e| Error::Storage {
-                    reason: format!(
-                        "{} cannot be opened again after a failed write: {e}; the next call \
+            let reopened = contained(&self.path, || Ok((self.open)()))?.map_err(|e| {
+                let reason = format!(
+                    "{} cannot be opened again after a failed write: {e}; the next call \
                          tries again",
-                        self.path
-                    ),
-                })?;
+                    self.path
+                );
+                Error::storage_caused(reason, e)
+            })?;
             tracing::info!(file = %self.path, "opened again after a failed write");
             *self.db.borrow_mut() = Some(reopened);
         }
-        std::cell::Ref::filter_map(self.db.borrow(), Option::as_ref).map_err(|_| Error::Storage {
-            reason: format!("{} is not open", self.path),
-        })
+        std::cell::Ref::filter_map(self.db.borrow(), Option::as_ref)
+            .map_err(|_| Error::storage(format!("{} is not open", self.path)))
     }
 
     /// `name` in the current snapshot (taken now if there is none).
@@ -768,7 +747,7 @@ pub(crate) mod tests {
         full.store(true, Ordering::SeqCst);
         let refused = store.apply(put(2));
         assert!(
-            matches!(&refused, Err(Error::Storage { reason }) if reason.contains("No space left")),
+            matches!(&refused, Err(Error::Storage { reason, .. }) if reason.contains("No space left")),
             "{refused:?}"
         );
         assert_eq!(read(&store, 1).unwrap(), Some(vec![1; 1000]));
@@ -776,7 +755,7 @@ pub(crate) mod tests {
         for _ in 0..2 {
             let refused = store.apply(put(2));
             assert!(
-                matches!(&refused, Err(Error::Storage { reason }) if reason.contains("No space left")),
+                matches!(&refused, Err(Error::Storage { reason, .. }) if reason.contains("No space left")),
                 "{refused:?}"
             );
         }

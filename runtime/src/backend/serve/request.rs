@@ -55,7 +55,7 @@ pub(crate) fn status(error: Error) -> Status {
         )),
         Error::Service { code, message } => Status::new(code_of(code), message),
         Error::Unavailable { reason } => Status::unavailable(reason),
-        Error::Storage { .. } => Status::internal(message),
+        Error::Storage { .. } | Error::Internal { .. } => Status::internal(message),
         Error::Unsupported { .. } => Status::unimplemented(message),
         Error::Credentials { .. } => Status::unauthenticated(message),
         _ => Status::invalid_argument(message),
