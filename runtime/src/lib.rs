@@ -29,8 +29,7 @@
 // The layers, bottom up: error.rs, hash.rs, model/, query/, format/, rules/, watch.rs, backend/, cache/, db/, scaling/, index_files.rs, façade (DEVELOPERS.md, "Layout").
 // `layers/` checks that every file uses only files below it in that table. This file is the
 // façade: each public item has one path, here at the root (and the prelude), except the
-// backend's vocabulary (`backend`) and the migrations (`migrate`); `earlier.rs` keeps the
-// paths of earlier releases for one release, deprecated.
+// backend's vocabulary (`backend`) and the migrations (`migrate`).
 pub mod backend;
 mod cache;
 mod db;
@@ -39,44 +38,21 @@ mod format;
 mod hash;
 mod index_files;
 mod model;
-/// The paths of earlier releases for typed queries (deprecated: each is at the crate root);
-/// inside the crate, the query and write vocabulary the backends receive and the typed
-/// descriptors that build queries (`query/`).
-#[doc(hidden)]
-pub mod query {
+mod query_rule;
+/// The query and write vocabulary the backends receive and the typed descriptors that
+/// build queries.
+mod query {
     pub(crate) mod descriptor;
     pub(crate) mod explain;
     pub(crate) mod results;
     pub(crate) mod spec;
     pub(crate) mod transform;
     pub(crate) mod write;
-
-    /// Deprecated: [`crate::Cursor`].
-    #[deprecated(since = "0.1.0", note = "use `datastore_entity::Cursor`")]
-    pub type Cursor = crate::Cursor;
-    /// Deprecated: [`crate::KeysOnlyQuery`].
-    #[deprecated(since = "0.1.0", note = "use `datastore_entity::KeysOnlyQuery`")]
-    pub type KeysOnlyQuery<E> = crate::KeysOnlyQuery<E>;
-    /// Deprecated: [`crate::Page`].
-    #[deprecated(since = "0.1.0", note = "use `datastore_entity::Page`")]
-    pub type Page<T> = crate::Page<T>;
-    /// Deprecated: [`crate::ProjectionQuery`].
-    #[deprecated(since = "0.1.0", note = "use `datastore_entity::ProjectionQuery`")]
-    pub type ProjectionQuery<E, P> = crate::ProjectionQuery<E, P>;
-    /// Deprecated: [`crate::Query`].
-    #[deprecated(since = "0.1.0", note = "use `datastore_entity::Query`")]
-    pub type Query<E> = crate::Query<E>;
-    /// Deprecated path of [`crate::Numeric`] (a trait: Rust cannot warn on its old path).
-    pub use crate::Numeric;
 }
 /// The service's rules, as this crate enforces them: the catalogue (no items).
 pub mod rules;
 mod scaling;
 mod watch;
-
-mod earlier;
-#[allow(deprecated)]
-pub use earlier::{diagnostics, entity, key, name, property, scale, value};
 
 /// What benchmarks time that users never call: an entity's stored form, a commit request and
 /// a lookup answer in the service's messages. Not a public API.
@@ -97,7 +73,7 @@ pub use db::query::{KeysOnlyQuery, ProjectionQuery, Query};
 pub use db::txn::{ReadTx, Tx};
 pub use db::versioned::{Versioned, Written};
 pub use db::{Db, ParentKey};
-pub use error::{Error, QueryRule, ServiceCode, StorageSource};
+pub use error::{Error, ServiceCode, StorageSource};
 pub use futures_core::Stream;
 pub use index_files::{firestore_indexes_json, index_yaml};
 pub use model::entity::{Entity, KeyField, Projection};
@@ -129,6 +105,7 @@ pub use query::explain::{ExecutionStats, Explanation};
 pub use query::results::{Cursor, Numeric, Page, SumError};
 pub use query::spec::{Distance, Operator};
 pub use query::transform::{Arithmetic, ArrayOf, ServerTime, Transform};
+pub use query_rule::QueryRule;
 pub use rules::commit::MAX_COMMIT_BYTES;
 pub use rules::filter::{MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_NOT_IN_VALUES};
 pub use rules::index_entries::{MAX_INDEX_ENTRIES, MAX_INDEXED_VALUES};

@@ -1,12 +1,13 @@
 //! Nearest-neighbour searches on a typed query: `find_nearest` on a `Vector` property, a
 //! distance threshold, and the results with their distances.
 
-use crate::error::{Error, QueryRule};
+use crate::error::Error;
 use crate::model::entity::Entity;
 use crate::model::scalar::{Vector, VectorField};
 use crate::model::value::Value;
 use crate::query::descriptor::PropertyPath;
 use crate::query::spec::{Distance, FindNearest};
+use crate::query_rule::QueryRule;
 
 use super::query::Query;
 

@@ -10,7 +10,7 @@ use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
 use crate::backend::{BoxFuture, FoundEntity};
-use crate::error::{Error, QueryRule, ServiceCode};
+use crate::error::{Error, ServiceCode};
 use crate::model::entity::{Entity, Projection};
 use crate::model::key::{KEY_PROPERTY, Key, RawKey};
 use crate::model::property_type::PropertyType;
@@ -24,6 +24,7 @@ use crate::query::spec::{
     Aggregation, Operator, PropertyFilter, PropertyOrder, QueryBatch, QuerySpec, ResultShape,
 };
 use crate::query::write::Mask;
+use crate::query_rule::QueryRule;
 use crate::rules::filter::check_query;
 
 use crate::query::results::{Cursor, Numeric, Page};

@@ -132,13 +132,13 @@ mod json {
     use serde::Serialize;
     use serde::de::DeserializeOwned;
 
-    use crate::model::generated::{JsonField, JsonRefused};
+    use crate::model::generated::JsonField;
     use crate::model::property_type::short_type_name;
     use crate::model::scalar::Blob;
     use crate::model::value::{DecodeError, Value};
 
     impl<T: Serialize + DeserializeOwned> JsonField for T {
-        fn to_json(&self) -> Result<Value, JsonRefused> {
+        fn to_json(&self) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
             let text = serde_json::to_string(self)?;
             if text == "null" {
                 return Ok(Value::Null);

@@ -377,14 +377,11 @@ pub trait JsonField: Sized {
     /// The stored form: the JSON text as bytes, ASCII only (other characters escaped as
     /// `\uXXXX`), excluded from indexes; JSON `null` as a null value. The error says why
     /// `Serialize` refused.
-    fn to_json(&self) -> Result<Value, JsonRefused>;
+    fn to_json(&self) -> Result<Value, Box<dyn std::error::Error + Send + Sync>>;
     /// Reads the stored form back: JSON text as bytes or a string (a projection gives a
     /// string); a null value, or no property at all (`None`), as JSON `null`.
     fn from_json(value: Option<Value>) -> Result<Self, DecodeError>;
 }
-
-/// Why `Serialize` refused a `#[property(json)]` value (serde_json's error, as it was).
-pub type JsonRefused = Box<dyn std::error::Error + Send + Sync>;
 
 /// Reads a `#[property(json)]` field under its name, a former name, or its default (as
 /// [`take_with`]).

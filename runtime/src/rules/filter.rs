@@ -12,7 +12,6 @@
 
 use std::cmp::Ordering;
 
-use crate::error::QueryRule;
 use crate::model::key::KEY_PROPERTY;
 use crate::model::schema::Direction;
 use crate::model::value::Value;
@@ -20,6 +19,7 @@ use crate::model::walk::compare_values;
 use crate::query::spec::{
     FilterNode, FindNearest, Operator, PropertyFilter, QuerySpec, ResultShape,
 };
+use crate::query_rule::QueryRule;
 
 /// The most values an IN filter takes.
 pub const MAX_IN_VALUES: usize = 30;

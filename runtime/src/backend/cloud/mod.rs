@@ -25,7 +25,7 @@ use super::{
     Backend, BoxFuture, Change, ChangeResult, Committed, Condition, Found, FoundStamped, Mask,
     Mutation, OnConflict, Stamp, TransactionId, TransactionMode, after_begin,
 };
-use crate::error::{Error, QueryRule, ServiceCode};
+use crate::error::{Error, ServiceCode};
 use crate::model::entity::Entity;
 use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
 use crate::model::schema::{IndexSchema, Schema};
@@ -35,6 +35,7 @@ use crate::model::wire::{Partitions, from_timestamp};
 use crate::model::wire_map::property_from_wire;
 use crate::query::explain::{ExecutionStats, Explanation};
 use crate::query::spec::{Aggregation, QueryBatch, QueryResult, QuerySpec};
+use crate::query_rule::QueryRule;
 use crate::rules::commit::check_commit;
 
 /// The most entity groups legacy Datastore took in one transaction.

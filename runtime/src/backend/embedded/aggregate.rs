@@ -3,11 +3,12 @@
 //! also filtered by equality), and how a sum folds them.
 
 use super::scan::{self, Prepared};
-use crate::error::{Error, QueryRule};
+use crate::error::Error;
 use crate::model::key::KEY_PROPERTY;
 use crate::model::value::Value;
 use crate::model::walk::compare_values;
 use crate::query::spec::{Aggregation, Operator, QueryBatch, QuerySpec, ResultShape};
+use crate::query_rule::QueryRule;
 
 /// What an aggregation reads, and how it answers.
 pub(super) enum Plan {

@@ -4,6 +4,7 @@
 
 use crate::hash::Map;
 
+use super::candidates;
 use super::exec::{self, Answered, Hits};
 use super::explain;
 use super::index::{self, Composite, of_kind};
@@ -11,7 +12,7 @@ use super::merge;
 use super::plan;
 use super::scan::Prepared;
 use super::store::{Batch, Range, Store};
-use crate::error::{Error, QueryRule};
+use crate::error::Error;
 use crate::format::file::ENTITIES;
 use crate::model::key::RawKey;
 use crate::model::schema::{Direction, Schema, vector_index_command};
@@ -21,13 +22,14 @@ use crate::query::explain::{ExecutionStats, Explanation};
 use crate::query::spec::{
     FilterNode, FindNearest, Operator, QueryBatch, QueryResult, QuerySpec, ResultShape,
 };
+use crate::query_rule::QueryRule;
 use crate::rules::filter::check_nearest;
 
 /// The distance of the entity stored as `value` (an entities-table value) from the search's
 /// vector: `None` if its property is not a vector of the search's dimension.
 fn measured(value: &[u8], nearest: &FindNearest, dimension: usize) -> Result<Option<f64>, Error> {
-    let (form, _) = index::split_entity(value).ok_or_else(exec::corrupt)?;
-    let found = find_property(form, &nearest.property).map_err(|_| exec::corrupt())?;
+    let (form, _) = index::split_entity(value).ok_or_else(candidates::corrupt)?;
+    let found = find_property(form, &nearest.property).map_err(|_| candidates::corrupt())?;
     let Some((_, ValueView::Vector(v))) = found else {
         return Ok(None);
     };
@@ -186,8 +188,8 @@ impl<'a> Answers<'a> {
     }
 
     /// A `distinct_on` query no one plan reads a combination of values at a time: all its
-    /// results from its start cursor on, grouped into runs of the same values ([`exec::
-    /// distinct_runs`]), read with the distinct properties (a keys-only query as whole
+    /// results from its start cursor on, grouped into runs of the same values
+    /// ([`distinct_runs`]), read with the distinct properties (a keys-only query as whole
     /// entities, a projection with them projected too) and given back in the query's shape.
     fn distinct(&self, store: &dyn Store, query: &QuerySpec) -> Result<QueryBatch, Error> {
         let shape = match &query.shape {
@@ -212,7 +214,7 @@ impl<'a> Answers<'a> {
             ..query.clone()
         };
         let limit = query.limit.unwrap_or(usize::MAX);
-        let mut batch = exec::distinct_runs(self.answer(store, &every)?, &query.distinct_on, limit);
+        let mut batch = distinct_runs(self.answer(store, &every)?, &query.distinct_on, limit);
         for result in &mut batch.results {
             match &query.shape {
                 ResultShape::Full => {}
@@ -360,7 +362,7 @@ impl<'a> Answers<'a> {
                 true => (PropertyMap::new(), None),
                 false => {
                     let loaded = exec::load(store, &index::entity_key(&key))?;
-                    let (properties, stamp) = loaded.ok_or_else(exec::corrupt)?;
+                    let (properties, stamp) = loaded.ok_or_else(candidates::corrupt)?;
                     (properties, Some(stamp))
                 }
             };
@@ -401,6 +403,40 @@ impl<'a> Answers<'a> {
         let query = &*query.answered();
         let prepared = Prepared::new(query)?;
         Ok(explain::explain(&prepared, &self.plans(&prepared)?))
+    }
+}
+
+/// The first result of each run of `batch`'s results with the same values of `distinct`
+/// (the order leads with them), each carrying the cursor of its run's last result, so a query
+/// resumed from it starts at the next run; then at most `limit` runs, `more_results` if runs
+/// remain. An entity's value of a property is the whole of it (an array's elements together).
+fn distinct_runs(batch: QueryBatch, distinct: &[String], limit: usize) -> QueryBatch {
+    let values = |r: &QueryResult| -> Vec<Option<Value>> {
+        distinct
+            .iter()
+            .map(|p| r.properties.get(p).map(|p| p.value.clone()))
+            .collect()
+    };
+    let mut runs: Vec<(Vec<Option<Value>>, QueryResult)> = Vec::new();
+    let mut more_results = batch.more_results;
+    for result in batch.results {
+        let these = values(&result);
+        let full = runs.len() == limit;
+        match runs.last_mut() {
+            Some((last, first)) if *last == these => first.cursor = result.cursor,
+            _ if full => {
+                more_results = true;
+                break;
+            }
+            _ => runs.push((these, result)),
+        }
+    }
+    QueryBatch {
+        end_cursor: runs
+            .last()
+            .map_or(batch.end_cursor, |(_, r)| r.cursor.clone()),
+        results: runs.into_iter().map(|(_, r)| r).collect(),
+        more_results,
     }
 }
 

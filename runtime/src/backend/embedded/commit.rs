@@ -4,7 +4,7 @@
 
 use crate::hash::Map;
 
-use super::exec;
+use super::candidates;
 use super::history::Undo;
 use super::ids::Ids;
 use super::index::{
@@ -72,7 +72,7 @@ pub(super) fn write(
         let (stored, stamp) = match &before {
             Some(bytes) => {
                 let decoded = decode_entity(bytes.clone(), store.written_here());
-                let (stored, stamp) = decoded.ok_or_else(exec::corrupt)?;
+                let (stored, stamp) = decoded.ok_or_else(candidates::corrupt)?;
                 (Some(stored), Some(stamp))
             }
             None => (None, None),

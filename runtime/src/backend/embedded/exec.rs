@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use std::ops::Bound;
 
 use super::bounds::{Bounds, after_prefix, as_ref, encoded, narrow};
+use super::candidates::{candidates, corrupt, other_plan, scanned};
 use super::index::{self};
 use super::plan::{Access, equality_properties, projected};
 use super::scan::{Prepared, matches};
@@ -75,20 +76,8 @@ fn room(limit: usize) -> usize {
     limit.min(1_024)
 }
 
-pub(crate) fn corrupt() -> Error {
-    Error::storage("an index entry is malformed (the store is corrupt)".to_owned())
-}
-
 /// The tag of a merged plan's cursors (an OR, IN, `!=` or NOT IN: several branches).
 pub(super) const MERGED: u8 = 5;
-
-pub(super) fn other_plan() -> Error {
-    Error::InvalidCursor {
-        reason: "it was made by another plan of this query (a composite index was declared \
-                 since); start the query again"
-            .to_owned(),
-    }
-}
 
 /// What a query read before its results are made: a scan's results, evaluated whole, or the
 /// entries a plan found, their entities still where they are stored.
@@ -322,44 +311,10 @@ fn distinct_columns(prepared: &Prepared<'_>, entries: &Entries<'_>) -> Option<us
 
 /// Whether `access` reads `prepared`'s results a combination of its `distinct_on` values at a
 /// time (an index whose first columns are those properties); otherwise the query's results
-/// are grouped after they are read ([`distinct_runs`]).
+/// are grouped after they are read (`answer.rs`).
 pub(super) fn reads_distinct(prepared: &Prepared<'_>, access: &Access) -> bool {
     !matches!(access, Access::Scan | Access::Zigzag)
         && distinct_columns(prepared, &entries(prepared, access)).is_some()
-}
-
-/// The first result of each run of `batch`'s results with the same values of `distinct`
-/// (the order leads with them), each carrying the cursor of its run's last result, so a query
-/// resumed from it starts at the next run; then at most `limit` runs, `more_results` if runs
-/// remain. An entity's value of a property is the whole of it (an array's elements together).
-pub(super) fn distinct_runs(batch: QueryBatch, distinct: &[String], limit: usize) -> QueryBatch {
-    let values = |r: &QueryResult| -> Vec<Option<Value>> {
-        distinct
-            .iter()
-            .map(|p| r.properties.get(p).map(|p| p.value.clone()))
-            .collect()
-    };
-    let mut runs: Vec<(Vec<Option<Value>>, QueryResult)> = Vec::new();
-    let mut more_results = batch.more_results;
-    for result in batch.results {
-        let these = values(&result);
-        let full = runs.len() == limit;
-        match runs.last_mut() {
-            Some((last, first)) if *last == these => first.cursor = result.cursor,
-            _ if full => {
-                more_results = true;
-                break;
-            }
-            _ => runs.push((these, result)),
-        }
-    }
-    QueryBatch {
-        end_cursor: runs
-            .last()
-            .map_or(batch.end_cursor, |(_, r)| r.cursor.clone()),
-        results: runs.into_iter().map(|(_, r)| r).collect(),
-        more_results,
-    }
 }
 
 fn not_distinct() -> Error {
@@ -435,109 +390,6 @@ pub(super) fn copy_stored(
         Some(None) => Err(corrupt()),
         Some(Some(())) => Ok(Some(start..bytes.len())),
     }
-}
-
-/// Every entity of the query's kind under its ancestor, for a scan, and their stamps.
-#[allow(clippy::type_complexity)]
-fn candidates(
-    store: &dyn Store,
-    prepared: &Prepared<'_>,
-) -> Result<(Vec<(RawKey, PropertyMap)>, Vec<Stamp>), Error> {
-    let (slice, _) = candidate_slice(store, prepared, None, usize::MAX)?;
-    decode_candidates(prepared, slice, store.written_here())
-}
-
-/// The stored forms of a scan's candidates: up to `max` entities of the query's kind under its
-/// ancestor after the key path `after`, each its key path and stored form as they lie in
-/// the store (copied, decoded later: [`decode_candidates`]); and whether more follow.
-#[allow(clippy::type_complexity)]
-pub(super) fn candidate_slice(
-    store: &dyn Store,
-    prepared: &Prepared<'_>,
-    after: Option<&[u8]>,
-    max: usize,
-) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, bool), Error> {
-    let query = prepared.query;
-    let (table, head) = index::listing(&query.partition, &query.kind);
-    let mut prefix = head.clone();
-    if let Some(ancestor) = &query.ancestor {
-        prefix.extend_from_slice(&index::path_prefix(ancestor));
-    }
-    let mut bounds = Bounds::prefix(prefix);
-    if let Some(after) = after {
-        bounds.raise(Bound::Excluded([head.as_slice(), after].concat()));
-    }
-    let mut paths = Vec::new();
-    let mut more = false;
-    store.scan(table, bounds.range(), false, &mut |k, _| {
-        if paths.len() == max {
-            more = true;
-            return false;
-        }
-        paths.push(k[head.len()..].to_vec());
-        true
-    })?;
-    let mut partition = Vec::new();
-    keycode::partition(&mut partition, &query.partition);
-    let mut at = partition.clone();
-    let mut slice = Vec::with_capacity(paths.len());
-    for path in paths {
-        at.truncate(partition.len());
-        at.extend_from_slice(&path);
-        let mut stored = None;
-        store.get(ENTITIES, &at, &mut |value| stored = Some(value.to_vec()))?;
-        slice.push((path, stored.ok_or_else(corrupt)?));
-    }
-    Ok((slice, more))
-}
-
-/// A scan's candidates from their stored forms ([`candidate_slice`]), and their stamps;
-/// `written_here`: the forms need no check ([`Store::written_here`]).
-#[allow(clippy::type_complexity)]
-pub(super) fn decode_candidates(
-    prepared: &Prepared<'_>,
-    slice: Vec<(Vec<u8>, Vec<u8>)>,
-    written_here: bool,
-) -> Result<(Vec<(RawKey, PropertyMap)>, Vec<Stamp>), Error> {
-    let partition = &prepared.query.partition;
-    slice
-        .into_iter()
-        .map(|(path, stored)| {
-            let elements = Reader::new(&path).path().map_err(|_| corrupt())?;
-            let key = RawKey::new(Some(partition.clone()), elements).map_err(|_| corrupt())?;
-            let (properties, stamp) =
-                index::decode_entity(stored, written_here).ok_or_else(corrupt)?;
-            Ok(((key, properties), stamp))
-        })
-        .collect()
-}
-
-/// A scan's answer from all its candidates: the query's rows among them, from its start
-/// cursor to its end cursor, in order, each whole result with its stamp.
-pub(super) fn scanned(
-    prepared: &Prepared<'_>,
-    candidates: &[(RawKey, PropertyMap)],
-    stamps: Vec<Stamp>,
-) -> Result<QueryBatch, Error> {
-    let query = prepared.query;
-    let position = |bytes: &Option<Vec<u8>>| -> Result<Option<Vec<u8>>, Error> {
-        let Some(bytes) = bytes else { return Ok(None) };
-        let (tag, position) = prepared.decode_cursor(bytes)?;
-        if tag != Access::Scan.tag() {
-            return Err(other_plan());
-        }
-        Ok(Some(position.to_vec()))
-    };
-    let (start, end) = (position(&query.start_cursor)?, position(&query.end_cursor)?);
-    let mut batch = prepared.scan(candidates, start.as_deref(), end.as_deref())?;
-    if query.shape == ResultShape::Full {
-        let stamps: std::collections::HashMap<&RawKey, Stamp> =
-            candidates.iter().map(|(key, _)| key).zip(stamps).collect();
-        for result in &mut batch.results {
-            result.stamp = stamps.get(&result.key).copied();
-        }
-    }
-    Ok(batch)
 }
 
 /// The entries an index plan reads.

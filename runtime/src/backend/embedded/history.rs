@@ -23,7 +23,7 @@ use crate::format::keycode;
 use crate::hash::Map;
 use crate::model::scalar::Timestamp;
 
-use super::exec::corrupt;
+use super::candidates::corrupt;
 use super::index::{self, Composite, decode_entity};
 use super::ranges::overlay;
 use super::store::{Batch, Range, Store};

@@ -4,6 +4,7 @@
 use std::cmp::Ordering;
 use std::collections::VecDeque;
 
+use super::candidates::other_plan;
 use super::exec::*;
 use super::plan::Access;
 use super::scan::Prepared;

@@ -35,6 +35,7 @@ mod aggregate;
 mod analyze;
 mod answer;
 mod bounds;
+mod candidates;
 mod commit;
 mod exec;
 mod explain;
@@ -83,11 +84,6 @@ use crate::model::value::Value;
 use crate::query::explain::Explanation;
 use crate::query::spec::{Aggregation, QueryBatch, QuerySpec};
 use crate::rules::commit::check_mutations;
-
-/// Deprecated path of [`crate::MAX_INDEXED_BYTES`].
-#[doc(hidden)]
-#[deprecated(since = "0.1.0", note = "use `datastore_entity::MAX_INDEXED_BYTES`")]
-pub const MAX_INDEXED_BYTES: usize = crate::rules::limits::MAX_INDEXED_BYTES;
 
 /// The read-only transaction a scan in slices reads the snapshot of: ended however the scan
 /// ends.
@@ -379,17 +375,17 @@ impl Embedded {
                     return Err(aborted.error());
                 }
                 let view = state.view(Some(version));
-                exec::candidate_slice(&view, &prepared, after.as_deref(), SCAN_SLICE)?
+                candidates::candidate_slice(&view, &prepared, after.as_deref(), SCAN_SLICE)?
             };
             after = slice.last().map(|(path, _)| path.clone());
-            let (decoded, stamped) = exec::decode_candidates(&prepared, slice, written_here)?;
+            let (decoded, stamped) = candidates::decode_candidates(&prepared, slice, written_here)?;
             candidates.extend(decoded);
             stamps.extend(stamped);
             if !more {
                 break;
             }
         }
-        let mut batch = exec::scanned(&prepared, &candidates, stamps)?;
+        let mut batch = candidates::scanned(&prepared, &candidates, stamps)?;
         if let Some(paths) = query.property_mask.as_deref() {
             for result in &mut batch.results {
                 result.properties = result.properties.selected(paths);

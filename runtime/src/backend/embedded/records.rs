@@ -6,6 +6,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
+use super::candidates;
 use super::exec;
 use super::history::History;
 use super::ids::Ids;
@@ -157,11 +158,11 @@ fn backfill(
     for at in keys {
         let key = keycode::Reader::new(&at)
             .key()
-            .map_err(|_| exec::corrupt())?;
+            .map_err(|_| candidates::corrupt())?;
         if key.kind() != kind {
             continue;
         }
-        let (properties, _) = exec::load(store, &at)?.ok_or_else(exec::corrupt)?;
+        let (properties, _) = exec::load(store, &at)?.ok_or_else(candidates::corrupt)?;
         for (table, entry) in index::entries(&key, &properties, indexes) {
             if tables.contains(table.as_ref()) {
                 batch.put(table, entry, Vec::new());

@@ -6,7 +6,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use crate::error::{Error, QueryRule};
+use crate::error::Error;
 use crate::format::cursor::{self, ENGINE, write_filter};
 use crate::format::keycode::index_value;
 use crate::hash::fnv1a;
@@ -19,6 +19,7 @@ use crate::model::walk::compare_values;
 use crate::query::spec::{
     Operator, PropertyFilter, PropertyOrder, QueryBatch, QueryResult, QuerySpec, ResultShape,
 };
+use crate::query_rule::QueryRule;
 use crate::rules::commit::check_ancestors;
 use crate::rules::filter::{branches, check_query};
 
