@@ -1,30 +1,78 @@
 //! Typed, compile-time checked entities for Google Cloud Datastore and Firestore in
-//! Datastore mode.
+//! Datastore mode, with an embedded engine that answers as the service does.
 //!
-//! `#[derive(Entity)]` turns a struct into an entity type whose names, keys and indexes
-//! follow Google's best practices, checked by the compiler (see the README's rules table).
+//! `#[derive(Entity)]` turns a struct into an entity type: typed keys, typed property
+//! descriptors for filters and orders, and the conversion to and from the stored form.
+//! Google's best practices become checks: a dotted property name, a `/` in a kind, a filter
+//! on a property excluded from indexes or a zero id does not compile, and what only shows at
+//! run time (a key twice in one commit, an indexed string over 1,500 bytes) is refused before
+//! anything is written. A [`Db`] is the handle every read and write goes through, the same
+//! on the embedded engine ([`Db::in_memory`], [`Db::open`]) and on Google Cloud
+//! (`Db::cloud`).
 //!
 //! ```
 //! use datastore_entity::prelude::*;
 //!
 //! #[derive(Entity, Debug, Clone, PartialEq)]
-//! #[entity(kind = "Account")]
 //! pub struct Account {
 //!     #[key]
 //!     pub name: KeyName,
 //!     pub email: String,
-//!     #[exclude_from_index]
+//!     #[exclude_from_index] // never queried: no index entries (R-I1)
 //!     pub bio: String,
 //! }
 //!
-//! let key = Account::key(KeyName::new("ann").unwrap());
-//! assert_eq!(key.name(), Some("ann"));
-//! assert_eq!(Account::EMAIL.name(), "email");
-//! assert!(Account::SCHEMA.property("bio").unwrap().excluded);
+//! #[tokio::main]
+//! async fn main() -> Result<(), Error> {
+//!     let db = Db::in_memory();
+//!     let ann = Account {
+//!         name: KeyName::new("ann")?,
+//!         email: "ann@example.com".into(),
+//!         bio: String::new(),
+//!     };
+//!     let key = db.put(&ann).await?;
+//!     assert_eq!(db.get(&key).await?, Some(ann));
+//!     let found = db
+//!         .query::<Account>()
+//!         .filter(Account::EMAIL.eq("ann@example.com")) // typed: `Account::BIO.eq(..)` does not compile
+//!         .fetch()
+//!         .await?;
+//!     assert_eq!(found.items.len(), 1);
+//!     Ok(())
+//! }
 //! ```
+//!
+//! # The guide
+//!
+//! One chapter per task ([`guide`]), every example compiled and run as a test:
+//!
+//! - [Modelling](guide::modelling): `#[derive(Entity)]`, properties, indexes, embedded
+//!   entities, enums, the ecosystem's types.
+//! - [Keys](guide::keys): names and ids, parents, allocated ids, namespaces, URL-safe keys.
+//! - [Queries](guide::queries): filters, orders, cursors, `!=`/IN/NOT IN/OR, aggregations.
+//! - [Reads and writes](guide::reads_and_writes): batches, transactions, transforms,
+//!   versions, partial reads, vector search.
+//! - [Existing data and schema changes](guide::existing_data): other programs' data, NDB,
+//!   rolling deploys.
+//! - [The embedded engine and files](guide::embedded): in memory, on a file, strict index
+//!   mode, how it is checked against Google's emulators.
+//! - [Google Cloud and production](guide::cloud): credentials, emulators, limits, deadlines,
+//!   retries, tracing.
+//! - [Scale](guide::scale): sharded counters, replicas, sharded indexes, diagnostics, ramp-up,
+//!   migrations.
+//! - [Caching](guide::caching): the context cache and the global cache in Redis.
+//!
+//! The rules, each with its id (`R-N3`) as errors print it: [`rules`]. The derive's
+//! attributes: [`Entity`].
 //!
 //! Key names, kind names, property names and project ids are visible in logs, URLs and
 //! the console: never put sensitive data in them (R-N8).
+
+/// The guide: one chapter per task, every example compiled and run as a test.
+#[doc = include_str!("guide/index.md")]
+pub mod guide {
+    include!("guide.rs");
+}
 
 // The layers, bottom up: error.rs, hash.rs, model/, query/, format/, rules/, watch.rs, backend/, cache/, db/, scaling/, index_files.rs, façade (DEVELOPERS.md, "Layout").
 // `layers/` checks that every file uses only files below it in that table. This file is the
