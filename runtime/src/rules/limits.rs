@@ -8,7 +8,7 @@
 //! refuses, naming the path.
 
 use crate::error::Error;
-use crate::model::annotations::AnnotationsView;
+use crate::model::annotations::{AnnotationsView, VECTOR_MEANING};
 use crate::model::key::{KEY_PROPERTY, RawKey};
 use crate::model::name::{NameRole, validate};
 use crate::model::stored::{ValueView, Viewed};
@@ -293,7 +293,7 @@ fn check_meaning(value: ValueView<'_>, meaning: i32, excluded: bool) -> Result<(
         7 | 13 | 29 | 30 => "integer_value",
         20 => "entity_value",
         23 => "geo_point_value",
-        31 => "vector",
+        VECTOR_MEANING => "vector",
         18 if !matches!(value, ValueView::Entity(_)) => return Err(Meaning::Projection),
         18 => "a projection's",
         9 | 14 | 21 | 24..=28 => return Err(Meaning::Unexpected(meaning)),
