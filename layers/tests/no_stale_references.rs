@@ -67,7 +67,8 @@ fn cited(text: &str) -> Vec<(usize, String)> {
         for word in words {
             let word = word.trim_start_matches("./").trim_end_matches('.');
             let named = word.ends_with(".rs") || word.ends_with(".md");
-            let url = line.contains(&format!("//{word}"))
+            let url = word.starts_with("//")
+                || line.contains(&format!("//{word}"))
                 || line.contains(&format!("/{word}")) && line.contains("://");
             if named && !url && word.len() > 3 && !word.starts_with('.') {
                 out.push((n + 1, word.to_owned()));
