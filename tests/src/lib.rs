@@ -4,10 +4,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use datastore_entity::backend::calls::{begin_then_commit, begin_then_read};
 use datastore_entity::backend::embedded::Embedded;
 use datastore_entity::backend::{
-    Aggregation, Backend, BoxFuture, Change, Committed, FoundStamped, QueryBatch, QuerySpec,
-    TransactionId, TransactionMode,
+    Aggregation, Backend, BoxFuture, Capabilities, Change, CommitAs, Committed, FoundStamped,
+    Lookup, QueryBatch, QuerySpec, Read, ReadAs, TransactionId, TransactionMode,
 };
 use datastore_entity::prelude::*;
 use datastore_entity::{PartitionId, Value};
@@ -271,8 +272,9 @@ impl Instrumented {
         self.commits.lock().expect("not poisoned").clone()
     }
 
-    /// The engine itself, for reads and writes that bypass the typed API.
-    pub fn engine(&self) -> &Embedded {
+    /// The engine itself, for reads and writes that bypass the typed API (and this double's
+    /// count).
+    pub fn engine(&self) -> &dyn Backend {
         &self.inner
     }
 
@@ -282,72 +284,99 @@ impl Instrumented {
 }
 
 impl Backend for Instrumented {
-    fn lookup_stamped<'a>(
+    fn lookup_as<'a>(
         &'a self,
-        keys: &'a [RawKey],
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<FoundStamped, Error>> {
-        self.record(Call::Lookup);
-        self.lookups
-            .lock()
-            .expect("not poisoned")
-            .push(keys.to_vec());
-        if take_one(&self.fail_lookups) {
-            return Box::pin(std::future::ready(Err(Error::Aborted {
-                reason: "injected contention".into(),
-            })));
-        }
-        self.inner.lookup_stamped(keys, transaction)
+        lookup: Lookup<'a>,
+    ) -> BoxFuture<'a, Result<Read<FoundStamped>, Error>> {
+        // A read that begins its transaction begins it here, so that `Call::Begin` counts it.
+        Box::pin(begin_then_read(
+            self,
+            lookup.read,
+            async move |transaction| {
+                self.record(Call::Lookup);
+                self.lookups
+                    .lock()
+                    .expect("not poisoned")
+                    .push(lookup.keys.to_vec());
+                if take_one(&self.fail_lookups) {
+                    return Err(Error::Aborted {
+                        reason: "injected contention".into(),
+                    });
+                }
+                let read = ReadAs::of(transaction);
+                Ok(self
+                    .inner
+                    .lookup_as(Lookup { read, ..lookup })
+                    .await?
+                    .answer)
+            },
+        ))
     }
 
-    fn commit_changes<'a>(
+    fn commit_as<'a>(
         &'a self,
         changes: Vec<Change>,
-        transaction: Option<&'a TransactionId>,
+        how: CommitAs<'a>,
     ) -> BoxFuture<'a, Result<Committed, Error>> {
-        self.record(Call::Commit);
-        self.commits
-            .lock()
-            .expect("not poisoned")
-            .push(changes.iter().map(|c| c.mutation.key().clone()).collect());
-        let failure = match (take_one(&self.fail_commits), take_one(&self.abort_commits)) {
-            (true, _) => Some(Error::Unavailable {
-                reason: "injected outage".into(),
-            }),
-            (false, true) => Some(Error::Aborted {
-                reason: "injected contention".into(),
-            }),
-            (false, false) => None,
-        };
-        if let Some(failure) = failure {
-            let rollback = transaction.map(|t| self.inner.rollback(t));
-            return Box::pin(async move {
-                if let Some(rollback) = rollback {
-                    let _ = rollback.await;
+        Box::pin(begin_then_commit(
+            self,
+            changes,
+            how,
+            async move |changes, transaction| {
+                self.record(Call::Commit);
+                self.commits
+                    .lock()
+                    .expect("not poisoned")
+                    .push(changes.iter().map(|c| c.mutation.key().clone()).collect());
+                let failure = match (take_one(&self.fail_commits), take_one(&self.abort_commits)) {
+                    (true, _) => Some(Error::Unavailable {
+                        reason: "injected outage".into(),
+                    }),
+                    (false, true) => Some(Error::Aborted {
+                        reason: "injected contention".into(),
+                    }),
+                    (false, false) => None,
+                };
+                if let Some(failure) = failure {
+                    if let Some(transaction) = transaction {
+                        let _ = self.inner.rollback(transaction).await;
+                    }
+                    return Err(failure);
                 }
-                Err(failure)
-            });
-        }
-        self.inner.commit_changes(changes, transaction)
+                self.inner
+                    .commit_as(changes, CommitAs::of(transaction))
+                    .await
+            },
+        ))
     }
 
-    fn run_query<'a>(
+    fn query_as<'a>(
         &'a self,
         query: &'a QuerySpec,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<QueryBatch, Error>> {
-        self.record(Call::RunQuery);
-        self.inner.run_query(query, transaction)
+        read: ReadAs<'a>,
+    ) -> BoxFuture<'a, Result<Read<QueryBatch>, Error>> {
+        Box::pin(begin_then_read(self, read, async move |transaction| {
+            self.record(Call::RunQuery);
+            let read = ReadAs::of(transaction);
+            Ok(self.inner.query_as(query, read).await?.answer)
+        }))
     }
 
-    fn run_aggregation<'a>(
+    fn aggregate_as<'a>(
         &'a self,
         query: &'a QuerySpec,
         aggregation: &'a Aggregation,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Value, Error>> {
-        self.record(Call::RunAggregation);
-        self.inner.run_aggregation(query, aggregation, transaction)
+        read: ReadAs<'a>,
+    ) -> BoxFuture<'a, Result<Read<Value>, Error>> {
+        Box::pin(begin_then_read(self, read, async move |transaction| {
+            self.record(Call::RunAggregation);
+            let read = ReadAs::of(transaction);
+            Ok(self
+                .inner
+                .aggregate_as(query, aggregation, read)
+                .await?
+                .answer)
+        }))
     }
 
     fn begin_transaction<'a>(
@@ -362,14 +391,6 @@ impl Backend for Instrumented {
     fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>> {
         self.record(Call::Rollback);
         self.inner.rollback(transaction)
-    }
-
-    fn end_read_only<'a>(
-        &'a self,
-        transaction: &'a TransactionId,
-    ) -> BoxFuture<'a, Result<(), Error>> {
-        self.record(Call::Commit);
-        self.inner.end_read_only(transaction)
     }
 
     fn allocate_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
@@ -389,8 +410,13 @@ impl Backend for Instrumented {
         self.inner.declare(schema)
     }
 
-    fn cache_identity(&self) -> Option<String> {
-        self.inner.cache_identity()
+    fn capabilities(&self) -> Capabilities<'_> {
+        // The engine's name in a shared cache; neither Explain nor its stored reads, so that
+        // every read is a call this double counts.
+        Capabilities {
+            identity: self.inner.capabilities().identity,
+            ..Capabilities::default()
+        }
     }
 }
 
@@ -444,40 +470,63 @@ macro_rules! after_round_trip {
 }
 
 impl Backend for Latency {
-    fn lookup_stamped<'a>(
+    fn lookup_as<'a>(
         &'a self,
-        keys: &'a [RawKey],
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<FoundStamped, Error>> {
-        after_round_trip!(self, self.inner.lookup_stamped(keys, transaction))
+        lookup: Lookup<'a>,
+    ) -> BoxFuture<'a, Result<Read<FoundStamped>, Error>> {
+        // A read that begins its transaction begins it with a round trip of its own.
+        Box::pin(begin_then_read(
+            self,
+            lookup.read,
+            async move |transaction| {
+                let read = ReadAs::of(transaction);
+                let found =
+                    after_round_trip!(self, self.inner.lookup_as(Lookup { read, ..lookup }));
+                Ok(found.await?.answer)
+            },
+        ))
     }
 
-    fn commit_changes<'a>(
+    fn commit_as<'a>(
         &'a self,
         changes: Vec<Change>,
-        transaction: Option<&'a TransactionId>,
+        how: CommitAs<'a>,
     ) -> BoxFuture<'a, Result<Committed, Error>> {
-        after_round_trip!(self, self.inner.commit_changes(changes, transaction))
+        Box::pin(begin_then_commit(
+            self,
+            changes,
+            how,
+            async move |changes, transaction| {
+                let how = CommitAs::of(transaction);
+                let committed = after_round_trip!(self, self.inner.commit_as(changes, how));
+                committed.await
+            },
+        ))
     }
 
-    fn run_query<'a>(
+    fn query_as<'a>(
         &'a self,
         query: &'a QuerySpec,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<QueryBatch, Error>> {
-        after_round_trip!(self, self.inner.run_query(query, transaction))
+        read: ReadAs<'a>,
+    ) -> BoxFuture<'a, Result<Read<QueryBatch>, Error>> {
+        Box::pin(begin_then_read(self, read, async move |transaction| {
+            let read = ReadAs::of(transaction);
+            let batch = after_round_trip!(self, self.inner.query_as(query, read));
+            Ok(batch.await?.answer)
+        }))
     }
 
-    fn run_aggregation<'a>(
+    fn aggregate_as<'a>(
         &'a self,
         query: &'a QuerySpec,
         aggregation: &'a Aggregation,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Value, Error>> {
-        after_round_trip!(
-            self,
-            self.inner.run_aggregation(query, aggregation, transaction)
-        )
+        read: ReadAs<'a>,
+    ) -> BoxFuture<'a, Result<Read<Value>, Error>> {
+        Box::pin(begin_then_read(self, read, async move |transaction| {
+            let read = ReadAs::of(transaction);
+            let value = after_round_trip!(self, self.inner.aggregate_as(query, aggregation, read));
+            Ok(value.await?.answer)
+        }))
     }
 
     fn begin_transaction<'a>(
@@ -491,13 +540,6 @@ impl Backend for Latency {
 
     fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>> {
         after_round_trip!(self, self.inner.rollback(transaction))
-    }
-
-    fn end_read_only<'a>(
-        &'a self,
-        transaction: &'a TransactionId,
-    ) -> BoxFuture<'a, Result<(), Error>> {
-        after_round_trip!(self, self.inner.end_read_only(transaction))
     }
 
     fn allocate_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
@@ -515,8 +557,11 @@ impl Backend for Latency {
         self.inner.declare(schema)
     }
 
-    fn cache_identity(&self) -> Option<String> {
-        self.inner.cache_identity()
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities {
+            identity: self.inner.capabilities().identity,
+            ..Capabilities::default()
+        }
     }
 }
 

@@ -99,6 +99,7 @@ async fn the_engine_itself_refuses_duplicate_keys_in_one_commit() {
     // R-A4, at the backend level: a caller of the raw trait gets the same guarantee.
     use datastore_entity::backend::{Backend, Mask, Mutation, embedded::Embedded};
     let engine = Embedded::new();
+    let engine: &dyn Backend = &engine;
     let key = account_key("ann").into_raw();
     let props = account("ann").to_properties().unwrap();
     let error = engine

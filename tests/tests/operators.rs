@@ -535,7 +535,7 @@ proptest! {
     ) {
         // Index plans (each branch's, merged) where the engine has them, its scan otherwise
         // (outside strict index mode, no composite index is declared).
-        let engine = Arc::new(Embedded::in_memory().strict_indexes(false));
+        let engine: Arc<dyn Backend> = Arc::new(Embedded::in_memory().strict_indexes(false));
         let db = Db::with_backend(engine.clone());
         block_on(async {
             let mutations = entities

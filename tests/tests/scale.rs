@@ -4,7 +4,6 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use datastore_entity::backend::Backend;
 use datastore_entity::prelude::*;
 use datastore_entity::{Error, RawKey, Value};
 use datastore_entity_tests::{

@@ -593,7 +593,7 @@ async fn too_many_index_entries_fail_before_anything_is_written() {
 async fn the_engine_enforces_r_i5_on_any_caller_of_backend_commit() {
     // R-I5 below the typed path: a `Backend::commit` of raw properties is refused too, with
     // the widest property named and nothing written.
-    use datastore_entity::backend::{Backend as _, Mask, Mutation};
+    use datastore_entity::backend::{Mask, Mutation};
     use datastore_entity::{Property, PropertyMap};
     let (backend, db) = Instrumented::db();
     let engine = backend.engine();

@@ -415,7 +415,7 @@ async fn contention_met_inside_a_body_with_its_own_error_type_is_retried() {
 async fn a_read_only_transaction_cannot_write_even_through_the_backend() {
     // `ReadTx` has no writes; the engine refuses a read-only transaction's mutations too,
     // as the service does, and writes nothing.
-    use datastore_entity::backend::{Backend as _, Mask, Mutation, TransactionMode};
+    use datastore_entity::backend::{Mask, Mutation, TransactionMode};
     let (backend, db) = Instrumented::db();
     let engine = backend.engine();
     let id = engine
@@ -919,8 +919,8 @@ async fn an_idle_or_old_transaction_is_ended_and_its_locks_freed() {
     // README: a transaction idle for 60 s or open for 270 s is ended, as by the service.
     // Shortened here (the defaults are the service's): idle past 100 ms, open past 400 ms.
     use datastore_entity::backend::embedded::Embedded;
-    use datastore_entity::backend::{Backend as _, TransactionMode};
-    let engine = std::sync::Arc::new(
+    use datastore_entity::backend::{Backend, TransactionMode};
+    let engine: std::sync::Arc<dyn Backend> = std::sync::Arc::new(
         Embedded::in_memory()
             .transaction_timeouts(Duration::from_millis(100), Duration::from_millis(400)),
     );
@@ -984,7 +984,7 @@ async fn a_read_only_transaction_commits_nothing_without_aborting() {
     use datastore_entity::backend::embedded::Embedded;
     use datastore_entity::backend::{Backend, TransactionMode};
 
-    let engine = std::sync::Arc::new(Embedded::in_memory());
+    let engine: std::sync::Arc<dyn Backend> = std::sync::Arc::new(Embedded::in_memory());
     let db = Db::with_backend(engine.clone());
     let mut ann = account("ann");
     let key = db.put(&ann).await.unwrap();

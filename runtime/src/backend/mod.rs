@@ -1,5 +1,6 @@
 //! The storage backends, behind one small trait that mirrors the service's own calls
-//! (lookup, commit, run query, begin/rollback transaction, allocate/reserve ids).
+//! (lookup, run query, run aggregation, commit, begin/rollback transaction, allocate/reserve
+//! ids), and the capabilities only some have (Query Explain, stored reads).
 //!
 //! Everything typed (`Db`, queries, transactions) is built once above this trait, so the
 //! embedded engine and the cloud client share all of it.
@@ -24,6 +25,7 @@ pub use crate::query::write::{
     TransformKind,
 };
 
+pub mod calls;
 #[cfg(feature = "cloud")]
 pub mod cloud;
 pub mod embedded;
@@ -40,7 +42,7 @@ pub type Found = Vec<Option<PropertyMap>>;
 /// What a lookup finds with each entity's version and times: one slot per key, in order.
 pub type FoundStamped = Vec<Option<(PropertyMap, Stamp)>>;
 
-/// An entity a lookup found, as [`Backend::lookup_each`] hands it over: its properties in the
+/// An entity a lookup found, as `lookup_each` hands it over: its properties in the
 /// embedded engine's stored form (read straight into a typed entity, see
 /// `Entity::from_stored`), or as a map. Not a public API.
 #[doc(hidden)]
@@ -51,15 +53,15 @@ pub enum FoundEntity<'a> {
     Map(PropertyMap),
 }
 
-/// What [`Backend::lookup_each`] hands each entity found to, with its key's position.
+/// What `lookup_each` hands each entity found to, with its key's position.
 #[doc(hidden)]
 pub type ReadFound<'r> = dyn FnMut(usize, FoundEntity<'_>) -> Result<(), Error> + Send + 'r;
 
-/// What [`Backend::run_query_each`] hands each result to: its key, and its entity as found.
+/// What `run_query_each` hands each result to: its key, and its entity as found.
 #[doc(hidden)]
 pub type ReadResult<'r> = dyn FnMut(&RawKey, FoundEntity<'_>) -> Result<(), Error> + Send + 'r;
 
-/// Where a batch that [`Backend::run_query_each`] handed over ends. Not a public API.
+/// Where a batch that `run_query_each` handed over ends. Not a public API.
 #[doc(hidden)]
 pub struct BatchEnd {
     /// The position after the last result.
@@ -90,121 +92,117 @@ pub enum TransactionMode {
     },
 }
 
-/// A storage backend: the service's calls, untyped.
+/// How a read reads.
+#[derive(Debug, Clone, Copy)]
+pub enum ReadAs<'a> {
+    /// The latest committed data, outside any transaction.
+    Latest,
+    /// In a transaction begun before.
+    In(&'a TransactionId),
+    /// In a transaction this read begins, in this partition and mode, returned with the
+    /// answer: one call where the service allows it (its `new_transaction` read option).
+    Begin(&'a PartitionId, &'a TransactionMode),
+}
+
+impl<'a> ReadAs<'a> {
+    /// The transaction read in, given or not yet begun: `Latest` or `In`.
+    pub fn of(transaction: Option<&'a TransactionId>) -> ReadAs<'a> {
+        transaction.map_or(ReadAs::Latest, ReadAs::In)
+    }
+}
+
+/// How a commit commits.
+#[derive(Debug, Clone, Copy)]
+pub enum CommitAs<'a> {
+    /// Outside any transaction.
+    Alone,
+    /// Ending a transaction begun before.
+    In(&'a TransactionId),
+    /// In a read-write transaction of its own that read nothing, in this partition and mode:
+    /// one call where the service allows it (a single-use transaction).
+    SingleUse(&'a PartitionId, &'a TransactionMode),
+}
+
+impl<'a> CommitAs<'a> {
+    /// Ending `transaction` if given, else alone.
+    pub fn of(transaction: Option<&'a TransactionId>) -> CommitAs<'a> {
+        transaction.map_or(CommitAs::Alone, CommitAs::In)
+    }
+}
+
+/// Entities to read by key.
+#[derive(Debug, Clone, Copy)]
+pub struct Lookup<'a> {
+    /// The keys, complete: one slot of the answer each, in their order (R-A1).
+    pub keys: &'a [RawKey],
+    /// How it reads.
+    pub read: ReadAs<'a>,
+    /// Only the properties at these paths (the service's property mask); whole entities when
+    /// `None`.
+    pub mask: Option<&'a [Vec<std::borrow::Cow<'static, str>>]>,
+    /// Each entity's version and times are wanted: a cache, which keeps none, reads through
+    /// (without, a stamp may be `Stamp::default()`).
+    pub stamps: bool,
+}
+
+/// A read's answer, and the transaction it began ([`ReadAs::Begin`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Read<T> {
+    /// The transaction begun, for `ReadAs::Begin`.
+    pub transaction: Option<TransactionId>,
+    /// The answer.
+    pub answer: T,
+}
+
+impl<T> Read<T> {
+    /// `answer`, read in a transaction begun before or none.
+    pub fn of(answer: T) -> Read<T> {
+        Read {
+            transaction: None,
+            answer,
+        }
+    }
+}
+
+/// A storage backend: the service's calls, untyped — ten methods, four of them the reads and
+/// the commit, each saying how it reads or commits. What only some backends can do is a
+/// capability ([`Backend::capabilities`]): Query Explain, the engine's stored forms. The
+/// calls `Db` makes over these (`lookup`, `commit_changes`, `begin_with_query`, …) are methods
+/// of `dyn Backend` (`backend/calls.rs`), so a wrapper or a test double implements only what
+/// it changes.
 pub trait Backend: Send + Sync + 'static {
-    /// Reads entities by key, each with its version and times: one slot per key, in the order
-    /// of `keys` (R-A1).
-    fn lookup_stamped<'a>(
+    /// Reads entities by key, each with its version and times: one slot per key, in order.
+    fn lookup_as<'a>(
         &'a self,
-        keys: &'a [RawKey],
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<FoundStamped, Error>>;
-
-    /// Reads only the properties at `paths` of entities by key (the service's property mask),
-    /// outside any transaction: one slot per key, in the order of `keys`. The default looks
-    /// them up whole and keeps what the mask names; a backend that sends the mask overrides it.
-    fn lookup_masked<'a>(
-        &'a self,
-        keys: &'a [RawKey],
-        paths: &'a [Vec<std::borrow::Cow<'static, str>>],
-    ) -> BoxFuture<'a, Result<FoundStamped, Error>> {
-        Box::pin(async move {
-            let found = self.lookup_stamped(keys, None).await?;
-            Ok(found
-                .into_iter()
-                .map(|f| f.map(|(p, stamp)| (p.selected(paths), stamp)))
-                .collect())
-        })
-    }
-
-    /// Reads entities by key: one slot per key, in the order of `keys` (R-A1).
-    fn lookup<'a>(
-        &'a self,
-        keys: &'a [RawKey],
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Vec<Option<PropertyMap>>, Error>> {
-        Box::pin(async move {
-            let found = self.lookup_stamped(keys, transaction).await?;
-            Ok(found.into_iter().map(|f| f.map(|(p, _)| p)).collect())
-        })
-    }
-
-    /// Looks `keys` up outside any transaction and hands each entity found to `read`, with
-    /// its key's position, as it lies: the embedded engine gives its stored bytes, which the
-    /// derive reads in one pass without building a map. The default looks up and gives the
-    /// maps. Not a public API.
-    #[doc(hidden)]
-    fn lookup_each<'a>(
-        &'a self,
-        keys: &'a [RawKey],
-        read: &'a mut ReadFound<'_>,
-    ) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(async move {
-            let found = self.lookup(keys, None).await?;
-            for (i, properties) in found.into_iter().enumerate() {
-                if let Some(properties) = properties {
-                    read(i, FoundEntity::Map(properties))?;
-                }
-            }
-            Ok(())
-        })
-    }
-
-    /// Applies all changes atomically, or none: a change whose condition does not hold fails
-    /// the commit with [`Error::Conflict`]. Returns each change's result (its complete key,
-    /// allocated ids filled in, and the entity's new version). With a transaction, also ends
-    /// it.
-    fn commit_changes<'a>(
-        &'a self,
-        changes: Vec<Change>,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Committed, Error>>;
-
-    /// Applies all mutations atomically, or none. Returns each mutation's complete key
-    /// (allocated ids filled in). With a transaction, also ends it.
-    fn commit<'a>(
-        &'a self,
-        mutations: Vec<Mutation>,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
-        let changes = mutations.into_iter().map(Change::from).collect();
-        Box::pin(async move {
-            let committed = self.commit_changes(changes, transaction).await?;
-            Ok(committed.results.into_iter().map(|r| r.key).collect())
-        })
-    }
+        lookup: Lookup<'a>,
+    ) -> BoxFuture<'a, Result<Read<FoundStamped>, Error>>;
 
     /// Runs a query and returns one batch.
-    fn run_query<'a>(
+    fn query_as<'a>(
         &'a self,
         query: &'a QuerySpec,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<QueryBatch, Error>>;
-
-    /// Runs a query outside any transaction and hands each result to `read`, with its key, as
-    /// it lies: the embedded engine gives a whole entity's stored bytes, which the derive reads
-    /// in one pass, and no cursor per result. Returns where the batch ends. The default runs
-    /// the query and gives the maps. Not a public API.
-    #[doc(hidden)]
-    fn run_query_each<'a>(
-        &'a self,
-        query: &'a QuerySpec,
-        read: &'a mut ReadResult<'_>,
-    ) -> BoxFuture<'a, Result<BatchEnd, Error>> {
-        Box::pin(async move {
-            let batch = self.run_query(query, None).await?;
-            hand_over(batch, read)
-        })
-    }
+        read: ReadAs<'a>,
+    ) -> BoxFuture<'a, Result<Read<QueryBatch>, Error>>;
 
     /// Runs an aggregation over a query's rows: an integer (count, sum of integers), a double
     /// (sum with doubles, average) or null (average of nothing).
-    fn run_aggregation<'a>(
+    fn aggregate_as<'a>(
         &'a self,
         query: &'a QuerySpec,
         aggregation: &'a Aggregation,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Value, Error>>;
+        read: ReadAs<'a>,
+    ) -> BoxFuture<'a, Result<Read<Value>, Error>>;
+
+    /// Applies all changes atomically, or none: each change carries its mutation with its
+    /// condition, transforms and mask, checked once by the commit's checker; a change whose
+    /// condition does not hold fails the commit with [`Error::Conflict`]. Returns each
+    /// change's result (its complete key, allocated ids filled in, its new version). A commit
+    /// in a transaction ends it.
+    fn commit_as<'a>(
+        &'a self,
+        changes: Vec<Change>,
+        how: CommitAs<'a>,
+    ) -> BoxFuture<'a, Result<Committed, Error>>;
 
     /// Starts a transaction.
     fn begin_transaction<'a>(
@@ -213,108 +211,8 @@ pub trait Backend: Send + Sync + 'static {
         mode: &'a TransactionMode,
     ) -> BoxFuture<'a, Result<TransactionId, Error>>;
 
-    /// Abandons a transaction.
+    /// Abandons a transaction (ends a read-only one).
     fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>>;
-
-    /// Ends a read-only transaction whose body succeeded. The service reads a read-only
-    /// transaction from one snapshot and refuses to commit it: a rollback ends it (the
-    /// default). An engine that checks reads at the end instead (optimistic) reports
-    /// [`Error::Aborted`] when something they saw changed meanwhile, and the body runs again.
-    fn end_read_only<'a>(
-        &'a self,
-        transaction: &'a TransactionId,
-    ) -> BoxFuture<'a, Result<(), Error>> {
-        self.rollback(transaction)
-    }
-
-    /// Begins a transaction with its first lookup, and returns both: one call where the
-    /// service allows it (its `new_transaction` read option), else begin, then look up (the
-    /// default, right for a backend in the same process).
-    fn begin_with_lookup<'a>(
-        &'a self,
-        keys: &'a [RawKey],
-        partition: &'a PartitionId,
-        mode: &'a TransactionMode,
-    ) -> BoxFuture<'a, Result<(TransactionId, Found), Error>> {
-        Box::pin(async move {
-            let id = self.begin_transaction(partition, mode).await?;
-            let found = self.lookup(keys, Some(&id)).await;
-            after_begin(self, id, found).await
-        })
-    }
-
-    /// Begins a transaction with its first query: see [`begin_with_lookup`](Backend::begin_with_lookup).
-    fn begin_with_query<'a>(
-        &'a self,
-        query: &'a QuerySpec,
-        mode: &'a TransactionMode,
-    ) -> BoxFuture<'a, Result<(TransactionId, QueryBatch), Error>> {
-        Box::pin(async move {
-            let id = self.begin_transaction(&query.partition, mode).await?;
-            let batch = self.run_query(query, Some(&id)).await;
-            after_begin(self, id, batch).await
-        })
-    }
-
-    /// Begins a transaction with its first aggregation: see
-    /// [`begin_with_lookup`](Backend::begin_with_lookup).
-    fn begin_with_aggregation<'a>(
-        &'a self,
-        query: &'a QuerySpec,
-        aggregation: &'a Aggregation,
-        mode: &'a TransactionMode,
-    ) -> BoxFuture<'a, Result<(TransactionId, Value), Error>> {
-        Box::pin(async move {
-            let id = self.begin_transaction(&query.partition, mode).await?;
-            let value = self.run_aggregation(query, aggregation, Some(&id)).await;
-            after_begin(self, id, value).await
-        })
-    }
-
-    /// Commits the changes of a read-write transaction that read nothing: one call where the
-    /// service allows it (a single-use transaction), else begin, then commit (the default).
-    fn begin_with_commit<'a>(
-        &'a self,
-        changes: Vec<Change>,
-        partition: &'a PartitionId,
-        mode: &'a TransactionMode,
-    ) -> BoxFuture<'a, Result<Committed, Error>> {
-        Box::pin(async move {
-            let id = self.begin_transaction(partition, mode).await?;
-            self.commit_changes(changes, Some(&id)).await
-        })
-    }
-
-    /// How a query is answered (Query Explain), and with `analyze` its answer (one batch, read
-    /// in `transaction` if given) and what it read. A backend that cannot tell refuses with
-    /// [`Error::Unsupported`] (the default).
-    fn explain<'a>(
-        &'a self,
-        query: &'a QuerySpec,
-        analyze: bool,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<(Option<QueryBatch>, Explanation), Error>> {
-        let _ = (query, analyze, transaction);
-        Box::pin(std::future::ready(Err(Error::Unsupported {
-            reason: "this backend cannot explain queries".to_owned(),
-        })))
-    }
-
-    /// How an aggregation over a query's rows is answered, and with `analyze` its value (read
-    /// in `transaction` if given) and what it read. A backend that cannot tell refuses with
-    /// [`Error::Unsupported`] (the default).
-    fn explain_aggregation<'a>(
-        &'a self,
-        query: &'a QuerySpec,
-        aggregation: &'a Aggregation,
-        analyze: bool,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<(Option<Value>, Explanation), Error>> {
-        let _ = (query, aggregation, analyze, transaction);
-        Box::pin(std::future::ready(Err(Error::Unsupported {
-            reason: "this backend cannot explain aggregations".to_owned(),
-        })))
-    }
 
     /// Completes incomplete keys with scattered, never-used ids (R-K1).
     fn allocate_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<Vec<RawKey>, Error>>;
@@ -331,13 +229,71 @@ pub trait Backend: Send + Sync + 'static {
         Box::pin(std::future::ready(Ok(())))
     }
 
+    /// What this backend can do besides the service's calls, and what names its data in a
+    /// shared cache. None by default; a wrapper forwards its inner backend's.
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::default()
+    }
+}
+
+/// What a backend can do besides the service's calls ([`Backend::capabilities`]).
+#[derive(Default)]
+pub struct Capabilities<'a> {
+    /// Query Explain: how queries and aggregations are answered.
+    pub explain: Option<&'a dyn Explain>,
+    /// Reads handed over as stored, without a map each (the embedded engine's). Not a public
+    /// API.
+    #[doc(hidden)]
+    pub stored_reads: Option<&'a dyn StoredReads>,
     /// What names this backend's data in a cache shared with other backends, where its keys'
     /// project does not: the embedded engine's keys name no project, so each engine names its
-    /// own (`embedded-` and 32 hex digits; a file keeps its across opens). `None` (the
-    /// default): the keys' project names it. A wrapper around another backend forwards it.
-    fn cache_identity(&self) -> Option<String> {
-        None
-    }
+    /// own (`embedded-` and 32 hex digits; a file keeps its across opens). `None`: the keys'
+    /// project names it.
+    pub identity: Option<String>,
+}
+
+/// Query Explain: how a query or an aggregation is answered, and, analyzed, its answer and
+/// what it read.
+pub trait Explain: Send + Sync {
+    /// How `query` is answered, and with `analyze` its answer (one batch, read in
+    /// `transaction` if given) and what it read.
+    fn explain<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        analyze: bool,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<(Option<QueryBatch>, Explanation), Error>>;
+
+    /// How an aggregation over a query's rows is answered, and with `analyze` its value (read
+    /// in `transaction` if given) and what it read.
+    fn explain_aggregation<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        aggregation: &'a Aggregation,
+        analyze: bool,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<(Option<Value>, Explanation), Error>>;
+}
+
+/// Reads outside any transaction that hand each entity over as it lies: the embedded engine
+/// gives its stored bytes, which the derive reads in one pass without building a map. Not a
+/// public API.
+#[doc(hidden)]
+pub trait StoredReads: Send + Sync {
+    /// Looks `keys` up and hands each entity found to `read`, with its key's position.
+    fn lookup_each<'a>(
+        &'a self,
+        keys: &'a [RawKey],
+        read: &'a mut ReadFound<'_>,
+    ) -> BoxFuture<'a, Result<(), Error>>;
+
+    /// Runs `query` and hands each result to `read`, with its key; returns where the batch
+    /// ends.
+    fn run_query_each<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        read: &'a mut ReadResult<'_>,
+    ) -> BoxFuture<'a, Result<BatchEnd, Error>>;
 }
 
 /// The transaction `id` begun for a read, with the read's answer; if the read failed, the

@@ -28,14 +28,14 @@ use self::redis::GlobalCache;
 pub use self::shared::CacheStats;
 use self::shared::{Counters, Policies};
 use crate::backend::{
-    Aggregation, Backend, BoxFuture, Change, Committed, FoundStamped, QueryBatch, QuerySpec,
-    ReadFound, TransactionId, TransactionMode,
+    Aggregation, Backend, BatchEnd, BoxFuture, Capabilities, Change, CommitAs, Committed,
+    FoundStamped, Lookup, QueryBatch, QuerySpec, Read, ReadAs, ReadFound, ReadResult, Stamp,
+    StoredReads, TransactionId, TransactionMode,
 };
 use crate::error::Error;
 use crate::model::key::{PartitionId, RawKey};
 use crate::model::schema::Schema;
 use crate::model::value::{PropertyMap, Value};
-use crate::query::explain::Explanation;
 
 /// A backend with caches in front of it. Cheap to clone: clones share the caches.
 #[derive(Clone)]
@@ -213,35 +213,94 @@ fn merge(
 }
 
 impl Backend for Caching {
-    fn lookup_stamped<'a>(
+    fn lookup_as<'a>(
         &'a self,
-        keys: &'a [RawKey],
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<FoundStamped, Error>> {
-        // Versions and times are not cached: read where they are.
-        self.inner.lookup_stamped(keys, transaction)
-    }
-
-    fn lookup_masked<'a>(
-        &'a self,
-        keys: &'a [RawKey],
-        paths: &'a [Vec<std::borrow::Cow<'static, str>>],
-    ) -> BoxFuture<'a, Result<FoundStamped, Error>> {
-        self.inner.lookup_masked(keys, paths)
-    }
-
-    fn lookup<'a>(
-        &'a self,
-        keys: &'a [RawKey],
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Vec<Option<PropertyMap>>, Error>> {
-        match transaction {
-            // A transaction reads its own snapshot, never a cache (as NDB).
-            Some(_) => self.inner.lookup(keys, transaction),
-            None => Box::pin(self.lookup_cached(keys)),
+        lookup: Lookup<'a>,
+    ) -> BoxFuture<'a, Result<Read<FoundStamped>, Error>> {
+        match lookup {
+            // Outside a transaction, whole entities without their versions: through the
+            // caches. A transaction reads its own snapshot, never a cache (as NDB), and
+            // versions and times are not cached.
+            Lookup {
+                keys,
+                read: ReadAs::Latest,
+                mask: None,
+                stamps: false,
+            } => Box::pin(async move {
+                let found = self.lookup_cached(keys).await?;
+                let found = found.into_iter().map(|f| f.map(|p| (p, Stamp::default())));
+                Ok(Read::of(found.collect()))
+            }),
+            lookup => self.inner.lookup_as(lookup),
         }
     }
 
+    fn query_as<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        read: ReadAs<'a>,
+    ) -> BoxFuture<'a, Result<Read<QueryBatch>, Error>> {
+        // Queries are not cached: answered by the store behind the cache.
+        self.inner.query_as(query, read)
+    }
+
+    fn aggregate_as<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        aggregation: &'a Aggregation,
+        read: ReadAs<'a>,
+    ) -> BoxFuture<'a, Result<Read<Value>, Error>> {
+        self.inner.aggregate_as(query, aggregation, read)
+    }
+
+    fn commit_as<'a>(
+        &'a self,
+        changes: Vec<Change>,
+        how: CommitAs<'a>,
+    ) -> BoxFuture<'a, Result<Committed, Error>> {
+        let transaction = match how {
+            CommitAs::In(transaction) => Some(transaction),
+            CommitAs::Alone | CommitAs::SingleUse(..) => None,
+        };
+        Box::pin(self.committing(changes, transaction, async move |changes| {
+            self.inner.commit_as(changes, how).await
+        }))
+    }
+
+    fn begin_transaction<'a>(
+        &'a self,
+        partition: &'a PartitionId,
+        mode: &'a TransactionMode,
+    ) -> BoxFuture<'a, Result<TransactionId, Error>> {
+        self.inner.begin_transaction(partition, mode)
+    }
+
+    fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>> {
+        self.inner.rollback(transaction)
+    }
+
+    fn allocate_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
+        self.inner.allocate_ids(keys)
+    }
+
+    fn reserve_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<(), Error>> {
+        self.inner.reserve_ids(keys)
+    }
+
+    fn declare<'a>(&'a self, schema: &'static Schema) -> BoxFuture<'a, Result<(), Error>> {
+        self.policies.declare(schema.kind, schema.cache);
+        self.inner.declare(schema)
+    }
+
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities {
+            stored_reads: Some(self),
+            ..self.inner.capabilities()
+        }
+    }
+}
+
+impl StoredReads for Caching {
     fn lookup_each<'a>(
         &'a self,
         keys: &'a [RawKey],
@@ -258,132 +317,12 @@ impl Backend for Caching {
         })
     }
 
-    fn commit_changes<'a>(
-        &'a self,
-        changes: Vec<Change>,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Committed, Error>> {
-        Box::pin(self.committing(changes, transaction, async move |changes| {
-            self.inner.commit_changes(changes, transaction).await
-        }))
-    }
-
-    fn begin_with_commit<'a>(
-        &'a self,
-        changes: Vec<Change>,
-        partition: &'a PartitionId,
-        mode: &'a TransactionMode,
-    ) -> BoxFuture<'a, Result<Committed, Error>> {
-        Box::pin(self.committing(changes, None, async move |changes| {
-            self.inner.begin_with_commit(changes, partition, mode).await
-        }))
-    }
-
-    fn run_query<'a>(
-        &'a self,
-        query: &'a QuerySpec,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<QueryBatch, Error>> {
-        self.inner.run_query(query, transaction)
-    }
-
     fn run_query_each<'a>(
         &'a self,
         query: &'a QuerySpec,
-        read: &'a mut crate::backend::ReadResult<'_>,
-    ) -> BoxFuture<'a, Result<crate::backend::BatchEnd, Error>> {
+        read: &'a mut ReadResult<'_>,
+    ) -> BoxFuture<'a, Result<BatchEnd, Error>> {
         // Queries are not cached: answered by the store behind the cache.
         self.inner.run_query_each(query, read)
-    }
-
-    fn run_aggregation<'a>(
-        &'a self,
-        query: &'a QuerySpec,
-        aggregation: &'a Aggregation,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Value, Error>> {
-        self.inner.run_aggregation(query, aggregation, transaction)
-    }
-
-    fn begin_transaction<'a>(
-        &'a self,
-        partition: &'a PartitionId,
-        mode: &'a TransactionMode,
-    ) -> BoxFuture<'a, Result<TransactionId, Error>> {
-        self.inner.begin_transaction(partition, mode)
-    }
-
-    fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>> {
-        self.inner.rollback(transaction)
-    }
-
-    fn end_read_only<'a>(
-        &'a self,
-        transaction: &'a TransactionId,
-    ) -> BoxFuture<'a, Result<(), Error>> {
-        self.inner.end_read_only(transaction)
-    }
-
-    fn begin_with_lookup<'a>(
-        &'a self,
-        keys: &'a [RawKey],
-        partition: &'a PartitionId,
-        mode: &'a TransactionMode,
-    ) -> BoxFuture<'a, Result<(TransactionId, Vec<Option<PropertyMap>>), Error>> {
-        self.inner.begin_with_lookup(keys, partition, mode)
-    }
-
-    fn begin_with_query<'a>(
-        &'a self,
-        query: &'a QuerySpec,
-        mode: &'a TransactionMode,
-    ) -> BoxFuture<'a, Result<(TransactionId, QueryBatch), Error>> {
-        self.inner.begin_with_query(query, mode)
-    }
-
-    fn begin_with_aggregation<'a>(
-        &'a self,
-        query: &'a QuerySpec,
-        aggregation: &'a Aggregation,
-        mode: &'a TransactionMode,
-    ) -> BoxFuture<'a, Result<(TransactionId, Value), Error>> {
-        self.inner.begin_with_aggregation(query, aggregation, mode)
-    }
-
-    fn explain<'a>(
-        &'a self,
-        query: &'a QuerySpec,
-        analyze: bool,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<(Option<QueryBatch>, Explanation), Error>> {
-        self.inner.explain(query, analyze, transaction)
-    }
-
-    fn explain_aggregation<'a>(
-        &'a self,
-        query: &'a QuerySpec,
-        aggregation: &'a Aggregation,
-        analyze: bool,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<(Option<Value>, Explanation), Error>> {
-        self.inner
-            .explain_aggregation(query, aggregation, analyze, transaction)
-    }
-
-    fn allocate_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
-        self.inner.allocate_ids(keys)
-    }
-
-    fn reserve_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<(), Error>> {
-        self.inner.reserve_ids(keys)
-    }
-
-    fn declare<'a>(&'a self, schema: &'static Schema) -> BoxFuture<'a, Result<(), Error>> {
-        self.policies.declare(schema.kind, schema.cache);
-        self.inner.declare(schema)
-    }
-
-    fn cache_identity(&self) -> Option<String> {
-        self.inner.cache_identity()
     }
 }

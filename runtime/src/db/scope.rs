@@ -202,7 +202,7 @@ impl Scope {
 }
 
 /// A transaction as the calls made inside it see it: its mode, whether it has begun (the
-/// first read begins it, in the same call where the backend allows: `Backend::begin_with_*`),
+/// first read begins it, in the same call where the backend allows: `begin_with_*` (`ReadAs::Begin`)),
 /// and whether a call inside it met contention (the attempt is then retried, whatever the
 /// body made of the error).
 #[derive(Clone, Debug)]

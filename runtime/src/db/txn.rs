@@ -595,7 +595,7 @@ impl Tx {
         if self.inner.read_only {
             self.state().ended = true;
             return match handle.begun() {
-                Some(id) => backend.end_read_only(id).await,
+                Some(id) => backend.rollback(id).await,
                 // It read nothing: there is nothing to end.
                 None => Ok(()),
             };

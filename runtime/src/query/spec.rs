@@ -342,7 +342,7 @@ pub struct QueryResult {
 /// an entity that does not exist (a write conditioned on version `0` creates one). Firestore
 /// in Datastore mode and the embedded engine use the update time in microseconds as the
 /// version; the legacy Datastore emulator counts commits, and reports no times.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Stamp {
     /// The version.
     pub version: u64,

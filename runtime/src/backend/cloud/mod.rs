@@ -21,9 +21,11 @@ use gcloud_sdk::google::datastore::v1 as pb;
 use gcloud_sdk::prost_types;
 
 use self::call::{About, Calls, Client, Sending};
+use super::calls::begin_then_read;
 use super::{
-    Backend, BoxFuture, Change, ChangeResult, Committed, Condition, Found, FoundStamped, Mask,
-    Mutation, OnConflict, Stamp, TransactionId, TransactionMode, after_begin,
+    Backend, BoxFuture, Capabilities, Change, ChangeResult, CommitAs, Committed, Condition,
+    Explain, FoundStamped, Lookup, Mask, Mutation, OnConflict, Read, ReadAs, Stamp, TransactionId,
+    TransactionMode,
 };
 use crate::error::{Error, ServiceCode};
 use crate::model::entity::Entity;
@@ -108,7 +110,7 @@ impl Cloud {
         if let [key] = candidates {
             return format!("{key:?}");
         }
-        let found = match self.lookup_keys(candidates, Read::Outside).await {
+        let found = match self.lookup_keys(candidates, Reading::Outside).await {
             Ok((_, found)) => found,
             Err(_) => return message,
         };
@@ -142,11 +144,6 @@ impl std::fmt::Debug for Cloud {
             .field("timeout", &self.calls.timeout)
             .finish_non_exhaustive()
     }
-}
-
-/// What a lookup found, without the versions.
-fn unstamped(found: FoundStamped) -> Found {
-    found.into_iter().map(|f| f.map(|(p, _)| p)).collect()
 }
 
 /// Makes call `method` with `request` (see `call.rs`), on whichever client the backend has.
@@ -221,7 +218,7 @@ fn query_error(kind: &str, has_cursor: bool, error: Error) -> Error {
 
 /// Where a read reads.
 #[derive(Debug, Clone, Copy)]
-enum Read<'a> {
+enum Reading<'a> {
     /// Outside any transaction.
     Outside,
     /// In this transaction.
@@ -230,19 +227,19 @@ enum Read<'a> {
     Begin(&'a TransactionMode),
 }
 
-impl<'a> Read<'a> {
-    fn of(transaction: Option<&'a TransactionId>) -> Read<'a> {
-        transaction.map_or(Read::Outside, Read::In)
+impl<'a> Reading<'a> {
+    fn of(transaction: Option<&'a TransactionId>) -> Reading<'a> {
+        transaction.map_or(Reading::Outside, Reading::In)
     }
 
     fn begins(self) -> bool {
-        matches!(self, Read::Begin(_))
+        matches!(self, Reading::Begin(_))
     }
 
     /// The read once the transaction it began, if any, is `begun`.
-    fn after(self, begun: Option<&'a TransactionId>) -> Read<'a> {
+    fn after(self, begun: Option<&'a TransactionId>) -> Reading<'a> {
         match (self, begun) {
-            (Read::Begin(_), Some(id)) => Read::In(id),
+            (Reading::Begin(_), Some(id)) => Reading::In(id),
             (read, _) => read,
         }
     }
@@ -276,12 +273,12 @@ fn transaction_options(mode: &TransactionMode) -> pb::TransactionOptions {
 }
 
 impl Cloud {
-    fn read_options(read: &Read<'_>) -> Option<pb::ReadOptions> {
+    fn read_options(read: &Reading<'_>) -> Option<pb::ReadOptions> {
         use pb::read_options::ConsistencyType;
         let consistency = match read {
-            Read::Outside => return None,
-            Read::In(t) => ConsistencyType::Transaction(t.0.clone()),
-            Read::Begin(mode) => ConsistencyType::NewTransaction(transaction_options(mode)),
+            Reading::Outside => return None,
+            Reading::In(t) => ConsistencyType::Transaction(t.0.clone()),
+            Reading::Begin(mode) => ConsistencyType::NewTransaction(transaction_options(mode)),
         };
         Some(pb::ReadOptions {
             consistency_type: Some(consistency),
@@ -292,7 +289,7 @@ impl Cloud {
     async fn lookup_keys(
         &self,
         keys: &[RawKey],
-        read: Read<'_>,
+        read: Reading<'_>,
     ) -> Result<(Option<TransactionId>, FoundStamped), Error> {
         self.lookup_paths(keys, read, None).await
     }
@@ -301,7 +298,7 @@ impl Cloud {
     async fn lookup_paths(
         &self,
         keys: &[RawKey],
-        read: Read<'_>,
+        read: Reading<'_>,
         paths: Option<&[Vec<std::borrow::Cow<'static, str>>]>,
     ) -> Result<(Option<TransactionId>, FoundStamped), Error> {
         let property_mask = paths.and_then(convert::read_mask);
@@ -329,7 +326,7 @@ impl Cloud {
                 if begun.is_none() && read.begins() {
                     begun = Some(TransactionId(response.transaction));
                 }
-                if matches!(read, Read::Outside) {
+                if matches!(read, Reading::Outside) {
                     // Firestore reports the time it read at outside a transaction.
                     let _ = self.newer_surface.set(response.read_time.is_some());
                 }
@@ -566,7 +563,7 @@ impl Cloud {
                 false => Ok(m.key().clone().completed(IdOrName::Id(KeyId::new(1)?))),
             })
             .collect::<Result<_, Error>>()?;
-        self.lookup_keys(&probe, Read::Outside).await?;
+        self.lookup_keys(&probe, Reading::Outside).await?;
         Ok(self.newer_surface.get().copied().unwrap_or(false))
     }
 
@@ -585,7 +582,7 @@ impl Cloud {
             .filter_map(|(key, c)| c.map(|c| (key, convert::expected_version(c))))
             .collect();
         let looked_up: Vec<RawKey> = conditioned.iter().map(|(k, _)| (*k).clone()).collect();
-        if let Ok((_, found)) = self.lookup_keys(&looked_up, Read::Outside).await {
+        if let Ok((_, found)) = self.lookup_keys(&looked_up, Reading::Outside).await {
             let stored = found
                 .iter()
                 .map(|f| f.as_ref().map_or(0, |(_, s)| s.version));
@@ -620,7 +617,7 @@ impl Cloud {
     async fn query(
         &self,
         spec: &QuerySpec,
-        read: Read<'_>,
+        read: Reading<'_>,
     ) -> Result<(Option<TransactionId>, QueryBatch), Error> {
         let mut begun: Option<TransactionId> = None;
         use pb::query_result_batch::MoreResultsType as More;
@@ -685,7 +682,7 @@ impl Cloud {
         &self,
         query: &QuerySpec,
         aggregation: &Aggregation,
-        read: Read<'_>,
+        read: Reading<'_>,
     ) -> Result<(Option<TransactionId>, Value), Error> {
         let response = call!(
             self,
@@ -725,7 +722,7 @@ impl Cloud {
         &self,
         spec: &QuerySpec,
         limit: Option<usize>,
-        read: Read<'_>,
+        read: Reading<'_>,
         explain: Option<bool>,
     ) -> pb::RunQueryRequest {
         pb::RunQueryRequest {
@@ -751,7 +748,7 @@ impl Cloud {
         transaction: Option<&TransactionId>,
     ) -> Result<(Option<QueryBatch>, Explanation), Error> {
         use pb::query_result_batch::MoreResultsType as More;
-        let read = Read::of(transaction);
+        let read = Reading::of(transaction);
         let request = self.run_query_request(spec, spec.limit, read, Some(analyze));
         let response = call!(self, run_query, about_query("run_query", spec), request)
             .map_err(|e| query_error(&spec.kind, spec.start_cursor.is_some(), e))?;
@@ -821,59 +818,120 @@ impl Cloud {
 }
 
 impl Backend for Cloud {
-    fn lookup_stamped<'a>(
+    fn lookup_as<'a>(
         &'a self,
-        keys: &'a [RawKey],
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<FoundStamped, Error>> {
-        Box::pin(async move { Ok(self.lookup_keys(keys, Read::of(transaction)).await?.1) })
-    }
-
-    fn commit_changes<'a>(
-        &'a self,
-        changes: Vec<Change>,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Committed, Error>> {
-        Box::pin(self.commit_mutations(changes, transaction, None))
-    }
-
-    fn lookup_masked<'a>(
-        &'a self,
-        keys: &'a [RawKey],
-        paths: &'a [Vec<std::borrow::Cow<'static, str>>],
-    ) -> BoxFuture<'a, Result<FoundStamped, Error>> {
+        lookup: Lookup<'a>,
+    ) -> BoxFuture<'a, Result<Read<FoundStamped>, Error>> {
+        let Lookup {
+            keys, read, mask, ..
+        } = lookup;
         Box::pin(async move {
-            let (_, found) = self.lookup_paths(keys, Read::Outside, Some(paths)).await?;
-            Ok(found)
+            let (partition, mode) = match read {
+                ReadAs::Latest => {
+                    let (_, found) = self.lookup_paths(keys, Reading::Outside, mask).await?;
+                    return Ok(Read::of(found));
+                }
+                ReadAs::In(t) => {
+                    let (_, found) = self.lookup_paths(keys, Reading::In(t), mask).await?;
+                    return Ok(Read::of(found));
+                }
+                ReadAs::Begin(partition, mode) => (partition, mode),
+            };
+            if !self.begin_with_reads {
+                return begin_then_read(self, read, async |t| {
+                    Ok(self.lookup_paths(keys, Reading::of(t), mask).await?.1)
+                })
+                .await;
+            }
+            let (id, found) = match self.lookup_paths(keys, Reading::Begin(mode), mask).await? {
+                (Some(id), found) => (began(Some(id))?, found),
+                // No key, no call: begin on its own.
+                (None, found) => (self.begin_transaction(partition, mode).await?, found),
+            };
+            Ok(Read {
+                transaction: Some(id),
+                answer: found,
+            })
         })
     }
 
-    fn run_query<'a>(
+    fn query_as<'a>(
         &'a self,
         query: &'a QuerySpec,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<QueryBatch, Error>> {
-        Box::pin(async move { Ok(self.query(query, Read::of(transaction)).await?.1) })
+        read: ReadAs<'a>,
+    ) -> BoxFuture<'a, Result<Read<QueryBatch>, Error>> {
+        Box::pin(async move {
+            let mode = match read {
+                ReadAs::Latest => {
+                    return Ok(Read::of(self.query(query, Reading::Outside).await?.1));
+                }
+                ReadAs::In(t) => return Ok(Read::of(self.query(query, Reading::In(t)).await?.1)),
+                ReadAs::Begin(_, mode) => mode,
+            };
+            if !self.begin_with_reads {
+                return begin_then_read(self, read, async |t| {
+                    Ok(self.query(query, Reading::of(t)).await?.1)
+                })
+                .await;
+            }
+            let (begun, batch) = self.query(query, Reading::Begin(mode)).await?;
+            Ok(Read {
+                transaction: Some(began(begun)?),
+                answer: batch,
+            })
+        })
     }
 
-    fn explain<'a>(
-        &'a self,
-        query: &'a QuerySpec,
-        analyze: bool,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<(Option<QueryBatch>, Explanation), Error>> {
-        Box::pin(self.explain_query(query, analyze, transaction))
-    }
-
-    fn run_aggregation<'a>(
+    fn aggregate_as<'a>(
         &'a self,
         query: &'a QuerySpec,
         aggregation: &'a Aggregation,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Value, Error>> {
+        read: ReadAs<'a>,
+    ) -> BoxFuture<'a, Result<Read<Value>, Error>> {
         Box::pin(async move {
-            let read = Read::of(transaction);
-            Ok(self.aggregate(query, aggregation, read).await?.1)
+            let mode = match read {
+                ReadAs::Latest => {
+                    let (_, value) = self.aggregate(query, aggregation, Reading::Outside).await?;
+                    return Ok(Read::of(value));
+                }
+                ReadAs::In(t) => {
+                    let (_, value) = self.aggregate(query, aggregation, Reading::In(t)).await?;
+                    return Ok(Read::of(value));
+                }
+                ReadAs::Begin(_, mode) => mode,
+            };
+            if self.begin_with_reads && self.aggregations_begin.load(Ordering::Relaxed) {
+                match self
+                    .aggregate(query, aggregation, Reading::Begin(mode))
+                    .await?
+                {
+                    (Some(id), value) if !id.0.is_empty() => {
+                        return Ok(Read {
+                            transaction: Some(id),
+                            answer: value,
+                        });
+                    }
+                    // Answered outside any transaction: from now on, begin first.
+                    _ => self.aggregations_begin.store(false, Ordering::Relaxed),
+                }
+            }
+            begin_then_read(self, read, async |t| {
+                Ok(self.aggregate(query, aggregation, Reading::of(t)).await?.1)
+            })
+            .await
+        })
+    }
+
+    fn commit_as<'a>(
+        &'a self,
+        changes: Vec<Change>,
+        how: CommitAs<'a>,
+    ) -> BoxFuture<'a, Result<Committed, Error>> {
+        Box::pin(match how {
+            CommitAs::Alone => self.commit_mutations(changes, None, None),
+            CommitAs::In(t) => self.commit_mutations(changes, Some(t), None),
+            // A single-use transaction: one call.
+            CommitAs::SingleUse(_, mode) => self.commit_mutations(changes, None, Some(mode)),
         })
     }
 
@@ -896,93 +954,6 @@ impl Backend for Cloud {
             )?;
             Ok(TransactionId(response.transaction))
         })
-    }
-
-    fn begin_with_lookup<'a>(
-        &'a self,
-        keys: &'a [RawKey],
-        partition: &'a PartitionId,
-        mode: &'a TransactionMode,
-    ) -> BoxFuture<'a, Result<(TransactionId, Found), Error>> {
-        Box::pin(async move {
-            if !self.begin_with_reads {
-                let id = self.begin_transaction(partition, mode).await?;
-                let found = self.lookup_keys(keys, Read::In(&id)).await;
-                return after_begin(self, id, found.map(|(_, f)| unstamped(f))).await;
-            }
-            match self.lookup_keys(keys, Read::Begin(mode)).await? {
-                (Some(id), found) => Ok((began(Some(id))?, unstamped(found))),
-                // No key, no call: begin on its own.
-                (None, found) => Ok((
-                    self.begin_transaction(partition, mode).await?,
-                    unstamped(found),
-                )),
-            }
-        })
-    }
-
-    fn begin_with_query<'a>(
-        &'a self,
-        query: &'a QuerySpec,
-        mode: &'a TransactionMode,
-    ) -> BoxFuture<'a, Result<(TransactionId, QueryBatch), Error>> {
-        Box::pin(async move {
-            if !self.begin_with_reads {
-                let id = self.begin_transaction(&query.partition, mode).await?;
-                let batch = self.query(query, Read::In(&id)).await.map(|(_, b)| b);
-                return after_begin(self, id, batch).await;
-            }
-            let (begun, batch) = self.query(query, Read::Begin(mode)).await?;
-            Ok((began(begun)?, batch))
-        })
-    }
-
-    /// Records `schema`'s composite indexes, which R-I5 counts before a commit is sent (the
-    /// service's indexes themselves come from `index.yaml`).
-    fn declare<'a>(&'a self, schema: &'static Schema) -> BoxFuture<'a, Result<(), Error>> {
-        let mut indexes = self.indexes.lock().unwrap_or_else(|e| e.into_inner());
-        let known = indexes.entry(schema.kind).or_default();
-        for index in schema.indexes {
-            if !known.contains(&index) {
-                known.push(index);
-            }
-        }
-        Box::pin(std::future::ready(Ok(())))
-    }
-
-    fn begin_with_aggregation<'a>(
-        &'a self,
-        query: &'a QuerySpec,
-        aggregation: &'a Aggregation,
-        mode: &'a TransactionMode,
-    ) -> BoxFuture<'a, Result<(TransactionId, Value), Error>> {
-        Box::pin(async move {
-            if self.begin_with_reads && self.aggregations_begin.load(Ordering::Relaxed) {
-                match self
-                    .aggregate(query, aggregation, Read::Begin(mode))
-                    .await?
-                {
-                    (Some(id), value) if !id.0.is_empty() => return Ok((id, value)),
-                    // Answered outside any transaction: from now on, begin first.
-                    _ => self.aggregations_begin.store(false, Ordering::Relaxed),
-                }
-            }
-            let id = self.begin_transaction(&query.partition, mode).await?;
-            let value = self
-                .aggregate(query, aggregation, Read::In(&id))
-                .await
-                .map(|(_, v)| v);
-            after_begin(self, id, value).await
-        })
-    }
-
-    fn begin_with_commit<'a>(
-        &'a self,
-        changes: Vec<Change>,
-        _partition: &'a PartitionId,
-        mode: &'a TransactionMode,
-    ) -> BoxFuture<'a, Result<Committed, Error>> {
-        Box::pin(self.commit_mutations(changes, None, Some(mode)))
     }
 
     fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>> {
@@ -1042,6 +1013,50 @@ impl Backend for Cloud {
             }
             Ok(())
         })
+    }
+
+    /// Records `schema`'s composite indexes, which R-I5 counts before a commit is sent (the
+    /// service's indexes themselves come from `index.yaml`).
+    fn declare<'a>(&'a self, schema: &'static Schema) -> BoxFuture<'a, Result<(), Error>> {
+        let mut indexes = self.indexes.lock().unwrap_or_else(|e| e.into_inner());
+        let known = indexes.entry(schema.kind).or_default();
+        for index in schema.indexes {
+            if !known.contains(&index) {
+                known.push(index);
+            }
+        }
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities {
+            explain: Some(self),
+            ..Capabilities::default()
+        }
+    }
+}
+
+impl Explain for Cloud {
+    fn explain<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        analyze: bool,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<(Option<QueryBatch>, Explanation), Error>> {
+        Box::pin(self.explain_query(query, analyze, transaction))
+    }
+
+    fn explain_aggregation<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        aggregation: &'a Aggregation,
+        analyze: bool,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<(Option<Value>, Explanation), Error>> {
+        let _ = (query, aggregation, analyze, transaction);
+        Box::pin(std::future::ready(Err(Error::Unsupported {
+            reason: "this backend cannot explain aggregations".to_owned(),
+        })))
     }
 }
 
@@ -1215,13 +1230,14 @@ mod tests {
             ..QuerySpec::default()
         };
         for analyze in [false, true] {
-            let request = cloud.run_query_request(&spec, spec.limit, Read::Outside, Some(analyze));
+            let request =
+                cloud.run_query_request(&spec, spec.limit, Reading::Outside, Some(analyze));
             assert_eq!(
                 request.explain_options,
                 Some(pb::ExplainOptions { analyze })
             );
         }
-        let plain = cloud.run_query_request(&spec, spec.limit, Read::Outside, None);
+        let plain = cloud.run_query_request(&spec, spec.limit, Reading::Outside, None);
         assert_eq!(plain.explain_options, None);
     }
 

@@ -71,9 +71,11 @@ use self::locks::{Locking, Locks};
 use self::memory::Memory;
 use self::store::{Batch, Store};
 use self::transactions::{Abort, LOCK_WAIT, Transaction, Transactions};
+use super::calls::{begin_then_commit, begin_then_read};
 use super::{
-    Backend, BatchEnd, BoxFuture, Change, Committed, FoundEntity, FoundStamped, ReadFound,
-    ReadResult, TransactionId, TransactionMode, hand_over,
+    Backend, BatchEnd, BoxFuture, Capabilities, Change, CommitAs, Committed, Explain, FoundEntity,
+    FoundStamped, Lookup, Read, ReadAs, ReadFound, ReadResult, StoredReads, TransactionId,
+    TransactionMode, hand_over,
 };
 use crate::error::{Error, ServiceCode};
 use crate::format::keycode;
@@ -408,125 +410,77 @@ fn ready<'a, T: Send + 'a>(value: T) -> BoxFuture<'a, T> {
 }
 
 impl Backend for Embedded {
-    fn lookup_stamped<'a>(
+    fn lookup_as<'a>(
         &'a self,
-        keys: &'a [RawKey],
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<FoundStamped, Error>> {
+        lookup: Lookup<'a>,
+    ) -> BoxFuture<'a, Result<Read<FoundStamped>, Error>> {
+        let Lookup {
+            keys, read, mask, ..
+        } = lookup;
         Box::pin(async move {
-            if let Some(transaction) = transaction {
-                self.lock(keys, transaction).await?;
+            let mut found = begin_then_read(self, read, async |t| {
+                if let Some(transaction) = t {
+                    self.lock(keys, transaction).await?;
+                }
+                self.state().lookup(keys, t)
+            })
+            .await?;
+            if let Some(paths) = mask {
+                for slot in found.answer.iter_mut().flatten() {
+                    slot.0 = std::mem::take(&mut slot.0).selected(paths);
+                }
             }
-            self.state().lookup(keys, transaction)
+            Ok(found)
         })
     }
 
-    fn lookup_each<'a>(
-        &'a self,
-        keys: &'a [RawKey],
-        read: &'a mut ReadFound<'_>,
-    ) -> BoxFuture<'a, Result<(), Error>> {
-        // The stored forms are copied out under the lock into one buffer, and read after it
-        // (no caller's code runs under the lock).
-        let found = self.state().lookup_stored(keys);
-        Box::pin(ready(found.and_then(|(bytes, found)| {
-            found
-                .into_iter()
-                .try_for_each(|(i, range)| read(i, FoundEntity::Stored(&bytes[range])))
-        })))
-    }
-
-    fn commit_changes<'a>(
-        &'a self,
-        changes: Vec<Change>,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Committed, Error>> {
-        let committed = self.state().commit(changes, transaction);
-        // A transaction ended, or one aborted as its snapshot outgrew past versions' memory:
-        // its locks are free.
-        self.released.notify_waiters();
-        ready(committed)
-    }
-
-    fn run_query<'a>(
+    fn query_as<'a>(
         &'a self,
         query: &'a QuerySpec,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<QueryBatch, Error>> {
-        if transaction.is_none() {
+        read: ReadAs<'a>,
+    ) -> BoxFuture<'a, Result<Read<QueryBatch>, Error>> {
+        if let ReadAs::Latest = read {
             match self.scan_in_slices(query) {
                 Ok(None) => {}
-                Ok(Some(batch)) => return ready(Ok(batch)),
+                Ok(Some(batch)) => return ready(Ok(Read::of(batch))),
                 Err(e) => return ready(Err(e)),
             }
         }
-        ready(self.state().run_query(query, transaction))
+        Box::pin(begin_then_read(self, read, async |t| {
+            self.state().run_query(query, t)
+        }))
     }
 
-    fn run_query_each<'a>(
-        &'a self,
-        query: &'a QuerySpec,
-        read: &'a mut ReadResult<'_>,
-    ) -> BoxFuture<'a, Result<BatchEnd, Error>> {
-        // As `lookup_each`: the stored forms copied out under the lock, read after it.
-        let answered = match self.scan_in_slices(query) {
-            Ok(None) => self.state().run_query_stored(query),
-            Ok(Some(batch)) => Ok(Answered::Batch(batch)),
-            Err(e) => Err(e),
-        };
-        Box::pin(ready(answered.and_then(|answered| match answered {
-            Answered::Batch(batch) => hand_over(batch, read),
-            Answered::Stored(stored) => {
-                for (key, range) in &stored.results {
-                    read(key, FoundEntity::Stored(&stored.bytes[range.clone()]))?;
-                }
-                Ok(BatchEnd {
-                    end_cursor: stored.end_cursor,
-                    more_results: stored.more_results,
-                })
-            }
-        })))
-    }
-
-    fn explain<'a>(
-        &'a self,
-        query: &'a QuerySpec,
-        analyze: bool,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<(Option<QueryBatch>, Explanation), Error>> {
-        ready(self.state().explain(query, analyze, transaction))
-    }
-
-    fn explain_aggregation<'a>(
+    fn aggregate_as<'a>(
         &'a self,
         query: &'a QuerySpec,
         aggregation: &'a Aggregation,
-        analyze: bool,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<(Option<Value>, Explanation), Error>> {
-        ready(
-            self.state()
-                .explain_aggregation(query, aggregation, analyze, transaction),
-        )
-    }
-
-    fn run_aggregation<'a>(
-        &'a self,
-        query: &'a QuerySpec,
-        aggregation: &'a Aggregation,
-        transaction: Option<&'a TransactionId>,
-    ) -> BoxFuture<'a, Result<Value, Error>> {
-        if transaction.is_none() {
+        read: ReadAs<'a>,
+    ) -> BoxFuture<'a, Result<Read<Value>, Error>> {
+        if let ReadAs::Latest = read {
             match self.aggregate_in_slices(query, aggregation) {
                 Ok(None) => {}
-                Ok(Some(value)) => return ready(Ok(value)),
+                Ok(Some(value)) => return ready(Ok(Read::of(value))),
                 Err(e) => return ready(Err(e)),
             }
         }
-        ready(
-            self.state()
-                .aggregate(query, aggregation, transaction, None),
-        )
+        Box::pin(begin_then_read(self, read, async |t| {
+            self.state().aggregate(query, aggregation, t, None)
+        }))
+    }
+
+    fn commit_as<'a>(
+        &'a self,
+        changes: Vec<Change>,
+        how: CommitAs<'a>,
+    ) -> BoxFuture<'a, Result<Committed, Error>> {
+        Box::pin(begin_then_commit(self, changes, how, async |changes, t| {
+            let committed = self.state().commit(changes, t);
+            // A transaction ended, or one aborted as its snapshot outgrew past versions'
+            // memory: its locks are free.
+            self.released.notify_waiters();
+            committed
+        }))
     }
 
     fn begin_transaction<'a>(
@@ -569,17 +523,6 @@ impl Backend for Embedded {
         ready(result.map(drop))
     }
 
-    fn end_read_only<'a>(
-        &'a self,
-        transaction: &'a TransactionId,
-    ) -> BoxFuture<'a, Result<(), Error>> {
-        // It read one snapshot: nothing to check (a read-only transaction never aborts).
-        let mut state = self.state();
-        let result =
-            transactions::number(transaction).map(|id| state.end_transaction(id).map(drop));
-        ready(result.map(drop))
-    }
-
     fn allocate_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
         ready(self.state().allocate_ids(keys))
     }
@@ -592,8 +535,78 @@ impl Backend for Embedded {
         ready(self.state().declare(schema))
     }
 
-    fn cache_identity(&self) -> Option<String> {
-        Some(format!("embedded-{:032x}", self.state().identity))
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities {
+            explain: Some(self),
+            stored_reads: Some(self),
+            identity: Some(format!("embedded-{:032x}", self.state().identity)),
+        }
+    }
+}
+
+impl Explain for Embedded {
+    fn explain<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        analyze: bool,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<(Option<QueryBatch>, Explanation), Error>> {
+        ready(self.state().explain(query, analyze, transaction))
+    }
+
+    fn explain_aggregation<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        aggregation: &'a Aggregation,
+        analyze: bool,
+        transaction: Option<&'a TransactionId>,
+    ) -> BoxFuture<'a, Result<(Option<Value>, Explanation), Error>> {
+        ready(
+            self.state()
+                .explain_aggregation(query, aggregation, analyze, transaction),
+        )
+    }
+}
+
+impl StoredReads for Embedded {
+    fn lookup_each<'a>(
+        &'a self,
+        keys: &'a [RawKey],
+        read: &'a mut ReadFound<'_>,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        // The stored forms are copied out under the lock into one buffer, and read after it
+        // (no caller's code runs under the lock).
+        let found = self.state().lookup_stored(keys);
+        Box::pin(ready(found.and_then(|(bytes, found)| {
+            found
+                .into_iter()
+                .try_for_each(|(i, range)| read(i, FoundEntity::Stored(&bytes[range])))
+        })))
+    }
+
+    fn run_query_each<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        read: &'a mut ReadResult<'_>,
+    ) -> BoxFuture<'a, Result<BatchEnd, Error>> {
+        // As `lookup_each`: the stored forms copied out under the lock, read after it.
+        let answered = match self.scan_in_slices(query) {
+            Ok(None) => self.state().run_query_stored(query),
+            Ok(Some(batch)) => Ok(Answered::Batch(batch)),
+            Err(e) => Err(e),
+        };
+        Box::pin(ready(answered.and_then(|answered| match answered {
+            Answered::Batch(batch) => hand_over(batch, read),
+            Answered::Stored(stored) => {
+                for (key, range) in &stored.results {
+                    read(key, FoundEntity::Stored(&stored.bytes[range.clone()]))?;
+                }
+                Ok(BatchEnd {
+                    end_cursor: stored.end_cursor,
+                    more_results: stored.more_results,
+                })
+            }
+        })))
     }
 }
 

@@ -96,7 +96,8 @@ async fn orders(n: i64) -> (Embedded, Arc<Counts>) {
                 Mutation::Upsert(key(i), properties, Mask::Whole)
             })
             .collect();
-        engine.commit(writes, None).await.unwrap();
+        let calls: &dyn Backend = &engine;
+        calls.commit(writes, None).await.unwrap();
     }
     counts.take();
     (engine, counts)
@@ -117,6 +118,7 @@ fn customer(c: i64) -> QuerySpec {
 #[tokio::test]
 async fn a_count_and_a_sum_read_index_entries_and_no_entity() {
     let (engine, counts) = orders(1_000).await;
+    let engine: &dyn Backend = &engine;
     let count = engine
         .run_aggregation(&customer(3), &Aggregation::Count { up_to: None }, None)
         .await
@@ -145,6 +147,7 @@ async fn a_page_costs_what_it_holds_whatever_the_kind_and_the_depth() {
     let mut costs = Vec::new();
     for n in [1_000, 20_000] {
         let (engine, counts) = orders(n).await;
+        let engine: &dyn Backend = &engine;
         let mut spec = QuerySpec {
             kind: "Order".to_owned(),
             orders: vec![PropertyOrder {
@@ -185,7 +188,7 @@ mod full_disk {
     /// commit never happened.
     #[tokio::test]
     async fn the_engine_commits_again_once_a_full_disk_has_room() {
-        use crate::backend::{Backend as _, Mask, Mutation, QuerySpec};
+        use crate::backend::{Backend, Mask, Mutation, QuerySpec};
         use crate::model::key::{PartitionId, PathElement, RawKey};
         use crate::model::value::{Property, PropertyMap, Value};
         use crate::{KeyName, Operator};
@@ -201,6 +204,7 @@ mod full_disk {
         // Each commit logged, then applied to the tables at once: a full disk meets both.
         let store = Logged::with_checkpoint(store, 1).unwrap();
         let engine = super::Embedded::with_store(Box::new(store));
+        let calls: &dyn Backend = &engine;
         let partition = PartitionId::default();
         let key = |name: &str| {
             let element = PathElement::new("Note", Some(KeyName::new(name).unwrap().into()));
@@ -211,16 +215,16 @@ mod full_disk {
             properties.insert("n", Property::indexed(Value::Integer(n)));
             vec![Mutation::Upsert(key(name), properties, Mask::Whole)]
         };
-        engine.commit(upsert("a", 1), None).await.unwrap();
+        calls.commit(upsert("a", 1), None).await.unwrap();
         full.store(true, Ordering::SeqCst);
-        let refused = engine.commit(upsert("b", 2), None).await;
+        let refused = calls.commit(upsert("b", 2), None).await;
         assert!(matches!(refused, Err(Error::Storage { .. })), "{refused:?}");
-        let refused = engine.commit(upsert("a", 5), None).await;
+        let refused = calls.commit(upsert("a", 5), None).await;
         assert!(matches!(refused, Err(Error::Storage { .. })), "{refused:?}");
         full.store(false, Ordering::SeqCst);
-        engine.commit(upsert("c", 3), None).await.unwrap();
+        calls.commit(upsert("c", 3), None).await.unwrap();
 
-        let found = engine
+        let found = calls
             .lookup(&[key("a"), key("b"), key("c")], None)
             .await
             .unwrap();
@@ -241,7 +245,7 @@ mod full_disk {
             )],
             ..QuerySpec::default()
         };
-        let names: Vec<_> = engine
+        let names: Vec<_> = calls
             .run_query(&query, None)
             .await
             .unwrap()
@@ -284,7 +288,10 @@ async fn a_page_of_whole_entities_is_handed_over_as_stored_with_one_cursor_for_i
         limit: Some(4),
         ..QuerySpec::default()
     };
-    let batch = engine.run_query(&spec, None).await.unwrap();
+    let batch = (&engine as &dyn Backend)
+        .run_query(&spec, None)
+        .await
+        .unwrap();
     counts.take();
     let (handed, end) = hand_over(&engine, &spec).await;
     // The same results, each entity's stored form read once, and the same end.
