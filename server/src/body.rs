@@ -26,7 +26,7 @@ pub const MAX_REQUEST_BYTES: usize = 11 << 20;
 pub const MAX_BODIES_BYTES: usize = 64 << 20;
 
 /// How long a request waits for room among the others'.
-const ROOM_WAIT: Duration = Duration::from_secs(10);
+pub const ROOM_WAIT: Duration = Duration::from_secs(10);
 
 /// How long a request's body may stall (no bytes arriving) before the call is given up.
 pub const BODY_STALL: Duration = Duration::from_secs(30);

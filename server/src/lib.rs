@@ -45,7 +45,7 @@ use tonic::server::{Grpc, UnaryService};
 mod body;
 mod index_yaml;
 
-pub use body::{BODY_STALL, MAX_BODIES_BYTES, MAX_REQUEST_BYTES};
+pub use body::{BODY_STALL, MAX_BODIES_BYTES, MAX_REQUEST_BYTES, ROOM_WAIT};
 
 /// The page cache of a file's store by default: 64 MiB.
 pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
