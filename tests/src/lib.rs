@@ -8,7 +8,7 @@ use datastore_entity::backend::calls::{begin_then_commit, begin_then_read};
 use datastore_entity::backend::embedded::Embedded;
 use datastore_entity::backend::{
     Aggregation, Backend, BoxFuture, Capabilities, Change, CommitAs, Committed, FoundStamped,
-    Lookup, QueryBatch, QuerySpec, Read, ReadAs, TransactionId, TransactionMode,
+    Lookup, QueryBatch, QuerySpec, Read, ReadAs, TransactionId, TransactionMode, Wrapper,
 };
 use datastore_entity::prelude::*;
 use datastore_entity::{PartitionId, Value};
@@ -283,7 +283,11 @@ impl Instrumented {
     }
 }
 
-impl Backend for Instrumented {
+impl Wrapper for Instrumented {
+    fn inner(&self) -> &dyn Backend {
+        &self.inner
+    }
+
     fn lookup_as<'a>(
         &'a self,
         lookup: Lookup<'a>,
@@ -403,13 +407,6 @@ impl Backend for Instrumented {
         self.inner.reserve_ids(keys)
     }
 
-    fn declare<'a>(
-        &'a self,
-        schema: &'static datastore_entity::Schema,
-    ) -> BoxFuture<'a, Result<(), Error>> {
-        self.inner.declare(schema)
-    }
-
     fn capabilities(&self) -> Capabilities<'_> {
         // The engine's name in a shared cache; neither Explain nor its stored reads, so that
         // every read is a call this double counts.
@@ -469,7 +466,11 @@ macro_rules! after_round_trip {
     }};
 }
 
-impl Backend for Latency {
+impl Wrapper for Latency {
+    fn inner(&self) -> &dyn Backend {
+        &self.inner
+    }
+
     fn lookup_as<'a>(
         &'a self,
         lookup: Lookup<'a>,
@@ -548,13 +549,6 @@ impl Backend for Latency {
 
     fn reserve_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<(), Error>> {
         after_round_trip!(self, self.inner.reserve_ids(keys))
-    }
-
-    fn declare<'a>(
-        &'a self,
-        schema: &'static datastore_entity::Schema,
-    ) -> BoxFuture<'a, Result<(), Error>> {
-        self.inner.declare(schema)
     }
 
     fn capabilities(&self) -> Capabilities<'_> {

@@ -236,6 +236,178 @@ pub trait Backend: Send + Sync + 'static {
     }
 }
 
+/// A backend around another (a cache, a test double): it implements what it changes, and
+/// every other call goes to the backend it wraps, [`Wrapper::inner`]. Every `Wrapper` is a
+/// [`Backend`]; each method here is the `Backend` method of the same name.
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use datastore_entity::backend::embedded::Embedded;
+/// use datastore_entity::backend::{Backend, BoxFuture, Change, CommitAs, Committed, Wrapper};
+/// use datastore_entity::Error;
+///
+/// /// Counts commits; everything else is the engine's.
+/// struct Counted {
+///     engine: Embedded,
+///     commits: AtomicUsize,
+/// }
+///
+/// impl Wrapper for Counted {
+///     fn inner(&self) -> &dyn Backend {
+///         &self.engine
+///     }
+///
+///     fn commit_as<'a>(
+///         &'a self,
+///         changes: Vec<Change>,
+///         how: CommitAs<'a>,
+///     ) -> BoxFuture<'a, Result<Committed, Error>> {
+///         self.commits.fetch_add(1, Ordering::Relaxed);
+///         self.engine.commit_as(changes, how)
+///     }
+/// }
+///
+/// let counted = Counted { engine: Embedded::in_memory(), commits: AtomicUsize::new(0) };
+/// let backend: &dyn Backend = &counted;
+/// assert!(backend.capabilities().explain.is_some(), "the engine's Explain, forwarded");
+/// ```
+pub trait Wrapper: Send + Sync + 'static {
+    /// The backend wrapped: every call this wrapper does not implement goes there.
+    fn inner(&self) -> &dyn Backend;
+
+    /// [`Backend::lookup_as`].
+    fn lookup_as<'a>(
+        &'a self,
+        lookup: Lookup<'a>,
+    ) -> BoxFuture<'a, Result<Read<FoundStamped>, Error>> {
+        self.inner().lookup_as(lookup)
+    }
+
+    /// [`Backend::query_as`].
+    fn query_as<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        read: ReadAs<'a>,
+    ) -> BoxFuture<'a, Result<Read<QueryBatch>, Error>> {
+        self.inner().query_as(query, read)
+    }
+
+    /// [`Backend::aggregate_as`].
+    fn aggregate_as<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        aggregation: &'a Aggregation,
+        read: ReadAs<'a>,
+    ) -> BoxFuture<'a, Result<Read<Value>, Error>> {
+        self.inner().aggregate_as(query, aggregation, read)
+    }
+
+    /// [`Backend::commit_as`].
+    fn commit_as<'a>(
+        &'a self,
+        changes: Vec<Change>,
+        how: CommitAs<'a>,
+    ) -> BoxFuture<'a, Result<Committed, Error>> {
+        self.inner().commit_as(changes, how)
+    }
+
+    /// [`Backend::begin_transaction`].
+    fn begin_transaction<'a>(
+        &'a self,
+        partition: &'a PartitionId,
+        mode: &'a TransactionMode,
+    ) -> BoxFuture<'a, Result<TransactionId, Error>> {
+        self.inner().begin_transaction(partition, mode)
+    }
+
+    /// [`Backend::rollback`].
+    fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>> {
+        self.inner().rollback(transaction)
+    }
+
+    /// [`Backend::allocate_ids`].
+    fn allocate_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
+        self.inner().allocate_ids(keys)
+    }
+
+    /// [`Backend::reserve_ids`].
+    fn reserve_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<(), Error>> {
+        self.inner().reserve_ids(keys)
+    }
+
+    /// [`Backend::declare`].
+    fn declare<'a>(&'a self, schema: &'static Schema) -> BoxFuture<'a, Result<(), Error>> {
+        self.inner().declare(schema)
+    }
+
+    /// [`Backend::capabilities`]: the wrapped backend's, unless the wrapper changes them.
+    fn capabilities(&self) -> Capabilities<'_> {
+        self.inner().capabilities()
+    }
+}
+
+impl<W: Wrapper> Backend for W {
+    fn lookup_as<'a>(
+        &'a self,
+        lookup: Lookup<'a>,
+    ) -> BoxFuture<'a, Result<Read<FoundStamped>, Error>> {
+        Wrapper::lookup_as(self, lookup)
+    }
+
+    fn query_as<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        read: ReadAs<'a>,
+    ) -> BoxFuture<'a, Result<Read<QueryBatch>, Error>> {
+        Wrapper::query_as(self, query, read)
+    }
+
+    fn aggregate_as<'a>(
+        &'a self,
+        query: &'a QuerySpec,
+        aggregation: &'a Aggregation,
+        read: ReadAs<'a>,
+    ) -> BoxFuture<'a, Result<Read<Value>, Error>> {
+        Wrapper::aggregate_as(self, query, aggregation, read)
+    }
+
+    fn commit_as<'a>(
+        &'a self,
+        changes: Vec<Change>,
+        how: CommitAs<'a>,
+    ) -> BoxFuture<'a, Result<Committed, Error>> {
+        Wrapper::commit_as(self, changes, how)
+    }
+
+    fn begin_transaction<'a>(
+        &'a self,
+        partition: &'a PartitionId,
+        mode: &'a TransactionMode,
+    ) -> BoxFuture<'a, Result<TransactionId, Error>> {
+        Wrapper::begin_transaction(self, partition, mode)
+    }
+
+    fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>> {
+        Wrapper::rollback(self, transaction)
+    }
+
+    fn allocate_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
+        Wrapper::allocate_ids(self, keys)
+    }
+
+    fn reserve_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<(), Error>> {
+        Wrapper::reserve_ids(self, keys)
+    }
+
+    fn declare<'a>(&'a self, schema: &'static Schema) -> BoxFuture<'a, Result<(), Error>> {
+        Wrapper::declare(self, schema)
+    }
+
+    fn capabilities(&self) -> Capabilities<'_> {
+        Wrapper::capabilities(self)
+    }
+}
+
 /// What a backend can do besides the service's calls ([`Backend::capabilities`]).
 #[derive(Default)]
 pub struct Capabilities<'a> {

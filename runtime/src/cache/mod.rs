@@ -28,14 +28,13 @@ use self::redis::GlobalCache;
 pub use self::shared::CacheStats;
 use self::shared::{Counters, Policies};
 use crate::backend::{
-    Aggregation, Backend, BatchEnd, BoxFuture, Capabilities, Change, CommitAs, Committed,
-    FoundStamped, Lookup, QueryBatch, QuerySpec, Read, ReadAs, ReadFound, ReadResult, Stamp,
-    StoredReads, TransactionId, TransactionMode,
+    Backend, BatchEnd, BoxFuture, Capabilities, Change, CommitAs, Committed, FoundStamped, Lookup,
+    QuerySpec, Read, ReadAs, ReadFound, ReadResult, Stamp, StoredReads, TransactionId, Wrapper,
 };
 use crate::error::Error;
-use crate::model::key::{PartitionId, RawKey};
+use crate::model::key::RawKey;
 use crate::model::schema::Schema;
-use crate::model::value::{PropertyMap, Value};
+use crate::model::value::PropertyMap;
 
 /// A backend with caches in front of it. Cheap to clone: clones share the caches.
 #[derive(Clone)]
@@ -73,7 +72,11 @@ impl Caching {
     /// backend's own identity, so that engines sharing a Redis never read each other's
     /// entities; a backend with neither reads around the cache (its writes still lock).
     #[cfg(feature = "redis")]
-    pub(crate) fn with_global(mut self, cache: GlobalCache, partition: &PartitionId) -> Caching {
+    pub(crate) fn with_global(
+        mut self,
+        cache: GlobalCache,
+        partition: &crate::model::key::PartitionId,
+    ) -> Caching {
         let identity = match partition.project_id.is_empty() {
             true => self.inner.cache_identity(),
             false => Some(partition.project_id.clone()),
@@ -212,7 +215,11 @@ fn merge(
         .collect()
 }
 
-impl Backend for Caching {
+impl Wrapper for Caching {
+    fn inner(&self) -> &dyn Backend {
+        &*self.inner
+    }
+
     fn lookup_as<'a>(
         &'a self,
         lookup: Lookup<'a>,
@@ -235,24 +242,6 @@ impl Backend for Caching {
         }
     }
 
-    fn query_as<'a>(
-        &'a self,
-        query: &'a QuerySpec,
-        read: ReadAs<'a>,
-    ) -> BoxFuture<'a, Result<Read<QueryBatch>, Error>> {
-        // Queries are not cached: answered by the store behind the cache.
-        self.inner.query_as(query, read)
-    }
-
-    fn aggregate_as<'a>(
-        &'a self,
-        query: &'a QuerySpec,
-        aggregation: &'a Aggregation,
-        read: ReadAs<'a>,
-    ) -> BoxFuture<'a, Result<Read<Value>, Error>> {
-        self.inner.aggregate_as(query, aggregation, read)
-    }
-
     fn commit_as<'a>(
         &'a self,
         changes: Vec<Change>,
@@ -265,26 +254,6 @@ impl Backend for Caching {
         Box::pin(self.committing(changes, transaction, async move |changes| {
             self.inner.commit_as(changes, how).await
         }))
-    }
-
-    fn begin_transaction<'a>(
-        &'a self,
-        partition: &'a PartitionId,
-        mode: &'a TransactionMode,
-    ) -> BoxFuture<'a, Result<TransactionId, Error>> {
-        self.inner.begin_transaction(partition, mode)
-    }
-
-    fn rollback<'a>(&'a self, transaction: &'a TransactionId) -> BoxFuture<'a, Result<(), Error>> {
-        self.inner.rollback(transaction)
-    }
-
-    fn allocate_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<Vec<RawKey>, Error>> {
-        self.inner.allocate_ids(keys)
-    }
-
-    fn reserve_ids<'a>(&'a self, keys: Vec<RawKey>) -> BoxFuture<'a, Result<(), Error>> {
-        self.inner.reserve_ids(keys)
     }
 
     fn declare<'a>(&'a self, schema: &'static Schema) -> BoxFuture<'a, Result<(), Error>> {
