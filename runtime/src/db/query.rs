@@ -330,8 +330,8 @@ impl<E: Entity> Query<E> {
     /// One batch from the backend.
     pub(crate) async fn run(&self) -> Result<QueryBatch, Error> {
         self.checked()?;
+        self.scope.declare(E::SCHEMA).await?;
         let backend = &*self.scope.backend;
-        backend.declare(E::SCHEMA).await?;
         let spec = &self.spec;
         match &self.transaction {
             None => backend.run_query(spec, None).await,
@@ -361,8 +361,8 @@ impl<E: Entity> Query<E> {
     /// Runs an aggregation over the query's rows (its `limit`, if any, caps them).
     async fn aggregate(&self, aggregation: Aggregation) -> Result<Value, Error> {
         self.checked()?;
+        self.scope.declare(E::SCHEMA).await?;
         let backend = &*self.scope.backend;
-        backend.declare(E::SCHEMA).await?;
         let (spec, aggregation) = (&self.spec, &aggregation);
         match &self.transaction {
             None => backend.run_aggregation(spec, aggregation, None).await,
@@ -413,8 +413,8 @@ impl<E: Entity> Query<E> {
 
     async fn explain_run(&self, analyze: bool) -> Result<(Option<QueryBatch>, Explanation), Error> {
         self.checked()?;
+        self.scope.declare(E::SCHEMA).await?;
         let backend = &*self.scope.backend;
-        backend.declare(E::SCHEMA).await?;
         if self.transaction.is_some() {
             return Err(Error::Unsupported {
                 reason: "Query Explain runs outside transactions; explain the query on the `Db`"
@@ -522,8 +522,8 @@ impl<E: Entity> Query<E> {
     /// entity, as a `get` reads it).
     async fn read_each(self) -> Result<Page<Result<E, Error>>, Error> {
         self.checked()?;
+        self.scope.declare(E::SCHEMA).await?;
         let backend = &*self.scope.backend;
-        backend.declare(E::SCHEMA).await?;
         let mut items = Vec::with_capacity(self.spec.limit.map_or(0, |limit| limit.min(1_024)));
         let mut read = |key: &RawKey, found: FoundEntity<'_>| {
             items.push(entity_from(key, found));

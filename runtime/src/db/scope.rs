@@ -14,8 +14,8 @@ use crate::model::key::{PartitionId, RawKey};
 use crate::model::schema::Schema;
 #[cfg(feature = "cloud")]
 use crate::model::sink::Form;
-use crate::model::stored::lacks_partition;
 use crate::model::value::{PropertyMap, Value};
+use crate::model::views::lacks_partition;
 #[cfg(feature = "cloud")]
 use crate::model::wire::Partitions;
 use crate::watch::Watch;
@@ -74,7 +74,8 @@ impl Scope {
     }
 
     /// Declares `schema` to the backend (its composite indexes, which the backend maintains
-    /// and counts against R-I5), once per handle.
+    /// and counts against R-I5), once per handle and its clones: writes, reads and queries
+    /// all declare through here, so a kind's schema reaches the backend once.
     pub(crate) async fn declare(&self, schema: &'static Schema) -> Result<(), Error> {
         let address = std::ptr::from_ref(schema).addr();
         let known = |d: &Self| {
