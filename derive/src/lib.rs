@@ -68,8 +68,8 @@ fn derive(input: &syn::DeriveInput) -> proc_macro2::TokenStream {
     check::check(&entity, &mut hard, &mut soft);
     // A generic struct has no single schema: nothing sensible can stand in for its API.
     let mode = match (hard.is_empty(), entity.generics.params.is_empty()) {
-        (true, _) => Some(expand::Mode::Real),
-        (false, true) => Some(expand::Mode::Stub),
+        (true, _) => Some(expand::mode::Mode::Real),
+        (false, true) => Some(expand::mode::Mode::Stub),
         (false, false) => None,
     };
     let mut tokens = mode

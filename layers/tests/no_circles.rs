@@ -121,3 +121,30 @@ fn no_file_is_over_800_lines_unless_developers_md_says_why() {
         long.join("\n")
     );
 }
+
+/// The other library crates (the derive, the names, the server) have no import circles
+/// either: each file of a crate uses, directly or not, no file that uses it.
+#[test]
+fn no_circles_in_the_other_library_crates() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for krate in ["derive/src", "names/src", "server/src"] {
+        let src = root.join(krate);
+        let graph = import_graph(&src).unwrap_or_else(|e| panic!("reading {}: {e}", src.display()));
+        assert!(
+            !graph.files().is_empty(),
+            "no file found in {}",
+            src.display()
+        );
+        let cycles = graph.cycles();
+        assert!(
+            cycles.is_empty(),
+            "import circles in {krate}:\n{}\nmove the shared item down (see DEVELOPERS.md, \
+             'Layout')",
+            cycles
+                .iter()
+                .map(|c| format_cycle(c))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+}

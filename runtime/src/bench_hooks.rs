@@ -62,7 +62,7 @@ pub fn commit_request<E: Entity>(
     project_id: &str,
     entities: &[E],
 ) -> Result<pb::CommitRequest, Error> {
-    crate::backend::cloud::commit_request(project_id, entities)
+    crate::backend::cloud::hooks::commit_request(project_id, entities)
 }
 
 /// The entities a `LookupResponse` of project `project_id` holds, read as the cloud backend
@@ -72,5 +72,5 @@ pub fn entities_from_lookup<E: Entity>(
     project_id: &str,
     response: pb::LookupResponse,
 ) -> Result<Vec<E>, Error> {
-    crate::backend::cloud::entities_from_lookup(project_id, response)
+    crate::backend::cloud::hooks::entities_from_lookup(project_id, response)
 }

@@ -56,8 +56,8 @@ use std::time::{Duration, Instant};
 use smallvec::SmallVec;
 
 use crate::model::key::{IdOrName, RawKey};
-use crate::model::stored::ValueView;
 use crate::model::value::PropertyMap;
+use crate::model::views::ValueView;
 
 /// Writes over the ramp's rate a window tolerates: one commit of a bulk writer at the ramp's
 /// start (500 mutations), which lands all at once.

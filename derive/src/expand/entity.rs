@@ -5,7 +5,7 @@ use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
-use super::{Mode, private};
+use super::mode::{Mode, private};
 use crate::ast::{Entity, Field, ident_text, key_target};
 use crate::attr::DefaultAttr;
 

@@ -3,7 +3,7 @@
 use proc_macro2::TokenStream;
 use quote::quote;
 
-use super::{Mode, private};
+use super::mode::{Mode, private};
 use crate::ast::{Entity, is_option, key_target};
 
 pub(super) fn builders(entity: &Entity, mode: Mode) -> TokenStream {

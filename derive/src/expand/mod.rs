@@ -10,6 +10,7 @@
 
 mod entity;
 mod key;
+pub(crate) mod mode;
 mod projection;
 mod property;
 mod scale;
@@ -17,24 +18,8 @@ mod scale;
 use proc_macro2::TokenStream;
 use quote::quote;
 
+use self::mode::{Mode, private};
 use crate::ast::Entity;
-
-/// Whether the generated items work, or only stand in for them next to compile errors.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
-    Real,
-    Stub,
-}
-
-impl Mode {
-    /// `body` in [`Mode::Real`]; in [`Mode::Stub`], a body that never runs.
-    fn body(self, p: &TokenStream, body: TokenStream) -> TokenStream {
-        match self {
-            Mode::Real => body,
-            Mode::Stub => quote!(#p::unreachable!("the derive reported an error for this type")),
-        }
-    }
-}
 
 pub(crate) fn expand(entity: &Entity, mode: Mode) -> TokenStream {
     let p = private(entity);
@@ -69,9 +54,4 @@ pub(crate) fn expand(entity: &Entity, mode: Mode) -> TokenStream {
         }
         #projections
     }
-}
-
-fn private(entity: &Entity) -> TokenStream {
-    let krate = &entity.krate;
-    quote!(#krate::__private)
 }

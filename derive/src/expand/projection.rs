@@ -5,7 +5,7 @@ use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
-use super::private;
+use super::mode::private;
 use super::property::respanned;
 use crate::ast::{Entity, Field, ident_text};
 

@@ -4,7 +4,7 @@ use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
-use super::private;
+use super::mode::private;
 use crate::ast::{Entity, Role, unsupported_hint};
 
 /// One typed descriptor per stored property, named in SCREAMING_SNAKE_CASE.

@@ -4,7 +4,7 @@
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
-use super::private;
+use super::mode::private;
 use crate::ast::{Entity, ident_text};
 
 pub(super) fn helpers(entity: &Entity) -> TokenStream {

@@ -14,11 +14,12 @@
 //! as the service's projections return it), a string and a byte string of the same bytes too
 //! (read back as the string when the bytes are UTF-8).
 
+use crate::model::codec::Malformed;
 use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
 use crate::model::name::KeyName;
 use crate::model::scalar::{Blob, GeoPoint};
-use crate::model::stored::{Malformed, ValueView};
 use crate::model::value::Value;
+use crate::model::views::ValueView;
 
 type Result<T> = std::result::Result<T, Malformed>;
 

@@ -9,7 +9,9 @@ use crate::error::Error;
 use std::cmp::Ordering;
 
 use crate::model::annotations::head;
-use crate::model::stored::{StoredAt, ValueView, checked_view, chunk, len};
+use crate::model::codec::{chunk, len};
+use crate::model::stored::StoredAt;
+use crate::model::views::{ValueView, checked_view};
 
 /// A stored property map being read front to back (see the module docs).
 pub struct InOrder<'a> {

@@ -10,12 +10,13 @@ use std::sync::OnceLock;
 use gcloud_sdk::google::datastore::v1 as pb;
 
 use crate::model::sink::ValueWriter;
-use crate::model::stored::{ValueRef, Writer, written_value};
+use crate::model::stored::{ValueRef, Writer};
 #[cfg(feature = "cloud")]
 use crate::model::value::Wire;
 use crate::model::value::{
     DecodeError, Entries, Entry, Facts, Property, PropertyMap, Repr, Slot, Stored, Value,
 };
+use crate::model::views::written_value;
 #[cfg(feature = "cloud")]
 use crate::model::wire_map::{decode_wire, read_wire};
 

@@ -7,6 +7,7 @@
 //! derive's generated code calls (`generated`). Nothing here knows queries, backends or the `Db`.
 
 pub(crate) mod annotations;
+pub(crate) mod codec;
 pub(crate) mod ecosystem;
 pub(crate) mod entity;
 pub(crate) mod generated;
@@ -22,6 +23,7 @@ pub(crate) mod schema;
 pub(crate) mod sink;
 pub(crate) mod stored;
 pub(crate) mod value;
+pub(crate) mod views;
 pub(crate) mod walk;
 #[cfg(feature = "cloud")]
 pub(crate) mod wire;

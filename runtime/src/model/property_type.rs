@@ -1,13 +1,15 @@
 //! [`PropertyType`]: the Rust types that can be stored as property values, and the markers
 //! the derive's checks read off them (R-I3 growth, R-Q2 projection shape).
 
+use crate::model::codec::{DOUBLE, INTEGER, TIMESTAMP};
 use crate::model::key::{KeyId, RawKey};
 use crate::model::name::KeyName;
 use crate::model::scalar::{Blob, GeoPoint, Timestamp, Vector};
 use crate::model::schema::Schema;
 use crate::model::sink::ValueWriter;
-use crate::model::stored::{DOUBLE, INTEGER, StoredAt, TIMESTAMP, ValueRef, ValueView};
+use crate::model::stored::{StoredAt, ValueRef};
 use crate::model::value::{DecodeError, Value};
+use crate::model::views::ValueView;
 
 /// A Rust type that can be stored as a property value.
 ///

@@ -13,14 +13,16 @@ use std::sync::{Arc, OnceLock};
 #[cfg(feature = "cloud")]
 use gcloud_sdk::google::datastore::v1 as pb;
 
+use crate::model::codec;
+use crate::model::codec::ENTITY;
 use crate::model::key::RawKey;
 use crate::model::scalar::Timestamp;
-#[cfg(feature = "cloud")]
-use crate::model::stored::ValueView;
-use crate::model::stored::{self, ENTITY, Writer};
+use crate::model::stored::Writer;
 use crate::model::value::{Facts, PropertyMap, Value};
 #[cfg(feature = "cloud")]
 use crate::model::value::{Measured, Repr, Wire};
+#[cfg(feature = "cloud")]
+use crate::model::views::ValueView;
 #[cfg(feature = "cloud")]
 use crate::model::wire::{Partitions, timestamp};
 #[cfg(feature = "cloud")]
@@ -234,7 +236,7 @@ impl<'a> ValueWriter<'a> {
     pub fn null(&mut self) {
         self.tally.scalar(0);
         match &mut self.target {
-            Target::Stored(w) => w.u8(stored::NULL),
+            Target::Stored(w) => w.u8(codec::NULL),
             #[cfg(feature = "cloud")]
             Target::Wire(w) => w.push(V::NullValue(0)),
         }
@@ -246,7 +248,7 @@ impl<'a> ValueWriter<'a> {
         self.tally.scalar(0);
         match &mut self.target {
             Target::Stored(w) => {
-                w.u8(stored::BOOLEAN);
+                w.u8(codec::BOOLEAN);
                 w.u8(u8::from(b));
             }
             #[cfg(feature = "cloud")]
@@ -259,7 +261,7 @@ impl<'a> ValueWriter<'a> {
     pub fn integer(&mut self, i: i64) {
         self.tally.scalar(0);
         match &mut self.target {
-            Target::Stored(w) => w.tagged(stored::INTEGER, i.cast_unsigned()),
+            Target::Stored(w) => w.tagged(codec::INTEGER, i.cast_unsigned()),
             #[cfg(feature = "cloud")]
             Target::Wire(w) => w.push(V::IntegerValue(i)),
         }
@@ -270,7 +272,7 @@ impl<'a> ValueWriter<'a> {
     pub fn double(&mut self, d: f64) {
         self.tally.scalar(0);
         match &mut self.target {
-            Target::Stored(w) => w.tagged(stored::DOUBLE, d.to_bits()),
+            Target::Stored(w) => w.tagged(codec::DOUBLE, d.to_bits()),
             #[cfg(feature = "cloud")]
             Target::Wire(w) => w.push(V::DoubleValue(d)),
         }
@@ -281,7 +283,7 @@ impl<'a> ValueWriter<'a> {
     pub fn timestamp(&mut self, t: Timestamp) {
         self.tally.scalar(0);
         match &mut self.target {
-            Target::Stored(w) => w.tagged(stored::TIMESTAMP, t.as_micros().cast_unsigned()),
+            Target::Stored(w) => w.tagged(codec::TIMESTAMP, t.as_micros().cast_unsigned()),
             #[cfg(feature = "cloud")]
             Target::Wire(w) => w.push(V::TimestampValue(timestamp(t))),
         }
@@ -293,7 +295,7 @@ impl<'a> ValueWriter<'a> {
         self.tally.scalar(s.len());
         match &mut self.target {
             Target::Stored(w) => {
-                w.u8(stored::STRING);
+                w.u8(codec::STRING);
                 w.bytes(s.as_bytes());
             }
             #[cfg(feature = "cloud")]
@@ -307,7 +309,7 @@ impl<'a> ValueWriter<'a> {
         self.tally.scalar(b.len());
         match &mut self.target {
             Target::Stored(w) => {
-                w.u8(stored::BLOB);
+                w.u8(codec::BLOB);
                 w.bytes(b);
             }
             #[cfg(feature = "cloud")]
@@ -322,7 +324,7 @@ impl<'a> ValueWriter<'a> {
         self.tally.plain = false;
         match &mut self.target {
             Target::Stored(w) => {
-                w.u8(crate::model::stored::KEY);
+                w.u8(codec::KEY);
                 w.key(key);
             }
             #[cfg(feature = "cloud")]
@@ -344,7 +346,7 @@ impl<'a> ValueWriter<'a> {
         self.tally.owed += len;
         match &mut self.target {
             Target::Stored(w) => {
-                w.u8(crate::model::stored::ARRAY);
+                w.u8(codec::ARRAY);
                 w.len(len);
             }
             #[cfg(feature = "cloud")]

@@ -12,12 +12,14 @@ use gcloud_sdk::google::r#type::LatLng;
 
 use crate::error::Error;
 use crate::model::annotations::AnnotationsView;
+use crate::model::codec::VECTOR_MEANING;
 use crate::model::key::KEY_PROPERTY;
 use crate::model::scalar::{Blob, GeoPoint, Vector};
-use crate::model::stored::{MapView, VECTOR_MEANING, ValueRef, ValueView, Viewed, wire_excluded};
+use crate::model::stored::ValueRef;
 use crate::model::value::{
     Annotations, DecodeError, Entries, Facts, Measured, Property, PropertyMap, Repr, Value, Wire,
 };
+use crate::model::views::{MapView, ValueView, Viewed, wire_excluded};
 use crate::model::wire::{Partitions, checked_timestamp, from_timestamp, timestamp};
 use pb::value::ValueType as V;
 

@@ -18,8 +18,8 @@ use crate::error::Error;
 use crate::model::annotations::AnnotationsView;
 use crate::model::key::RawKey;
 use crate::model::schema::IndexSchema;
-use crate::model::stored::ValueView;
 use crate::model::value::PropertyMap;
+use crate::model::views::ValueView;
 
 /// The most index entries one entity may have in Datastore mode (R-I5).
 pub const MAX_INDEX_ENTRIES: usize = 20_000;

@@ -11,8 +11,8 @@ use crate::error::Error;
 use crate::model::annotations::{AnnotationsView, VECTOR_MEANING};
 use crate::model::key::{KEY_PROPERTY, RawKey};
 use crate::model::name::{NameRole, validate};
-use crate::model::stored::{ValueView, Viewed};
 use crate::model::value::{MAX_NESTING, PropertyMap};
+use crate::model::views::{ValueView, Viewed};
 use crate::rules::index_entries::{CompositeIndex, Level, MAX_INDEXED_VALUES, check_entries};
 
 /// Longest indexed string or byte string, in bytes (R-I4).

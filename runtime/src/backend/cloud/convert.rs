@@ -11,8 +11,8 @@ use crate::backend::{
 };
 use crate::error::{Error, ServiceCode};
 use crate::model::schema::{Direction, Schema};
-use crate::model::stored::ValueView;
 use crate::model::value::{PropertyMap, Value};
+use crate::model::views::ValueView;
 use crate::model::wire::{Partitions, checked_timestamp, timestamp};
 use crate::model::wire_map::wire_value;
 use crate::query::spec::{

@@ -16,8 +16,8 @@ use crate::error::Error;
 use crate::format::file::ENTITIES;
 use crate::model::key::RawKey;
 use crate::model::schema::{Direction, Schema, vector_index_command};
-use crate::model::stored::{ValueView, find_property};
 use crate::model::value::{Property, PropertyMap, Value};
+use crate::model::views::{ValueView, find_property};
 use crate::query::explain::{ExecutionStats, Explanation};
 use crate::query::spec::{
     FilterNode, FindNearest, Operator, QueryBatch, QueryResult, QuerySpec, ResultShape,

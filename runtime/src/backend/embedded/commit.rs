@@ -16,8 +16,8 @@ use crate::error::{Error, ServiceCode};
 use crate::format::file::ENTITIES;
 use crate::model::key::{IdOrName, RawKey};
 use crate::model::scalar::Timestamp;
-use crate::model::stored::{ValueView, Viewed};
 use crate::model::value::{Annotations, MAX_NESTING, Property, PropertyMap, Value};
+use crate::model::views::{ValueView, Viewed};
 use crate::rules::limits::check_entity;
 
 /// The batch that applies `mutations` (their own rules checked) at `time`, each under its

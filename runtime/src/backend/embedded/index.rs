@@ -22,8 +22,8 @@ use crate::hash::Map;
 use crate::model::key::{KEY_PROPERTY, PartitionId, RawKey};
 use crate::model::scalar::Timestamp;
 use crate::model::schema::{Direction, IndexSchema};
-use crate::model::stored::{ValueView, Viewed};
 use crate::model::value::PropertyMap;
+use crate::model::views::{ValueView, Viewed};
 use crate::query::spec::Stamp;
 use crate::rules::index_entries::CompositeIndex;
 

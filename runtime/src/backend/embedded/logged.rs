@@ -23,7 +23,8 @@ use super::ranges::overlay;
 use super::store::{Batch, Key, Op, Range, Redb, Store, is_empty};
 use crate::error::Error;
 use crate::format::file::LOG;
-use crate::model::stored::{Malformed, Reader, Writer};
+use crate::model::codec::{Malformed, Reader};
+use crate::model::stored::Writer;
 
 /// How many bytes of logged commits are held before a checkpoint applies them to the tables.
 pub(crate) const CHECKPOINT_BYTES: usize = 16 << 20;

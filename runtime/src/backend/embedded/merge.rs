@@ -10,8 +10,9 @@ use super::plan::Access;
 use super::scan::Prepared;
 use super::store::Store;
 use crate::error::Error;
+use crate::model::codec::Reader as CodecReader;
 use crate::model::schema::Direction;
-use crate::model::stored::{Reader as CodecReader, Writer};
+use crate::model::stored::Writer;
 use crate::model::walk::compare_values;
 use crate::query::spec::QueryBatch;
 

@@ -10,10 +10,11 @@ use crate::error::Error;
 use crate::format::cursor::{self, ENGINE, write_filter};
 use crate::format::keycode::index_value;
 use crate::hash::fnv1a;
+use crate::model::codec::Reader;
 use crate::model::key::{KEY_PROPERTY, RawKey};
 use crate::model::name::{NameRole, validate};
 use crate::model::schema::Direction;
-use crate::model::stored::{Reader, Writer};
+use crate::model::stored::Writer;
 use crate::model::value::{Property, PropertyMap, Value};
 use crate::model::walk::compare_values;
 use crate::query::spec::{

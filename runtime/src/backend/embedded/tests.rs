@@ -7,9 +7,9 @@ use std::sync::Arc;
 use super::memory::Memory;
 use super::store::{Batch, Range, Store};
 use super::*;
-use crate::backend::{Mask, Mutation};
+use crate::backend::{Backend, FoundEntity, Mask, Mutation, StoredReads};
 use crate::format::file::ENTITIES;
-use crate::model::key::{IdOrName, KeyId, PathElement};
+use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement};
 use crate::model::value::{Property, PropertyMap};
 use crate::query::spec::{FilterNode, Operator, PropertyFilter, PropertyOrder, ResultShape};
 
@@ -219,6 +219,16 @@ mod full_disk {
         full.store(true, Ordering::SeqCst);
         let refused = calls.commit(upsert("b", 2), None).await;
         assert!(matches!(refused, Err(Error::Storage { .. })), "{refused:?}");
+        // Issue #50: the error keeps its cause, the OS's "storage full", as its source.
+        let refused = refused.unwrap_err();
+        let source = std::error::Error::source(&refused).expect("a storage error has a source");
+        let chain: Vec<String> = std::iter::successors(Some(source), |e| e.source())
+            .map(|e| e.to_string())
+            .collect();
+        assert!(
+            chain.iter().any(|e| e.contains("No space left on device")),
+            "the OS's error is the source or in its chain: {chain:?}"
+        );
         let refused = calls.commit(upsert("a", 5), None).await;
         assert!(matches!(refused, Err(Error::Storage { .. })), "{refused:?}");
         full.store(false, Ordering::SeqCst);

@@ -50,8 +50,8 @@ use crate::backend::{
 use crate::error::Error;
 use crate::model::key::{KEY_PROPERTY, PartitionId};
 use crate::model::scalar::Timestamp;
-use crate::model::stored::ValueView;
 use crate::model::value::Value;
+use crate::model::views::ValueView;
 use crate::model::wire::timestamp;
 use crate::model::wire_map::wire_value;
 use crate::query::explain::Explanation;
