@@ -5,6 +5,23 @@ use datastore_entity_names::{NameRole, NameViolation};
 use crate::query_rule::QueryRule;
 
 /// Everything that can go wrong, each variant saying what, which value, and how to fix it.
+///
+/// A refusal by this crate names its rule ([`Error::InvalidQuery`]'s [`QueryRule`], the
+/// rule-specific variants). What Google Cloud (or an emulator) answers with a gRPC status
+/// becomes:
+///
+/// | gRPC status | Variant | [`is_retryable`](Error::is_retryable) |
+/// | --- | --- | --- |
+/// | `ABORTED` | [`Error::Aborted`] (contention; `Db::transaction` retries) | yes |
+/// | `UNAVAILABLE` | [`Error::Unavailable`] (a transient outage) | yes |
+/// | `ALREADY_EXISTS` | [`Error::AlreadyExists`] (an insert of a key that exists) | no |
+/// | `NOT_FOUND` | [`Error::NotFound`] (an update of a key that does not) | no |
+/// | `INVALID_ARGUMENT`, "transaction … expired or is invalid" | [`Error::TransactionClosed`] | no |
+/// | `FAILED_PRECONDITION` naming an index | [`Error::MissingIndex`], with the `index.yaml` to add | no |
+/// | every other status (`INVALID_ARGUMENT`, `DEADLINE_EXCEEDED`, `PERMISSION_DENIED`, `RESOURCE_EXHAUSTED`, …) | [`Error::Service`] with its [`ServiceCode`] and message | no |
+///
+/// The embedded engine answers with the same variants where the service would answer the
+/// status; `datastore-entity-server` maps each variant back to the status.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
