@@ -238,7 +238,7 @@ impl<'b> dyn Backend + 'b {
 
     /// What names this backend's data in a shared cache ([`super::Capabilities::identity`]).
     pub fn cache_identity(&self) -> Option<String> {
-        self.capabilities().identity
+        self.capabilities().identity.map(str::to_owned)
     }
 }
 

@@ -421,7 +421,7 @@ pub struct Capabilities<'a> {
     /// project does not: the embedded engine's keys name no project, so each engine names its
     /// own (`embedded-` and 32 hex digits; a file keeps its across opens). `None`: the keys'
     /// project names it.
-    pub identity: Option<String>,
+    pub identity: Option<&'a str>,
 }
 
 /// Query Explain: how a query or an aggregation is answered, and, analyzed, its answer and

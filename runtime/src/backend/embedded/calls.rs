@@ -149,7 +149,7 @@ impl Backend for Embedded {
         Capabilities {
             explain: Some(self),
             stored_reads: Some(self),
-            identity: Some(format!("embedded-{:032x}", self.state().identity)),
+            identity: Some(&self.identity),
         }
     }
 }

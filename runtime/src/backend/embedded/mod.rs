@@ -108,6 +108,9 @@ pub struct Embedded {
     state: Mutex<State>,
     /// Woken whenever a transaction gives up its locks.
     released: tokio::sync::Notify,
+    /// What names this engine's data in a shared cache (`embedded-` and its identity in 32
+    /// hex digits), made once: it is asked for on every read handed over as stored.
+    identity: Box<str>,
 }
 
 impl Default for Embedded {
@@ -173,8 +176,14 @@ impl Embedded {
     }
 
     fn with_store(store: Box<dyn Store + Send>) -> Embedded {
+        Embedded::of(State::new(store))
+    }
+
+    /// The engine over `state`, fully loaded.
+    fn of(state: State) -> Embedded {
         Embedded {
-            state: Mutex::new(State::new(store)),
+            identity: format!("embedded-{:032x}", state.identity).into(),
+            state: Mutex::new(state),
             released: tokio::sync::Notify::new(),
         }
     }

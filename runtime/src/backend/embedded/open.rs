@@ -1,7 +1,6 @@
 //! Opening a file: with a bounded page cache, its commits logged (`logged.rs`).
 
 use std::path::Path;
-use std::sync::Mutex;
 
 use super::logged::{CHECKPOINT_BYTES, Logged};
 use super::store::Redb;
@@ -44,9 +43,6 @@ impl Embedded {
         let store = Logged::with_checkpoint(Redb::open(path, cache_bytes)?, checkpoint_bytes)?;
         let mut state = State::new(Box::new(store));
         state.load(path)?;
-        Ok(Embedded {
-            state: Mutex::new(state),
-            released: tokio::sync::Notify::new(),
-        })
+        Ok(Embedded::of(state))
     }
 }
