@@ -1361,6 +1361,27 @@ fn the_divergences_long_runs_found_stay_fixed() {
                 Aggregation::Avg("a".to_owned()),
             ),
         ],
+        // Seed 0x5eed, 9,000 cases: a query ordered by the key, then by `a`, over 495
+        // entities: the server read its batch in pieces and resumed each from a cursor, which
+        // it refuses for an order after the key (as the emulator refuses a client's cursor);
+        // the emulator answers the batch whole.
+        vec![
+            Op::PutMany(495, key),
+            Op::Query(QueryPick {
+                kind: 0,
+                namespace: 0,
+                filter: None,
+                orders: vec![
+                    ("__key__", Direction::Ascending),
+                    ("a", Direction::Ascending),
+                ],
+                shape: ResultShape::Full,
+                limit: None,
+                paged: false,
+                ancestor: None,
+                on_key: Vec::new(),
+            }),
+        ],
     ];
     for ops in sequences {
         if let Err(e) = check(&ops) {

@@ -56,6 +56,8 @@ use crate::model::wire::timestamp;
 use crate::model::wire_map::wire_value;
 use crate::query::explain::Explanation;
 use crate::query::spec::Operator;
+use crate::query_rule::QueryRule;
+use crate::rules::filter::check_query;
 
 /// The Datastore API over a backend. Cheap to clone: clones share the backend.
 #[derive(Clone)]
@@ -565,6 +567,16 @@ async fn in_pieces(
     spec: &QuerySpec,
     transaction: Option<&TransactionId>,
 ) -> Result<QueryBatch, Error> {
+    // A query the service does not resume from a cursor (an order after the key, which
+    // orders nothing) is answered whole, as the service answers its batch: its pieces could
+    // not be resumed. Its batch is still bounded, by `response::BATCH` results.
+    let resumed = QuerySpec {
+        start_cursor: Some(Vec::new()),
+        ..spec.clone()
+    };
+    if let Err(QueryRule::OrderAfterKey { .. }) = check_query(&resumed) {
+        return backend.run_query(spec, transaction).await;
+    }
     let wanted = spec.limit.unwrap_or(usize::MAX);
     let mut piece = QuerySpec {
         limit: Some(FIRST_LOOKUP.min(wanted)),
