@@ -148,3 +148,22 @@ fn no_circles_in_the_other_library_crates() {
         );
     }
 }
+
+/// The derive's and the server's files follow their tables in `DEVELOPERS.md` too.
+#[test]
+fn the_other_crates_follow_their_tables() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for krate in ["derive/src", "server/src"] {
+        let heading = format!("### `{krate}`, bottom up");
+        let order = Order::from_markdown(&developers_md(), &heading)
+            .unwrap_or_else(|e| panic!("DEVELOPERS.md: {e}"));
+        let src = root.join(krate);
+        let graph = import_graph(&src).unwrap_or_else(|e| panic!("reading {}: {e}", src.display()));
+        let departures = order.check(&graph);
+        assert!(
+            departures.is_empty(),
+            "{krate}'s files depart from the layer order of DEVELOPERS.md ({heading}):\n\
+             {departures}"
+        );
+    }
+}
