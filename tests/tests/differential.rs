@@ -1382,6 +1382,24 @@ fn the_divergences_long_runs_found_stay_fixed() {
                 on_key: Vec::new(),
             }),
         ],
+        // Seed 0xd1ff2: a kindless projection of `a` under a `__key__` range (its implied key
+        // order, then `a`: a query no cursor resumes) over 501 entities: the server answered
+        // a batch of 500 and then refused the client's cursor; the emulator answers all 501
+        // in one batch.
+        vec![
+            Op::PutMany(501, key),
+            Op::Query(QueryPick {
+                kind: KINDS.len(),
+                namespace: 0,
+                filter: None,
+                orders: Vec::new(),
+                shape: ResultShape::Projection(vec!["a".to_owned()]),
+                limit: None,
+                paged: false,
+                ancestor: None,
+                on_key: vec![(Operator::LessThan, KeyPick { kind: 1, ..key })],
+            }),
+        ],
     ];
     for ops in sequences {
         if let Err(e) = check(&ops) {

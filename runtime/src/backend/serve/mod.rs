@@ -44,8 +44,8 @@ pub(crate) use self::request::status;
 use self::request::{Read, Scope, invalid, path, transaction_mode};
 use self::transactions::{Registry, Use};
 use crate::backend::{
-    Aggregation, Backend, FilterNode, QueryBatch, QuerySpec, ResultShape, TransactionId,
-    TransactionMode,
+    Aggregation, Backend, FilterNode, QueryBatch, QueryResult, QuerySpec, ResultShape,
+    TransactionId, TransactionMode,
 };
 use crate::error::Error;
 use crate::model::key::{KEY_PROPERTY, PartitionId};
@@ -235,10 +235,16 @@ impl Service {
                     .collect::<Result<Vec<_>, _>>()?,
             );
         }
+        let mut paging = paging;
+        paging.whole = spec.find_nearest.is_none() && !resumable(&spec);
         if spec.find_nearest.is_none() {
-            let asked = paging
-                .limit
-                .map_or(response_batch(), |l| l.min(response_batch()));
+            // A batch it cannot resume is read whole, one result past the most a batch holds
+            // so that a larger answer is refused rather than cut.
+            let most = match paging.whole {
+                true => response::WHOLE + 1,
+                false => response_batch(),
+            };
+            let asked = paging.limit.map_or(most, |l| l.min(most));
             spec.limit = Some(paging.offset.saturating_add(asked));
         }
         let how = scope.read(request.read_options)?;
@@ -263,7 +269,7 @@ impl Service {
             })
             .await?;
         let took = started.elapsed();
-        let mut batch = scope.batch(&spec.shape, &paging, answer, spec.start_cursor.clone());
+        let mut batch = scope.batch(&spec.shape, &paging, answer, spec.start_cursor.clone())?;
         batch.read_time = Some(timestamp(Timestamp::now()));
         let explain_metrics = explained.map(|explained| {
             let billed = match spec.shape {
@@ -567,15 +573,10 @@ async fn in_pieces(
     spec: &QuerySpec,
     transaction: Option<&TransactionId>,
 ) -> Result<QueryBatch, Error> {
-    // A query the service does not resume from a cursor (an order after the key, which
-    // orders nothing) is answered whole, as the service answers its batch: its pieces could
-    // not be resumed. Its batch is still bounded, by `response::BATCH` results.
-    let resumed = QuerySpec {
-        start_cursor: Some(Vec::new()),
-        ..spec.clone()
-    };
-    if let Err(QueryRule::OrderAfterKey { .. }) = check_query(&resumed) {
-        return backend.run_query(spec, transaction).await;
+    // A query the service does not resume from a cursor is answered whole, as the service
+    // answers its batch: its pieces could not be resumed.
+    if !resumable(spec) {
+        return whole(backend, spec, transaction).await;
     }
     let wanted = spec.limit.unwrap_or(usize::MAX);
     let mut piece = QuerySpec {
@@ -591,11 +592,7 @@ async fn in_pieces(
     loop {
         let answer = backend.run_query(&piece, transaction).await?;
         let read = answer.results.len();
-        bytes += answer
-            .results
-            .iter()
-            .map(|r| r.properties.encoded_size() + 64)
-            .sum::<usize>();
+        bytes += answer.results.iter().map(result_bytes).sum::<usize>();
         taken.results.extend(answer.results);
         taken.end_cursor = answer.end_cursor;
         taken.more_results = answer.more_results;
@@ -607,6 +604,52 @@ async fn in_pieces(
         piece.limit = Some(((ANSWER_BYTES - bytes) / each).clamp(1, left));
         piece.start_cursor = Some(taken.end_cursor.clone());
     }
+}
+
+/// The one batch of a whole-entity query that cannot be resumed from a cursor: read again
+/// with a larger limit while the results so far say more fit in about [`ANSWER_BYTES`], and
+/// no further (one past them is enough for the batch to refuse the query, rather than cut it
+/// where the client could not go on).
+async fn whole(
+    backend: &dyn Backend,
+    spec: &QuerySpec,
+    transaction: Option<&TransactionId>,
+) -> Result<QueryBatch, Error> {
+    let wanted = spec.limit.unwrap_or(usize::MAX);
+    let mut read = QuerySpec {
+        limit: Some(FIRST_LOOKUP.min(wanted)),
+        ..spec.clone()
+    };
+    loop {
+        let answer = backend.run_query(&read, transaction).await?;
+        let limit = read.limit.unwrap_or(usize::MAX);
+        let got = answer.results.len();
+        if !answer.more_results || got < limit || limit >= wanted || got == 0 {
+            return Ok(answer);
+        }
+        let bytes: usize = answer.results.iter().map(result_bytes).sum();
+        let fit = ANSWER_BYTES / (bytes / got).max(1);
+        let next = fit.saturating_add(1).min(wanted);
+        if next <= limit {
+            return Ok(answer);
+        }
+        read.limit = Some(next);
+    }
+}
+
+/// About the bytes a result takes in a batch.
+fn result_bytes(result: &QueryResult) -> usize {
+    result.properties.encoded_size() + 64
+}
+
+/// Whether the service resumes `spec` from a cursor: not past an order after the key, which
+/// orders nothing (the results of one key come in no order a cursor could hold).
+fn resumable(spec: &QuerySpec) -> bool {
+    let resumed = QuerySpec {
+        start_cursor: Some(Vec::new()),
+        ..spec.clone()
+    };
+    !matches!(check_query(&resumed), Err(QueryRule::OrderAfterKey { .. }))
 }
 
 /// Results in one batch of a query's answer.

@@ -127,6 +127,9 @@ pub(super) struct Paging {
     pub(super) offset: usize,
     pub(super) limit: Option<usize>,
     pub(super) distinct: Vec<String>,
+    /// The query cannot be resumed from a cursor (an order after the key, which orders
+    /// nothing): its answer is one batch, as the service answers it.
+    pub(super) whole: bool,
 }
 
 impl Scope {
@@ -324,6 +327,7 @@ impl Scope {
                 offset,
                 limit,
                 distinct,
+                whole: false,
             },
         ))
     }

@@ -2,6 +2,7 @@
 
 use gcloud_sdk::google::datastore::v1 as pb;
 use gcloud_sdk::prost_types;
+use tonic::Status;
 
 use super::request::{Paging, Scope};
 use crate::backend::{QueryBatch, QueryResult, ResultShape, Stamp};
@@ -17,6 +18,11 @@ pub(super) const BATCH: usize = 500;
 /// At most about this many bytes of entities in one batch: under gRPC's usual 4 MiB limit on
 /// what a client receives.
 pub(super) const BATCH_BYTES: usize = 3 << 20;
+
+/// At most this many results in the one batch of a query that cannot be resumed from a
+/// cursor (an order after the key): a larger answer is refused, naming the query, rather than
+/// cut where the client could not go on. Its bytes are bounded by [`BATCH_BYTES`] too.
+pub(super) const WHOLE: usize = 20_000;
 
 impl Scope {
     /// An entity as the service returns it.
@@ -58,7 +64,7 @@ impl Scope {
         paging: &Paging,
         answer: QueryBatch,
         start: Option<Vec<u8>>,
-    ) -> pb::QueryResultBatch {
+    ) -> Result<pb::QueryResultBatch, Status> {
         use pb::entity_result::ResultType;
         use pb::query_result_batch::MoreResultsType as More;
         let QueryBatch {
@@ -81,8 +87,22 @@ impl Scope {
             })
             .map_or(results.len(), |at| at.max(1));
         let trimmed = kept < results.len();
+        // One batch or none: cut short by its bytes, past its results, or read only in part.
+        let cut = more_results && paging.limit.is_none_or(|l| results.len() < l);
+        if paging.whole && (trimmed || results.len() > WHOLE || cut) {
+            return Err(Status::resource_exhausted(format!(
+                "The query cannot be resumed from a cursor (an order after __key__) and its \
+                 answer is larger than one batch holds ({WHOLE} results, {} MiB): give it a \
+                 limit, or order by __key__ last.",
+                BATCH_BYTES >> 20
+            )));
+        }
         results.truncate(kept);
-        let asked = paging.limit.map_or(BATCH, |l| l.min(BATCH));
+        let batch = match paging.whole {
+            true => WHOLE,
+            false => BATCH,
+        };
+        let asked = paging.limit.map_or(batch, |l| l.min(batch));
         // Fewer than asked with more to come: the page stopped at its bytes.
         let more = if trimmed
             || (more_results && results.len() < asked)
@@ -105,7 +125,7 @@ impl Scope {
             ResultShape::KeysOnly => ResultType::KeyOnly,
             ResultShape::Projection(_) => ResultType::Projection,
         };
-        pb::QueryResultBatch {
+        Ok(pb::QueryResultBatch {
             skipped_results: i32::try_from(skipped).unwrap_or(i32::MAX),
             skipped_cursor,
             entity_result_type: result_type as i32,
@@ -113,7 +133,7 @@ impl Scope {
             end_cursor,
             more_results: more as i32,
             ..pb::QueryResultBatch::default()
-        }
+        })
     }
 
     fn result(&self, result: QueryResult) -> pb::EntityResult {
