@@ -489,7 +489,11 @@ async fn attack_large_query(mode: &str, data: Option<&std::path::Path>, figures:
         .await
         .unwrap_err();
     assert_eq!(after_key.code(), Code::ResourceExhausted, "{after_key:?}");
-    assert!(after_key.message().contains("cannot be resumed from a cursor"));
+    assert!(
+        after_key
+            .message()
+            .contains("cannot be resumed from a cursor")
+    );
     let limited = client
         .run_query(query(Vec::new(), vec!["__key__", "n"], Some(2)))
         .await

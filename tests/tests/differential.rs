@@ -604,6 +604,34 @@ impl Runner {
         }
     }
 
+    /// Deletes every entity of the runner's two namespaces: a long run keeps the emulator's
+    /// data small (its queries slow down as the data of earlier sequences piles up).
+    async fn clear(&self) {
+        let backend = self.dbs[0].backend();
+        for namespace in 0..2 {
+            let spec = QuerySpec {
+                partition: self.partition(namespace),
+                shape: ResultShape::KeysOnly,
+                limit: Some(500),
+                ..QuerySpec::default()
+            };
+            // A sequence writes a few thousand entities at most.
+            for _ in 0..100 {
+                let Ok(batch) = backend.run_query(&spec, None).await else {
+                    break;
+                };
+                let keys: Vec<Mutation> = batch
+                    .results
+                    .into_iter()
+                    .map(|r| Mutation::Delete(r.key))
+                    .collect();
+                if keys.is_empty() || backend.commit(keys, None).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+
     async fn run(&self, op: &Op) -> Answer {
         let backend = self.dbs[0].backend();
         let entity = |props: &Props| -> PropertyMap {
@@ -1204,6 +1232,18 @@ async fn runners() -> Option<Vec<Runner>> {
 
 static OPS: AtomicUsize = AtomicUsize::new(0);
 
+/// Every 5,000 operations, how many ran and how long it took: a long run says how far it is.
+fn progress(done: usize) {
+    static STARTED: OnceLock<std::time::Instant> = OnceLock::new();
+    let started = STARTED.get_or_init(std::time::Instant::now);
+    if done.is_multiple_of(5_000) {
+        eprintln!(
+            "{done} operations on each backend, in {:.0} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+}
+
 /// `text` with every run of one character longer than 16 written `c×n` (the values at the
 /// limits are long), and without the pretty-printer's line breaks.
 fn compact(text: &str) -> String {
@@ -1229,24 +1269,33 @@ fn check(ops: &[Op]) -> Result<(), TestCaseError> {
         let Some(runners) = runners().await else {
             return Ok(());
         };
-        for (i, op) in ops.iter().enumerate() {
-            let mut answers = Vec::new();
-            for runner in &runners {
-                answers.push(runner.run(op).await);
-            }
-            OPS.fetch_add(1, Ordering::Relaxed);
-            let referee = &answers[0];
-            for (runner, answer) in runners.iter().zip(&answers).skip(1) {
-                if *answer != Answer::Skipped && answer != referee {
-                    return Err(TestCaseError::fail(compact(&format!(
-                        "operation {i} ({op:?}):\n  {}: {referee:?}\n  {}: {answer:?}",
-                        runners[0].name, runner.name
-                    ))));
-                }
+        let outcome = compare(&runners, ops).await;
+        for runner in &runners {
+            runner.clear().await;
+        }
+        outcome
+    })
+}
+
+/// Runs `ops` on every runner, comparing each answer with the referee's.
+async fn compare(runners: &[Runner], ops: &[Op]) -> Result<(), TestCaseError> {
+    for (i, op) in ops.iter().enumerate() {
+        let mut answers = Vec::new();
+        for runner in runners {
+            answers.push(runner.run(op).await);
+        }
+        progress(OPS.fetch_add(1, Ordering::Relaxed) + 1);
+        let referee = &answers[0];
+        for (runner, answer) in runners.iter().zip(&answers).skip(1) {
+            if *answer != Answer::Skipped && answer != referee {
+                return Err(TestCaseError::fail(compact(&format!(
+                    "operation {i} ({op:?}):\n  {}: {referee:?}\n  {}: {answer:?}",
+                    runners[0].name, runner.name
+                ))));
             }
         }
-        Ok(())
-    })
+    }
+    Ok(())
 }
 
 #[test]
