@@ -117,6 +117,7 @@ pub use datastore_entity_derive::Entity;
 pub use datastore_entity_derive::PropertyValue;
 #[cfg(feature = "cloud")]
 pub use db::cloud::CloudBuilder;
+pub use db::metadata::PropertyInfo;
 pub use db::query::{KeysOnlyQuery, ProjectionQuery, Query};
 pub use db::txn::{ReadTx, Tx};
 pub use db::versioned::{Versioned, Written};

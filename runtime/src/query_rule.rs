@@ -266,6 +266,26 @@ pub enum QueryRule {
         /// The ordered property.
         property: String,
     },
+    /// A metadata query (`__kind__`, `__namespace__`, `__property__`) filtering otherwise
+    /// than on `__key__` with `=`, `<`, `<=`, `>` or `>=` combined by AND.
+    #[error(
+        "a metadata query filters on `__key__` only (`=`, `<`, `<=`, `>`, `>=`, combined by \
+         AND), not on `{property}` this way"
+    )]
+    MetadataFilter {
+        /// The property filtered on.
+        property: String,
+    },
+    /// A metadata query ordered otherwise than by the key ascending.
+    #[error("a metadata query is ordered by `__key__` ascending only, not by `{property}`")]
+    MetadataOrder {
+        /// The property ordered by.
+        property: String,
+    },
+    /// A metadata query asking for a projection, distinct results or a nearest-neighbour
+    /// search.
+    #[error("a metadata query answers keys or whole results only (no projection, no distinct)")]
+    MetadataShape,
     /// A refusal by Google Cloud (or an emulator) of a query this crate sent: its message.
     #[error("{message}")]
     ByService {

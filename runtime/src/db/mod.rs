@@ -8,6 +8,7 @@
 pub(crate) mod caches;
 #[cfg(feature = "cloud")]
 pub(crate) mod cloud;
+pub(crate) mod metadata;
 pub(crate) mod nearest;
 pub(crate) mod partial;
 pub(crate) mod query;

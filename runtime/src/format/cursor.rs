@@ -11,6 +11,9 @@ use crate::query::spec::FilterNode;
 /// The magic byte of the embedded engine's cursors.
 pub(crate) const ENGINE: u8 = 0xD5;
 
+/// The magic byte of the embedded engine's cursors of metadata queries (`__kind__` …).
+pub(crate) const METADATA: u8 = 0xD6;
+
 /// The magic byte of a `#[sharded_index]` query's cursors (R-S3).
 pub(crate) const SHARDED: u8 = 0xE7;
 

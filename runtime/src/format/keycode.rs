@@ -238,7 +238,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn string(&mut self) -> Result<String> {
+    pub(crate) fn string(&mut self) -> Result<String> {
         String::from_utf8(self.bytes()?).map_err(|_| Malformed)
     }
 
@@ -342,6 +342,22 @@ impl<'a> Reader<'a> {
         self.bytes = flipped.bytes;
         Ok(read)
     }
+}
+
+/// The representation the service's `__property__` metadata names for the values whose
+/// encoding starts with `tag`: integers and timestamps are `INT64`, strings and blobs
+/// `STRING`, keys `REFERENCE`, geographical points `POINT`.
+pub(crate) fn representation(tag: u8) -> Option<&'static str> {
+    Some(match tag {
+        NULL => "NULL",
+        NUMBER => "INT64",
+        BOOLEAN => "BOOLEAN",
+        BYTES => "STRING",
+        DOUBLE => "DOUBLE",
+        GEO => "POINT",
+        KEY => "REFERENCE",
+        _ => return None,
+    })
 }
 
 /// The smallest byte string greater than every string that starts with `prefix`.

@@ -156,6 +156,23 @@ pub enum ResultShape {
     Projection(Vec<String>),
 }
 
+/// The kind of a metadata query's namespaces (`Key(__namespace__, name)`; id 1 for the
+/// default namespace).
+pub(crate) const NAMESPACE_KIND: &str = "__namespace__";
+/// The kind of a metadata query's kinds of one namespace (`Key(__kind__, name)`).
+pub(crate) const KIND_KIND: &str = "__kind__";
+/// The kind of a metadata query's indexed properties, children of their kind's `__kind__`
+/// key.
+pub(crate) const PROPERTY_KIND: &str = "__property__";
+/// What a whole `__property__` result holds: the representations of the property's values
+/// (`INT64`, `STRING`, …).
+pub(crate) const REPRESENTATION: &str = "property_representation";
+
+/// Whether `kind` is one of the metadata kinds, which describe what a database holds.
+pub(crate) fn is_metadata(kind: &str) -> bool {
+    [NAMESPACE_KIND, KIND_KIND, PROPERTY_KIND].contains(&kind)
+}
+
 /// A query, as the service receives it. There is no offset: positions are cursors (R-Q3).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct QuerySpec {

@@ -18,6 +18,7 @@ mod filters;
 mod hostile;
 mod ids;
 mod indexes;
+mod metadata;
 mod namespaces;
 mod operators;
 mod ordering;
@@ -42,6 +43,7 @@ pub use filters::*;
 pub use hostile::*;
 pub use ids::*;
 pub use indexes::*;
+pub use metadata::*;
 pub use namespaces::*;
 pub use operators::*;
 pub use ordering::*;
@@ -84,6 +86,7 @@ macro_rules! all_conformance_tests {
         $crate::partial_tests!($backend);
         $crate::vectors_tests!($backend);
         $crate::answers_tests!($backend);
+        $crate::metadata_tests!($backend);
     };
 }
 

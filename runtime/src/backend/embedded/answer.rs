@@ -9,6 +9,7 @@ use super::exec::{self, Answered, Hits};
 use super::explain;
 use super::index::{self, Composite, of_kind};
 use super::merge;
+use super::metadata;
 use super::plan;
 use super::scan::Prepared;
 use super::store::{Batch, Range, Store};
@@ -20,7 +21,7 @@ use crate::model::value::{Property, PropertyMap, Value};
 use crate::model::views::{ValueView, find_property};
 use crate::query::explain::{ExecutionStats, Explanation};
 use crate::query::spec::{
-    FilterNode, FindNearest, Operator, QueryBatch, QueryResult, QuerySpec, ResultShape,
+    FilterNode, FindNearest, Operator, QueryBatch, QueryResult, QuerySpec, ResultShape, is_metadata,
 };
 use crate::query_rule::QueryRule;
 use crate::rules::filter::check_nearest;
@@ -93,7 +94,8 @@ impl<'a> Answers<'a> {
     /// between them.
     pub(super) fn scans(&self, query: &QuerySpec) -> Result<bool, Error> {
         let query = &*query.answered();
-        if query.find_nearest.is_some() || !query.distinct_on.is_empty() {
+        if query.find_nearest.is_some() || !query.distinct_on.is_empty() || is_metadata(&query.kind)
+        {
             return Ok(false);
         }
         let prepared = Prepared::new(query)?;
@@ -142,6 +144,9 @@ impl<'a> Answers<'a> {
         whole: impl FnOnce(QueryBatch) -> T,
     ) -> Result<T, Error> {
         let query = &*query.answered();
+        if let Some(answer) = metadata::answer(store, query) {
+            return answer.map(whole);
+        }
         if let Some(nearest) = &query.find_nearest {
             return self.nearest(store, query, nearest).map(whole);
         }

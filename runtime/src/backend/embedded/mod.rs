@@ -47,6 +47,7 @@ mod locks;
 mod logged;
 mod memory;
 mod merge;
+mod metadata;
 mod open;
 mod packed;
 mod plan;
