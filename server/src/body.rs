@@ -20,6 +20,10 @@ use tonic_prost::ProstCodec;
 /// for the message's framing): a larger one is refused with `RESOURCE_EXHAUSTED`, unread.
 pub const MAX_REQUEST_BYTES: usize = 11 << 20;
 
+/// The largest REST request the server reads: JSON holds the 10 MiB the service takes in
+/// more bytes (base64, names), so twice [`MAX_REQUEST_BYTES`].
+pub const MAX_JSON_BYTES: usize = 2 * MAX_REQUEST_BYTES;
+
 /// The most bytes of requests the server holds at once, all calls together: a request that
 /// finds no room waits up to [`ROOM_WAIT`], then is refused with `RESOURCE_EXHAUSTED`. (Each
 /// connection's unread data is bounded besides by HTTP/2's flow control, 1 MiB.)
@@ -57,21 +61,8 @@ impl Room {
         let mut room = None;
         let mut expected = None;
         loop {
-            let frame = match tokio::time::timeout(BODY_STALL, body.frame()).await {
-                Err(_) => {
-                    return Err(Status::cancelled(format!(
-                        "the request's body stalled for {} s",
-                        BODY_STALL.as_secs()
-                    )));
-                }
-                Ok(None) => break,
-                Ok(Some(Err(error))) => {
-                    return Err(Status::cancelled(format!("the request was cut: {error}")));
-                }
-                Ok(Some(Ok(frame))) => frame,
-            };
-            let Ok(data) = frame.into_data() else {
-                continue;
+            let Some(data) = next_data(&mut body).await? else {
+                break;
             };
             buffer.extend_from_slice(&data);
             if expected.is_none() && buffer.len() >= PREFIX {
@@ -97,6 +88,40 @@ impl Room {
         })
     }
 
+    /// Reads `body`: a REST call's JSON, of at most [`MAX_JSON_BYTES`], its room taken for
+    /// the length it declares (`declared`), or for the most it may hold when it declares none.
+    pub(crate) async fn read_json(
+        &self,
+        mut body: Incoming,
+        declared: Option<usize>,
+    ) -> Result<Read, Status> {
+        let too_large = || {
+            Status::resource_exhausted(format!(
+                "the request is larger than the {MAX_JSON_BYTES} bytes of JSON this server takes \
+                 (the service takes requests of up to 10 MiB)"
+            ))
+        };
+        let expected = declared.unwrap_or(MAX_JSON_BYTES);
+        if expected > MAX_JSON_BYTES {
+            return Err(too_large());
+        }
+        let room = self.take(expected.max(1)).await?;
+        let mut buffer = BytesMut::new();
+        loop {
+            let Some(data) = next_data(&mut body).await? else {
+                break;
+            };
+            buffer.extend_from_slice(&data);
+            if buffer.len() > expected {
+                return Err(too_large());
+            }
+        }
+        Ok(Read {
+            bytes: buffer.freeze(),
+            _room: Some(room),
+        })
+    }
+
     /// Room for `bytes`, waiting for it up to [`ROOM_WAIT`]. Not in a queue: a small
     /// request takes the room there is though larger ones wait for more.
     async fn take(&self, bytes: usize) -> Result<OwnedSemaphorePermit, Status> {
@@ -113,6 +138,28 @@ impl Room {
                 )));
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// The next bytes of `body` (`None` at its end), given up when it stalls for [`BODY_STALL`].
+async fn next_data(body: &mut Incoming) -> Result<Option<Bytes>, Status> {
+    loop {
+        let frame = match tokio::time::timeout(BODY_STALL, body.frame()).await {
+            Err(_) => {
+                return Err(Status::cancelled(format!(
+                    "the request's body stalled for {} s",
+                    BODY_STALL.as_secs()
+                )));
+            }
+            Ok(None) => return Ok(None),
+            Ok(Some(Err(error))) => {
+                return Err(Status::cancelled(format!("the request was cut: {error}")));
+            }
+            Ok(Some(Ok(frame))) => frame,
+        };
+        if let Ok(data) = frame.into_data() {
+            return Ok(Some(data));
         }
     }
 }

@@ -1,7 +1,7 @@
-//! Google's Datastore API (`google.datastore.v1.Datastore`, over gRPC) answered by the
-//! embedded engine of `datastore-entity`, in memory or in a file, with the emulators'
-//! conventions: `GET /` answers `Ok`, `POST /reset` drops all data, `POST /shutdown` stops
-//! the server. Every client written for the service or its emulators — Google's Python, Node,
+//! Google's Datastore API (`google.datastore.v1.Datastore`, over gRPC, and its REST form,
+//! `POST /v1/projects/{project}:{method}`, on the same port) answered by the embedded engine
+//! of `datastore-entity`, in memory or in a file, with the emulators' conventions: `GET /`
+//! answers `Ok`, `POST /reset` drops all data, `POST /shutdown` stops the server. Every client written for the service or its emulators — Google's Python, Node,
 //! Go and Java clients, NDB, this crate's cloud backend — points `DATASTORE_EMULATOR_HOST` at
 //! it, and several processes share one file's data through it.
 //!
@@ -44,8 +44,9 @@ use tonic::server::{Grpc, UnaryService};
 
 mod body;
 mod index_yaml;
+mod rest;
 
-pub use body::{BODY_STALL, MAX_BODIES_BYTES, MAX_REQUEST_BYTES, ROOM_WAIT};
+pub use body::{BODY_STALL, MAX_BODIES_BYTES, MAX_JSON_BYTES, MAX_REQUEST_BYTES, ROOM_WAIT};
 
 /// The page cache of a file's store by default: 64 MiB.
 pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
@@ -311,6 +312,24 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
             }
         };
     }
+    if request.method() == Method::POST
+        && let Some((project, method)) = rest::route(request.uri().path())
+    {
+        let (project, method) = (project.to_owned(), method.to_owned());
+        let service = shared.service.read().map(|s| s.clone()).ok();
+        let Some(service) = service else {
+            return rest::error(&Status::internal("the server's state is poisoned"));
+        };
+        let declared = request
+            .headers()
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse().ok());
+        let read = match shared.room.read_json(request.into_body(), declared).await {
+            Ok(read) => read,
+            Err(status) => return rest::error(&status),
+        };
+        return rest::call(service, &project, &method, &read.bytes).await;
+    }
     match (request.method(), request.uri().path()) {
         (&Method::GET, "/") => plain(StatusCode::OK, "Ok\n"),
         (&Method::POST, "/reset") => match reset(shared).await {
@@ -323,7 +342,8 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
         }
         _ => plain(
             StatusCode::NOT_FOUND,
-            "Not found: this server answers gRPC, GET /, POST /reset and POST /shutdown\n",
+            "Not found: this server answers gRPC, REST (POST /v1/projects/{project}:{method}), GET /, \
+             POST /reset and POST /shutdown\n",
         ),
     }
 }

@@ -25,6 +25,8 @@ const USAGE: &str = "usage: datastore-entity-server [--host HOST] [--port PORT] 
                 the most memory past versions take, in MiB (default 64): past it the
                 oldest go first, and a transaction whose snapshot needs more aborts
 
+Serves the Datastore API over gRPC and, on the same port, its REST form:
+POST /v1/projects/{project}:{method} (lookup, runQuery, commit, ...).
 Stops on Ctrl-C or POST /shutdown; POST /reset drops all data; GET / answers Ok.";
 
 fn options() -> Result<Options, String> {

@@ -39,7 +39,7 @@ fn endpoints(text: &str) -> Vec<String> {
         for (at, _) in text.match_indices(&format!("{method} /")) {
             let path: String = text[at + method.len() + 1..]
                 .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '/' || *c == '_')
+                .take_while(|c| c.is_ascii_alphanumeric() || "/_{}:".contains(*c))
                 .collect();
             found.push(format!("{method} {path}"));
         }

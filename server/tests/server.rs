@@ -63,6 +63,66 @@ async fn http(server: &Server, method: &str, path: &str) -> (String, String) {
     (status, body)
 }
 
+/// One REST call (`POST path` with `body`, declaring `declared` bytes): the status line and
+/// the body.
+async fn rest(server: &Server, path: &str, body: &str, declared: usize) -> (String, String) {
+    let mut stream = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Content-Length: {declared}\r\nConnection: close\r\n\r\n{body}",
+        server.emulator_host()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response).await;
+    let status = response.lines().next().unwrap_or_default().to_owned();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_calls_answer_what_grpc_answers_and_bound_their_bodies() {
+    let server = start(None).await;
+    let db = db(&server, "p").await;
+    db.put(&counter("a", 9_007_199_254_740_993)).await.unwrap();
+    let lookup = r#"{"keys": [{"path": [{"kind": "Counter", "name": "a"}]}]}"#;
+    let (status, body) = rest(&server, "/v1/projects/p:lookup", lookup, lookup.len()).await;
+    assert!(status.contains("200"), "{status} {body}");
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let entity = &answer["found"][0]["entity"];
+    assert_eq!(entity["key"]["path"][0]["name"], "a");
+    assert_eq!(
+        entity["properties"]["n"]["integerValue"], "9007199254740993",
+        "a 64-bit integer as a string: {body}"
+    );
+    // Another project's data is not this one's.
+    let (_, body) = rest(&server, "/v1/projects/q:lookup", lookup, lookup.len()).await;
+    assert!(body.contains("\"missing\""), "{body}");
+    let error = |body: &str| -> (u64, String) {
+        let error: serde_json::Value = serde_json::from_str(body).unwrap();
+        let error = &error["error"];
+        (
+            error["code"].as_u64().unwrap(),
+            error["status"].as_str().unwrap().to_owned(),
+        )
+    };
+    let (status, body) = rest(&server, "/v1/projects/p:lookUp", "{}", 2).await;
+    assert!(status.contains("404"), "{status}");
+    assert_eq!(error(&body), (404, "NOT_FOUND".to_owned()));
+    let (status, body) = rest(&server, "/v1/projects/p:lookup", "{\"keys\": 3}", 11).await;
+    assert!(status.contains("400"), "{status}");
+    assert_eq!(error(&body), (400, "INVALID_ARGUMENT".to_owned()));
+    // A body past the bound is refused before it is read.
+    let past = datastore_entity_server::MAX_JSON_BYTES + 1;
+    let (status, body) = rest(&server, "/v1/projects/p:commit", "", past).await;
+    assert!(status.contains("429"), "{status}");
+    assert_eq!(error(&body), (429, "RESOURCE_EXHAUSTED".to_owned()));
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_plain_endpoints_answer_as_the_emulators_do() {
     let server = start(None).await;

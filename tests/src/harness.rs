@@ -307,7 +307,7 @@ pub fn emulator_host(backend: Backend) -> Result<String, String> {
     Ok(format!("127.0.0.1:{}", emulator(backend).as_ref()?.port))
 }
 
-/// Google's Python clients (`google-cloud-ndb`, `google-cloud-datastore`, from the Python
+/// Google's Python clients (`google-cloud-ndb`, `google-cloud-datastore`, `google-api-python-client`, from the Python
 /// registry), in a virtualenv under `target/ndb-venv`, installed on first use: the path of
 /// its `python`. An error says why they are not there (no `python3`, no registry).
 pub fn ndb_python() -> Result<std::path::PathBuf, String> {
@@ -322,7 +322,10 @@ pub fn ndb_python() -> Result<std::path::PathBuf, String> {
             let python = venv.join("bin/python");
             let ready = |python: &std::path::Path| {
                 Command::new(python)
-                    .args(["-c", "import google.cloud.ndb, google.cloud.datastore"])
+                    .args([
+                        "-c",
+                        "import google.cloud.ndb, google.cloud.datastore, googleapiclient",
+                    ])
                     .stderr(Stdio::null())
                     .status()
                     .is_ok_and(|s| s.success())
@@ -356,6 +359,7 @@ pub fn ndb_python() -> Result<std::path::PathBuf, String> {
                     "--quiet",
                     "google-cloud-ndb==2.7.1",
                     "google-cloud-datastore==2.27.0",
+                    "google-api-python-client==2.202.0",
                 ],
             )?;
             if ready(&python) {

@@ -1,8 +1,9 @@
 //! Issue #30: clients no one here wrote, against `datastore-entity-server` — Google's Python
-//! client (`server/clients/datastore_app.py`), NDB (`ndb_app.py`) and the Node client
-//! (`node_app.js`), each doing what an application does and checking the exact answers (the
-//! same scripts pass against the Firestore emulator) — on a server in memory and on one over
-//! a file.
+//! client (`server/clients/datastore_app.py`), NDB (`ndb_app.py`), the Node client
+//! (`node_app.js`) and, over the API's REST form, google-api-python-client (`rest_app.py`,
+//! issue #51), each doing what an application does and checking the exact answers (the same
+//! scripts pass against the Firestore emulator: `rest_app.py` is run on it here) — on a server
+//! in memory and on one over a file.
 //!
 //! In CI (`CI` set) a missing client fails the test; elsewhere it is skipped with the reason.
 
@@ -72,6 +73,13 @@ async fn every_client(data: Option<PathBuf>, project: &str) {
             &dir,
             &host,
         );
+        run(
+            &python,
+            &[&dir.join("rest_app.py")],
+            &format!("{project}-rest"),
+            &dir,
+            &host,
+        );
     }
     if let Some(node) = client(harness::node_clients()) {
         let script = node.join("node_app.js");
@@ -98,4 +106,28 @@ async fn googles_clients_work_against_the_server_on_a_file() {
     std::fs::create_dir_all(&dir).unwrap();
     every_client(Some(dir.join("data.redb")), "file").await;
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The REST application passes against the Firestore emulator's REST form too: its answers
+/// are the service's.
+#[test]
+fn the_rest_application_passes_against_the_firestore_emulator() {
+    let Some(python) = client(harness::ndb_python()) else {
+        return;
+    };
+    let host = match harness::emulator_host(harness::Backend::Firestore) {
+        Ok(host) => host,
+        Err(reason) if std::env::var_os("CI").is_some() => {
+            panic!("CI needs the emulator: {reason}")
+        }
+        Err(reason) => return eprintln!("skipped: {reason}"),
+    };
+    let dir = scripts();
+    run(
+        &python,
+        &[&dir.join("rest_app.py")],
+        "rest-referee",
+        &dir,
+        &host,
+    );
 }
