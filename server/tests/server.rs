@@ -47,14 +47,19 @@ async fn db(server: &Server, project: &str) -> Db {
 
 /// One plain HTTP/1.1 request; the status line and the body.
 async fn http(server: &Server, method: &str, path: &str) -> (String, String) {
-    let mut stream = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
     let request = format!(
         "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
         server.emulator_host()
     );
+    exchange(server, &request).await
+}
+
+/// Sends `request` (whole HTTP/1.1 text); the answer's status line and body.
+async fn exchange(server: &Server, request: &str) -> (String, String) {
+    let mut stream = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
+    let _ = stream.read_to_string(&mut response).await;
     let status = response.lines().next().unwrap_or_default().to_owned();
     let body = response
         .split_once("\r\n\r\n")
@@ -66,21 +71,12 @@ async fn http(server: &Server, method: &str, path: &str) -> (String, String) {
 /// One REST call (`POST path` with `body`, declaring `declared` bytes): the status line and
 /// the body.
 async fn rest(server: &Server, path: &str, body: &str, declared: usize) -> (String, String) {
-    let mut stream = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
     let request = format!(
         "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
          Content-Length: {declared}\r\nConnection: close\r\n\r\n{body}",
         server.emulator_host()
     );
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response).await;
-    let status = response.lines().next().unwrap_or_default().to_owned();
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
+    exchange(server, &request).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
