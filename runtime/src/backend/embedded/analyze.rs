@@ -77,7 +77,9 @@ impl State {
         transaction: Option<&TransactionId>,
         tally: Option<&Tally>,
     ) -> Result<Value, Error> {
-        match Plan::new(query, aggregation)? {
+        let plan = Plan::new(query, aggregation)?;
+        self.build_needed(plan.rows())?;
+        match plan {
             Plan::Count { rows, keys_only } => {
                 // Outside a transaction (which records the rows it read), count index entries.
                 let counted = match transaction {

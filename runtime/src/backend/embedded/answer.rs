@@ -403,6 +403,35 @@ impl<'a> Answers<'a> {
             .collect()
     }
 
+    /// The composite indexes the branches of `query` need that none of those declared serves
+    /// (each the one the service would read, [`plan::needed`]); none in strict index mode,
+    /// which refuses such a query instead. A query that cannot be prepared needs none here:
+    /// its answer says what is wrong with it.
+    pub(super) fn missing(&self, query: &QuerySpec) -> Vec<Composite> {
+        let query = &*query.answered();
+        if self.strict || query.kind.is_empty() || is_metadata(&query.kind) {
+            return Vec::new();
+        }
+        if query.find_nearest.is_some() || !query.distinct_on.is_empty() {
+            return Vec::new();
+        }
+        let Ok(prepared) = Prepared::new(query) else {
+            return Vec::new();
+        };
+        let composites = of_kind(self.composites, &query.kind);
+        let mut missing: Vec<Composite> = Vec::new();
+        for i in 0..prepared.branch_count() {
+            let branch = prepared.branch(i);
+            if let Err(Error::MissingIndex { .. }) = plan::choose(&branch, composites, true) {
+                let index = plan::needed(&branch);
+                if !missing.contains(&index) && !composites.contains(&index) {
+                    missing.push(index);
+                }
+            }
+        }
+        missing
+    }
+
     /// How `query` is answered: the plan of each branch of its filter, in words.
     pub(super) fn plan(&self, query: &QuerySpec) -> Result<Explanation, Error> {
         let query = &*query.answered();

@@ -132,6 +132,8 @@ impl std::fmt::Debug for Embedded {
 struct State {
     store: Box<dyn Store + Send>,
     strict: bool,
+    /// Outside strict index mode, build the composite index a query needs on its first use.
+    build_indexes: bool,
     /// Declared composite indexes, by kind.
     composites: Map<String, Vec<Composite>>,
     /// The schemas declared, by address (declaring again costs a lookup); their vector
@@ -190,10 +192,27 @@ impl Embedded {
     }
 
     /// Strict index mode (on by default, as the service): a query that needs a composite
-    /// index nobody declared is [`Error::MissingIndex`]. Off, such a query runs anyway, by
-    /// evaluating every entity of its kind.
+    /// index nobody declared is [`Error::MissingIndex`]. Off, such a query runs anyway: the
+    /// index it needs is built on its first use ([`Embedded::build_indexes`]), or, with that
+    /// off too, it evaluates the entities of its kind.
     pub fn strict_indexes(self, strict: bool) -> Embedded {
         self.state().strict = strict;
+        self
+    }
+
+    /// Outside strict index mode, whether a query that needs a composite index nobody
+    /// declared builds it on its first use (on by default): the index the service would read
+    /// ([`Error::MissingIndex`] names it in strict mode) is built from the stored entities
+    /// once, then kept, and in a file recorded, as a declared one is, so the query and the
+    /// next ones cost what they return. Off, such a query evaluates entities until its page
+    /// fills.
+    ///
+    /// ```
+    /// # use datastore_entity::backend::embedded::Embedded;
+    /// let engine = Embedded::in_memory().strict_indexes(false).build_indexes(false);
+    /// ```
+    pub fn build_indexes(self, build: bool) -> Embedded {
+        self.state().build_indexes = build;
         self
     }
 
@@ -317,6 +336,7 @@ impl Embedded {
     fn scan_in_slices(&self, query: &QuerySpec) -> Result<Option<QueryBatch>, Error> {
         let (pinned, version, written_here) = {
             let mut state = self.state();
+            state.build_needed(query)?;
             if !state.answers().scans(query)? {
                 return Ok(None);
             }
@@ -414,6 +434,7 @@ impl State {
         State {
             store,
             strict: true,
+            build_indexes: true,
             composites: Map::default(),
             declared: Map::default(),
             history: History::new(),
@@ -599,6 +620,27 @@ impl State {
                 .extend(new);
         }
         self.declared.insert(address, schema);
+        Ok(())
+    }
+
+    /// Builds the composite indexes `query` needs that nobody declared, when strict index
+    /// mode is off and building them is on ([`Embedded::build_indexes`]): backfilled from the
+    /// stored entities once, then kept (and in a file recorded) as declared ones are.
+    fn build_needed(&mut self, query: &QuerySpec) -> Result<(), Error> {
+        if !self.build_indexes {
+            return Ok(());
+        }
+        let missing = self.answers().missing(query);
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let batch = records::declaration(&*self.store, &query.kind, &missing)?;
+        self.apply(batch)?;
+        tracing::debug!(kind = %query.kind, built = missing.len(), "composite indexes built");
+        self.composites
+            .entry(query.kind.clone())
+            .or_default()
+            .extend(missing);
         Ok(())
     }
 

@@ -65,6 +65,7 @@ impl State {
         query: &QuerySpec,
         transaction: Option<&TransactionId>,
     ) -> Result<QueryBatch, Error> {
+        self.build_needed(query)?;
         let version = self.read_version(transaction, false)?;
         let batch = self.answers().answer(&self.view(version), query)?;
         self.finish_query(query, transaction, batch)
@@ -103,6 +104,7 @@ impl State {
         if query.property_mask.is_some() {
             return self.run_query(query, None).map(Answered::Batch);
         }
+        self.build_needed(query)?;
         self.answers().answer_stored(&self.view(None), query)
     }
 }

@@ -391,3 +391,106 @@ fn a_composite_index_holds_every_combination_of_its_columns_values() {
     let missing = index::Composite::new("Order", false, columns(&["a", "c"]));
     assert!(in_index(&missing).is_empty());
 }
+
+/// `customer = c ORDER BY total DESC LIMIT 10`: a query the service serves from a composite
+/// index.
+fn customer_page(c: i64) -> QuerySpec {
+    QuerySpec {
+        orders: vec![PropertyOrder {
+            property: "total".to_owned(),
+            direction: crate::model::schema::Direction::Descending,
+        }],
+        limit: Some(10),
+        ..customer(c)
+    }
+}
+
+#[tokio::test]
+async fn outside_strict_mode_a_query_builds_the_composite_index_it_needs_once() {
+    let mut answers = Vec::new();
+    let mut costs = Vec::new();
+    for build in [true, false] {
+        let (engine, counts) = orders(20_000).await;
+        let engine = engine.strict_indexes(false).build_indexes(build);
+        let calls: &dyn Backend = &engine;
+        // The first query builds the index (reading every entity once), when it may.
+        let first = calls.run_query(&customer_page(3), None).await.unwrap();
+        counts.take();
+        let again = calls.run_query(&customer_page(7), None).await.unwrap();
+        let (entities, entries) = counts.take();
+        costs.push(entities + entries);
+        answers.push((first.results, again.results));
+        let built = engine.state().composites.values().flatten().count();
+        assert_eq!(
+            built,
+            usize::from(build),
+            "indexes built (building: {build})"
+        );
+    }
+    let keys = |results: &[crate::query::spec::QueryResult]| {
+        results.iter().map(|r| r.key.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        keys(&answers[0].0),
+        keys(&answers[1].0),
+        "the same answer either way"
+    );
+    assert_eq!(keys(&answers[0].1), keys(&answers[1].1));
+    assert_eq!(
+        keys(&answers[0].1)[0],
+        key(19_997),
+        "the customer's highest total first"
+    );
+    // Built, a page of 10 reads about 10 entries and 10 entities; without, it walks the
+    // totals from the highest, reading entities of other customers until the page fills.
+    assert!(costs[0] <= 30, "with the index built: {} reads", costs[0]);
+    assert!(
+        costs[1] >= 5 * costs[0],
+        "without: {} reads, with: {}",
+        costs[1],
+        costs[0]
+    );
+}
+
+#[tokio::test]
+async fn an_index_built_on_first_use_is_kept_in_a_file() {
+    let path = std::env::temp_dir().join(format!("built-index-{}.redb", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    {
+        let engine = Embedded::open(&path).unwrap().strict_indexes(false);
+        let calls: &dyn Backend = &engine;
+        let writes = (1..=50)
+            .map(|i| {
+                let properties = PropertyMap::from([
+                    ("customer", Property::indexed(Value::Integer(i % 5))),
+                    ("total", Property::indexed(Value::Integer(i))),
+                ]);
+                Mutation::Upsert(key(i), properties, Mask::Whole)
+            })
+            .collect();
+        calls.commit(writes, None).await.unwrap();
+        calls.run_query(&customer_page(2), None).await.unwrap();
+        assert_eq!(engine.state().composites.values().flatten().count(), 1);
+    }
+    let engine = Embedded::open(&path).unwrap().strict_indexes(true);
+    assert_eq!(
+        engine.state().composites.values().flatten().count(),
+        1,
+        "the built index is recorded with the declared ones"
+    );
+    // Kept, it serves the query in strict mode too, and holds what was written since.
+    let calls: &dyn Backend = &engine;
+    let later = PropertyMap::from([
+        ("customer", Property::indexed(Value::Integer(2))),
+        ("total", Property::indexed(Value::Integer(1_000))),
+    ]);
+    calls
+        .commit(vec![Mutation::Upsert(key(51), later, Mask::Whole)], None)
+        .await
+        .unwrap();
+    let page = calls.run_query(&customer_page(2), None).await.unwrap();
+    assert_eq!(page.results[0].key, key(51));
+    assert_eq!(page.results[1].key, key(47));
+    drop(engine);
+    let _ = std::fs::remove_file(&path);
+}
