@@ -11,8 +11,13 @@
 //! runs), from seed `DIFF_SEED`. The long run of the note:
 //!
 //! ```sh
-//! DIFF_CASES=4200 DIFF_OPS=24 cargo test -p datastore-entity-tests --test differential -- --nocapture
+//! DIFF_SEED=0xa11ce DIFF_CASES=9000 DIFF_OPS=24 DIFF_RESET_EVERY=100 cargo test \
+//!   -p datastore-entity-tests --test differential -- --nocapture --exact \
+//!   the_engine_answers_as_the_firestore_emulator_on_random_operations
 //! ```
+//!
+//! (`DIFF_RESET_EVERY` drops the emulator's data every so many sequences: run the random test
+//! alone with it.)
 //!
 //! Where the emulator and the engine are meant to differ (the crate is deliberately stricter,
 //! or the emulator is not today's service), the generator does not go: `runtime/docs/rules.md`
@@ -1273,8 +1278,34 @@ fn check(ops: &[Op]) -> Result<(), TestCaseError> {
         for runner in &runners {
             runner.clear().await;
         }
+        reset_now_and_then().await;
         outcome
     })
+}
+
+/// Every `DIFF_RESET_EVERY` sequences (never by default), drops all of the Firestore
+/// emulator's data (`POST /reset`): its memory grows with every version it ever held, deleted
+/// or not, until its collector takes all its time. Only for a long run of this test alone:
+/// the other tests of this file share the emulator.
+async fn reset_now_and_then() {
+    static SEQUENCES: AtomicUsize = AtomicUsize::new(0);
+    let every = env("DIFF_RESET_EVERY", 0) as usize;
+    let done = SEQUENCES.fetch_add(1, Ordering::Relaxed) + 1;
+    if every == 0 || !done.is_multiple_of(every) {
+        return;
+    }
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let Ok(host) = harness::emulator_host(Backend::Firestore) else {
+        return;
+    };
+    let mut stream = tokio::net::TcpStream::connect(&host).await.unwrap();
+    let request =
+        "POST /reset HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    stream.write_all(request.as_bytes()).await.unwrap();
+    // The status line is the answer (the emulator keeps the connection open after it).
+    let mut answer = [0; 12];
+    stream.read_exact(&mut answer).await.unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 200", "the emulator's reset");
 }
 
 /// Runs `ops` on every runner, comparing each answer with the referee's.
