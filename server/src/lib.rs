@@ -30,6 +30,7 @@ use datastore_entity::backend::Backend;
 use datastore_entity::backend::embedded::Embedded;
 use datastore_entity::backend::serve::Service;
 use datastore_entity::{Error, Schema};
+use gcloud_sdk::google::datastore::admin::v1 as admin_pb;
 use gcloud_sdk::google::datastore::v1 as pb;
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -42,6 +43,7 @@ use tonic::Status;
 use tonic::body::Body;
 use tonic::server::{Grpc, UnaryService};
 
+mod admin;
 mod body;
 mod index_yaml;
 mod rest;
@@ -111,13 +113,29 @@ pub struct Server {
 
 /// What every connection shares: the API over the current backend, and how to start over.
 struct Shared {
-    service: RwLock<Service>,
+    api: RwLock<Api>,
     /// The room requests' bodies share.
     room: body::Room,
     store: Store,
     stop: watch::Sender<bool>,
     /// Set once the shutdown grace is over: the calls still unfinished give up.
     abandon: watch::Sender<bool>,
+}
+
+/// The API over the engine, and the engine itself (for the admin calls).
+#[derive(Clone)]
+struct Api {
+    service: Service,
+    engine: Arc<Embedded>,
+}
+
+impl Api {
+    fn new(engine: Arc<Embedded>) -> Api {
+        Api {
+            service: Service::new(Arc::clone(&engine) as Arc<dyn Backend>),
+            engine,
+        }
+    }
 }
 
 /// How the store is opened (again, after a reset).
@@ -156,7 +174,7 @@ impl Server {
         })?;
         let (stop, stopped) = watch::channel(false);
         let shared = Arc::new(Shared {
-            service: RwLock::new(Service::new(backend)),
+            api: RwLock::new(Api::new(backend)),
             room: body::Room::default(),
             store,
             stop: stop.clone(),
@@ -193,7 +211,7 @@ impl Server {
 impl Store {
     /// The store: the file's, or a new one in memory (compressed); in strict index mode with the required
     /// indexes declared, or serving every query as the Firestore emulator does.
-    async fn open(&self) -> Result<Arc<dyn Backend>, Error> {
+    async fn open(&self) -> Result<Arc<Embedded>, Error> {
         let engine = match &self.data {
             Some(path) => Embedded::open_with_cache(path, self.cache_bytes)?,
             None => Embedded::in_memory_compressed(),
@@ -292,15 +310,15 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
         .get(hyper::header::CONTENT_TYPE)
         .is_some_and(|t| t.as_bytes().starts_with(b"application/grpc"));
     if grpc {
-        let service = shared.service.read().map(|s| s.clone()).ok();
-        let Some(service) = service else {
+        let api = shared.api.read().map(|s| s.clone()).ok();
+        let Some(api) = api else {
             return Status::internal("the server's state is poisoned").into_http();
         };
         let room = &shared.room;
         let answer = async {
             match deadline(&request) {
-                Ok(None) => call(service, room, request).await,
-                Ok(Some(deadline)) => within(deadline, call(service, room, request)).await,
+                Ok(None) => call(api, room, request).await,
+                Ok(Some(deadline)) => within(deadline, call(api, room, request)).await,
                 Err(status) => status.into_http(),
             }
         };
@@ -316,8 +334,8 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
         && let Some((project, method)) = rest::route(request.uri().path())
     {
         let (project, method) = (project.to_owned(), method.to_owned());
-        let service = shared.service.read().map(|s| s.clone()).ok();
-        let Some(service) = service else {
+        let api = shared.api.read().map(|s| s.clone()).ok();
+        let Some(Api { service, .. }) = api else {
             return rest::error(&Status::internal("the server's state is poisoned"));
         };
         let declared = request
@@ -367,8 +385,9 @@ async fn reset(shared: &Shared) -> Result<(), Error> {
     };
     let fresh = memory.open().await?;
     let old = {
-        let mut service = shared.service.write().map_err(|_| poisoned())?;
-        std::mem::replace(&mut *service, Service::new(fresh))
+        let mut api = shared.api.write().map_err(|_| poisoned())?;
+        // The old engine is held by its service alone from here.
+        std::mem::replace(&mut *api, Api::new(fresh)).service
     };
     let Some(path) = &shared.store.data else {
         return Ok(());
@@ -389,7 +408,7 @@ async fn reset(shared: &Shared) -> Result<(), Error> {
         source: Some(datastore_entity::StorageSource::new(e)),
     })?;
     let backend = shared.store.open().await?;
-    *shared.service.write().map_err(|_| poisoned())? = Service::new(backend);
+    *shared.api.write().map_err(|_| poisoned())? = Api::new(backend);
     Ok(())
 }
 
@@ -466,40 +485,57 @@ where
 
 /// Routes a gRPC call to the method its path names, its one message read first, within the
 /// room requests share ([`body`]).
-async fn call(service: Service, room: &body::Room, request: Request<Incoming>) -> Response<Body> {
+async fn call(api: Api, room: &body::Room, request: Request<Incoming>) -> Response<Body> {
     let (parts, body) = request.into_parts();
     let read = match room.read(body).await {
         Ok(read) => read,
         Err(status) => return status.into_http(),
     };
     let request = Request::from_parts(parts, Full::new(read.bytes.clone()));
+    let Api { service, engine } = api;
     macro_rules! routes {
-        ($($method:ident: $name:literal, $req:ty => $res:ty;)*) => {
+        ($($path:literal, $req:ty => $res:ty, $handle:expr;)*) => {
             match request.uri().path() {
-                $(concat!("/google.datastore.v1.Datastore/", $name) => {
+                $($path => {
                     let mut grpc = Grpc::new(body::Checked::<$res, $req>::default())
                         .max_decoding_message_size(usize::MAX)
                         .max_encoding_message_size(usize::MAX);
-                    let handler = Unary(Some(move |r: $req| async move { service.$method(r).await }));
-                    grpc.unary(handler, request).await
+                    grpc.unary(Unary(Some($handle)), request).await
                 })*
                 path => Status::unimplemented(format!(
-                    "{path} is not a method of google.datastore.v1.Datastore this server serves"
+                    "{path} is not a method this server serves (google.datastore.v1.Datastore, \
+                     and the index calls of google.datastore.admin.v1.DatastoreAdmin)"
                 ))
                 .into_http(),
             }
         };
     }
     routes! {
-        lookup: "Lookup", pb::LookupRequest => pb::LookupResponse;
-        run_query: "RunQuery", pb::RunQueryRequest => pb::RunQueryResponse;
-        run_aggregation_query: "RunAggregationQuery",
-            pb::RunAggregationQueryRequest => pb::RunAggregationQueryResponse;
-        begin_transaction: "BeginTransaction",
-            pb::BeginTransactionRequest => pb::BeginTransactionResponse;
-        commit: "Commit", pb::CommitRequest => pb::CommitResponse;
-        rollback: "Rollback", pb::RollbackRequest => pb::RollbackResponse;
-        allocate_ids: "AllocateIds", pb::AllocateIdsRequest => pb::AllocateIdsResponse;
-        reserve_ids: "ReserveIds", pb::ReserveIdsRequest => pb::ReserveIdsResponse;
+        "/google.datastore.v1.Datastore/Lookup", pb::LookupRequest => pb::LookupResponse,
+            move |r| async move { service.lookup(r).await };
+        "/google.datastore.v1.Datastore/RunQuery", pb::RunQueryRequest => pb::RunQueryResponse,
+            move |r| async move { service.run_query(r).await };
+        "/google.datastore.v1.Datastore/RunAggregationQuery",
+            pb::RunAggregationQueryRequest => pb::RunAggregationQueryResponse,
+            move |r| async move { service.run_aggregation_query(r).await };
+        "/google.datastore.v1.Datastore/BeginTransaction",
+            pb::BeginTransactionRequest => pb::BeginTransactionResponse,
+            move |r| async move { service.begin_transaction(r).await };
+        "/google.datastore.v1.Datastore/Commit", pb::CommitRequest => pb::CommitResponse,
+            move |r| async move { service.commit(r).await };
+        "/google.datastore.v1.Datastore/Rollback", pb::RollbackRequest => pb::RollbackResponse,
+            move |r| async move { service.rollback(r).await };
+        "/google.datastore.v1.Datastore/AllocateIds",
+            pb::AllocateIdsRequest => pb::AllocateIdsResponse,
+            move |r| async move { service.allocate_ids(r).await };
+        "/google.datastore.v1.Datastore/ReserveIds",
+            pb::ReserveIdsRequest => pb::ReserveIdsResponse,
+            move |r| async move { service.reserve_ids(r).await };
+        "/google.datastore.admin.v1.DatastoreAdmin/ListIndexes",
+            admin_pb::ListIndexesRequest => admin_pb::ListIndexesResponse,
+            move |r| async move { admin::list(&engine, r) };
+        "/google.datastore.admin.v1.DatastoreAdmin/GetIndex",
+            admin_pb::GetIndexRequest => admin_pb::Index,
+            move |r| async move { admin::get(&engine, r) };
     }
 }

@@ -500,3 +500,117 @@ async fn with_an_index_yaml_only_the_queries_it_serves_are_answered() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_api_lists_the_indexes_declared_and_built() {
+    use admin::datastore_admin_client::DatastoreAdminClient;
+    use gcloud_sdk::google::datastore::admin::v1 as admin;
+    let server = start(None).await;
+    let db = db(&server, "p").await;
+    for (id, author, rank) in [("a", "ann", 1), ("b", "ann", 3), ("c", "bob", 2)] {
+        let topic = "t".into();
+        let post = Post {
+            id: KeyName::new(id).unwrap(),
+            author: author.into(),
+            topic,
+            rank,
+        };
+        db.put(&post).await.unwrap();
+    }
+    let channel = Channel::from_shared(format!("http://{}", server.emulator_host()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = DatastoreAdminClient::new(channel);
+    let list = |page_size: i32, page_token: String| admin::ListIndexesRequest {
+        project_id: "p".into(),
+        page_size,
+        page_token,
+        ..admin::ListIndexesRequest::default()
+    };
+    let none = client
+        .list_indexes(list(0, String::new()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(none.indexes.is_empty(), "{none:?}");
+    // Two queries that need composite indexes build them on their first use.
+    for query in [
+        db.query::<Post>()
+            .filter(Post::AUTHOR.eq("ann"))
+            .order(Post::RANK.desc()),
+        db.query::<Post>()
+            .filter(Post::TOPIC.eq("t"))
+            .order(Post::RANK.asc())
+            .limit(2),
+    ] {
+        assert_eq!(query.fetch().await.unwrap().items.len(), 2);
+    }
+    let all = client
+        .list_indexes(list(0, String::new()))
+        .await
+        .unwrap()
+        .into_inner();
+    type Described = (String, Vec<(String, i32)>, i32, i32);
+    let described: Vec<Described> = all
+        .indexes
+        .iter()
+        .map(|i| {
+            let properties = i
+                .properties
+                .iter()
+                .map(|p| (p.name.clone(), p.direction))
+                .collect();
+            (i.kind.clone(), properties, i.ancestor, i.state)
+        })
+        .collect();
+    use admin::index::{AncestorMode, Direction, State};
+    let (asc, desc) = (Direction::Ascending as i32, Direction::Descending as i32);
+    let expected = [
+        vec![("author".to_owned(), asc), ("rank".to_owned(), desc)],
+        vec![("topic".to_owned(), asc), ("rank".to_owned(), asc)],
+    ];
+    assert_eq!(described.len(), 2, "{described:?}");
+    for (kind, properties, ancestor, state) in &described {
+        assert_eq!(kind, "Post");
+        assert!(expected.contains(properties), "{properties:?}");
+        assert_eq!(
+            (*ancestor, *state),
+            (AncestorMode::None as i32, State::Ready as i32)
+        );
+    }
+    // Page by page, and one by its id.
+    let first = client
+        .list_indexes(list(1, String::new()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(first.indexes.len(), 1);
+    let second = client
+        .list_indexes(list(1, first.next_page_token))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (second.indexes.len(), second.next_page_token.as_str()),
+        (1, "")
+    );
+    assert_ne!(first.indexes[0].index_id, second.indexes[0].index_id);
+    let get = |index_id: &str| admin::GetIndexRequest {
+        project_id: "p".into(),
+        index_id: index_id.into(),
+    };
+    let one = client
+        .get_index(get(&second.indexes[0].index_id))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(one, second.indexes[0]);
+    refused(
+        client.get_index(get("nothing")).await,
+        Code::NotFound,
+        "No index",
+    );
+    server.stop().await;
+}

@@ -43,6 +43,7 @@ mod explain;
 mod history;
 mod ids;
 mod index;
+mod kept;
 mod locks;
 mod logged;
 mod memory;
@@ -77,7 +78,7 @@ use crate::error::{Error, ServiceCode};
 use crate::format::keycode;
 use crate::hash::Map;
 use crate::model::key::RawKey;
-use crate::model::schema::Schema;
+use crate::model::schema::{Direction, Schema};
 use crate::model::value::Value;
 use crate::query::spec::{Aggregation, QueryBatch, QuerySpec};
 use crate::rules::commit::check_mutations;
@@ -127,6 +128,19 @@ impl std::fmt::Debug for Embedded {
             .field("strict_indexes", &state.strict)
             .finish_non_exhaustive()
     }
+}
+
+/// A composite index the engine keeps ([`Embedded::indexes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexDefinition {
+    /// Its id: derived from the definition, the same in every process.
+    pub id: String,
+    /// The kind it indexes.
+    pub kind: String,
+    /// Whether it serves ancestor queries (`ancestor: yes`).
+    pub ancestor: bool,
+    /// The indexed properties, most significant first, with their directions.
+    pub properties: Vec<(String, Direction)>,
 }
 
 struct State {
