@@ -5,8 +5,9 @@
 //! `datastore-entity-server` crate serves it over the network.
 //!
 //! Each request is checked as the service checks it and translated into the backend's calls;
-//! what a backend cannot do (GQL, a conflict resolved other than by failing, Query Explain on a
-//! backend that cannot explain) is refused with `UNIMPLEMENTED`, never ignored.
+//! GQL is read into a structured query first (`gql/`). What a backend cannot do (a conflict
+//! resolved other than by failing, Query Explain on a backend that cannot explain) is refused
+//! with `UNIMPLEMENTED`, never ignored.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -31,6 +32,7 @@
 //! # });
 //! ```
 
+mod gql;
 mod request;
 mod response;
 mod transactions;
@@ -216,12 +218,12 @@ impl Service {
     ) -> Result<pb::RunQueryResponse, Status> {
         use pb::run_query_request::QueryType;
         let scope = Scope::new(&request.project_id, &request.database_id)?;
-        let query = match request.query_type {
-            Some(QueryType::Query(query)) => query,
-            Some(QueryType::GqlQuery(_)) => {
-                return Err(Status::unimplemented(
-                    "GQL is not served by this server: send a structured query.",
-                ));
+        // GQL becomes a structured query, which the answer shows as the service's does.
+        let (query, from_gql) = match request.query_type {
+            Some(QueryType::Query(query)) => (query, None),
+            Some(QueryType::GqlQuery(text)) => {
+                let query = gql::query(&text, request.partition_id.as_ref())?;
+                (query.clone(), Some(query))
             }
             None => return Err(invalid("A query is required.")),
         };
@@ -283,7 +285,7 @@ impl Service {
             batch: Some(batch),
             transaction,
             explain_metrics,
-            ..pb::RunQueryResponse::default()
+            query: from_gql,
         })
     }
 
@@ -295,12 +297,11 @@ impl Service {
     ) -> Result<pb::RunAggregationQueryResponse, Status> {
         use pb::run_aggregation_query_request::QueryType;
         let scope = Scope::new(&request.project_id, &request.database_id)?;
-        let query = match request.query_type {
-            Some(QueryType::AggregationQuery(query)) => query,
-            Some(QueryType::GqlQuery(_)) => {
-                return Err(Status::unimplemented(
-                    "GQL is not served by this server: send a structured query.",
-                ));
+        let (query, from_gql) = match request.query_type {
+            Some(QueryType::AggregationQuery(query)) => (query, None),
+            Some(QueryType::GqlQuery(text)) => {
+                let query = gql::aggregation(&text, request.partition_id.as_ref())?;
+                (query.clone(), Some(query))
             }
             None => return Err(invalid("An aggregation query is required.")),
         };
@@ -374,7 +375,7 @@ impl Service {
             }),
             transaction,
             explain_metrics,
-            ..pb::RunAggregationQueryResponse::default()
+            query: from_gql,
         })
     }
 
