@@ -491,10 +491,12 @@ impl Scope {
                     up_to: count
                         .up_to
                         .map(|n| {
-                            u64::try_from(n)
-                                .ok()
-                                .filter(|n| *n > 0)
-                                .ok_or_else(|| invalid("A count's up_to must be positive."))
+                            // Zero counts nothing, as the service answers it.
+                            u64::try_from(n).map_err(|_| {
+                                invalid(
+                                    "The `up_to` value in a COUNT aggregation must be greater than or equal to zero.",
+                                )
+                            })
                         })
                         .transpose()?,
                 },

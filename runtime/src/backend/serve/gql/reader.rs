@@ -1,9 +1,7 @@
 //! The parser's reading head over the tokens: keywords compared ignoring case, "expected …"
 //! errors at the token that is not, the nesting depth bounded, and the request's bindings
-//! resolved (each use remembered, so that an unused one is refused as the service refuses it)
+//! resolved (each positional use remembered: the service refuses an unused one)
 //! and its `allow_literals` enforced.
-
-use std::collections::{HashMap, HashSet};
 
 use gcloud_sdk::google::datastore::v1 as pb;
 use tonic::Status;
@@ -55,7 +53,6 @@ pub(super) struct Reader<'a> {
     head: [Token; 2],
     depth: usize,
     query: &'a pb::GqlQuery,
-    used_named: HashSet<&'a str>,
     used_positional: Vec<bool>,
     /// The partition a key without `PROJECT(…)` or `NAMESPACE(…)` is in: the request's.
     pub(super) partition: pb::PartitionId,
@@ -80,7 +77,6 @@ impl<'a> Reader<'a> {
             head,
             depth: 0,
             query,
-            used_named: HashSet::new(),
             used_positional: vec![false; query.positional_bindings.len()],
             partition,
         }
@@ -217,7 +213,6 @@ impl<'a> Reader<'a> {
                 let Some((name, parameter)) = self.query.named_bindings.get_key_value(name) else {
                     return Err(error(at, format_args!("no named binding @{name}")));
                 };
-                self.used_named.insert(name.as_str());
                 (parameter, format!("@{name}"))
             }
             Tok::Positional(n) => {
@@ -236,21 +231,11 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// The end of the text, with every binding used (the service refuses an unused one).
+    /// The end of the text, with every positional binding used (the service refuses an
+    /// unused one; an unused named binding it lets pass).
     pub(super) fn finish(self) -> Result<(), Status> {
         if *self.peek() != Tok::End {
             return Err(self.expected("the end of the query"));
-        }
-        let named: &HashMap<String, pb::GqlQueryParameter> = &self.query.named_bindings;
-        let mut unused: Vec<&String> = named
-            .keys()
-            .filter(|name| !self.used_named.contains(name.as_str()))
-            .collect();
-        unused.sort();
-        if let Some(name) = unused.first() {
-            return Err(invalid(format!(
-                "GQL query error: the named binding @{name} is not used"
-            )));
         }
         match self.used_positional.iter().position(|used| !used) {
             Some(n) => Err(invalid(format!(

@@ -9,7 +9,7 @@
 //! condition  := name op value | name [NOT] IN value | name IS NULL | name HAS ANCESTOR value
 //!             | value IN name | value HAS DESCENDANT name
 //! limit      := position | FIRST ( position , position ) ;  offset := position [+ position]
-//! aggregate  := COUNT(*) | COUNT_UP_TO(n) | SUM(name) | AVG(name), each [AS alias]
+//! aggregate  := COUNT(*) | COUNT_UP_TO(integer) | SUM(name) | AVG(name), each [AS alias]
 //! ```
 
 use gcloud_sdk::google::datastore::v1 as pb;
@@ -363,10 +363,14 @@ fn aggregates(r: &mut Reader<'_>) -> Result<Vec<Aggregation>, Status> {
                 r.expect_symbol(Symbol::Star)?;
                 Operator::Count(Count { up_to: None })
             }
+            // An integer written out, as the service takes it (not a binding).
             "count_up_to" => {
-                let (Position::Count(n, _), _) = position(r)? else {
-                    return Err(error(at, "COUNT_UP_TO takes a count"));
+                let at = r.at();
+                let Tok::Int(n) = *r.peek() else {
+                    return Err(r.expected("an integer"));
                 };
+                r.literal(at, &n.to_string())?;
+                r.bump();
                 Operator::Count(Count { up_to: Some(n) })
             }
             "sum" => Operator::Sum(Sum {
