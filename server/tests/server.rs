@@ -267,16 +267,20 @@ async fn bad_requests_get_the_services_status_and_the_server_keeps_serving() {
         ..pb::RollbackRequest::default()
     };
     assert!(client.rollback(rollback).await.is_err());
-    // GQL: not served, said so.
+    // GQL that does not read: where, and what was expected.
     let gql = pb::RunQueryRequest {
         project_id: "p".into(),
         query_type: Some(pb::run_query_request::QueryType::GqlQuery(pb::GqlQuery {
-            query_string: "SELECT * FROM K".into(),
+            query_string: "SELECT * FROM".into(),
             ..pb::GqlQuery::default()
         })),
         ..pb::RunQueryRequest::default()
     };
-    refused(client.run_query(gql).await, Code::Unimplemented, "GQL");
+    refused(
+        client.run_query(gql).await,
+        Code::InvalidArgument,
+        "GQL query error at 1:14: expected a kind",
+    );
     // A 20 MiB message.
     let text = Some(pb::value::ValueType::StringValue("x".repeat(20 << 20)));
     let huge = upsert("big", one("blob", text));

@@ -178,18 +178,25 @@ fn a_key_without_a_partition_is_in_the_requests() {
         namespace_id: "ns".into(),
         ..pb::PartitionId::default()
     };
-    let read = query(
-        &gql("SELECT * WHERE __key__ HAS ANCESTOR KEY(A, 'x')"),
-        Some(&request),
-    )
-    .unwrap();
-    let Some(FilterType::PropertyFilter(p)) = read.filter.unwrap().filter_type else {
-        panic!("not one comparison");
+    let partition = |text: &str| {
+        let read = query(&gql(text), Some(&request)).unwrap();
+        let Some(FilterType::PropertyFilter(p)) = read.filter.unwrap().filter_type else {
+            panic!("not one comparison");
+        };
+        let Some(ValueType::KeyValue(key)) = p.value.unwrap().value_type else {
+            panic!("not a key");
+        };
+        let partition = key.partition_id.unwrap();
+        (partition.project_id, partition.namespace_id)
     };
-    let Some(ValueType::KeyValue(key)) = p.value.unwrap().value_type else {
-        panic!("not a key");
-    };
-    assert_eq!(key.partition_id, Some(request));
+    let pair = |project: &str, namespace: &str| (project.to_owned(), namespace.to_owned());
+    let ancestor = partition("SELECT * WHERE __key__ HAS ANCESTOR KEY(A, 'x')");
+    assert_eq!(ancestor, pair("p", "ns"));
+    // PROJECT alone is that project's default namespace; NAMESPACE alone keeps the project.
+    let project = partition("SELECT * FROM A WHERE k = KEY(PROJECT('q'), A, 1)");
+    assert_eq!(project, pair("q", ""));
+    let namespace = partition("SELECT * FROM A WHERE k = KEY(NAMESPACE('m'), A, 1)");
+    assert_eq!(namespace, pair("p", "m"));
 }
 
 #[test]

@@ -112,6 +112,16 @@ fn constructed(r: &mut Reader<'_>) -> Result<pb::Value, Status> {
     Ok(value)
 }
 
+/// `WORD('text')` and the comma after it, inside `KEY(…)`: the text.
+fn called(r: &mut Reader<'_>) -> Result<String, Status> {
+    r.bump();
+    r.expect_symbol(Symbol::Open)?;
+    let text = string(r)?.0;
+    r.expect_symbol(Symbol::Close)?;
+    r.expect_symbol(Symbol::Comma)?;
+    Ok(text)
+}
+
 /// A quoted string and where it is.
 fn string(r: &mut Reader<'_>) -> Result<(String, Pos), Status> {
     let at = r.at();
@@ -125,20 +135,16 @@ fn string(r: &mut Reader<'_>) -> Result<(String, Pos), Status> {
 }
 
 /// A key's inside: `[PROJECT('p'),] [NAMESPACE('n'),] Kind, id-or-name [, Kind, id-or-name]…`.
-/// A key without `PROJECT` or `NAMESPACE` is in the request's partition.
+/// As the service reads it, a key without `PROJECT` is in the request's project, and in its
+/// namespace too unless `NAMESPACE` says; `PROJECT` alone is the default namespace.
 fn key(r: &mut Reader<'_>) -> Result<pb::Key, Status> {
     let mut partition = r.partition.clone();
-    for (word, field) in [
-        ("project", &mut partition.project_id),
-        ("namespace", &mut partition.namespace_id),
-    ] {
-        if r.is_call(word) {
-            r.bump();
-            r.expect_symbol(Symbol::Open)?;
-            *field = string(r)?.0;
-            r.expect_symbol(Symbol::Close)?;
-            r.expect_symbol(Symbol::Comma)?;
-        }
+    if r.is_call("project") {
+        partition.project_id = called(r)?;
+        partition.namespace_id.clear();
+    }
+    if r.is_call("namespace") {
+        partition.namespace_id = called(r)?;
     }
     let mut path = Vec::new();
     loop {
