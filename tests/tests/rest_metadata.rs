@@ -1,0 +1,221 @@
+//! Metadata queries over the REST form (issue #51), structured and in GQL, refereed by
+//! Google's legacy emulator (the Firestore emulator refuses them): the same commits and
+//! queries, as JSON, to the server and to the emulator, and the answers compared (times and
+//! cursors aside).
+
+use datastore_entity_server::{Options, Server};
+use datastore_entity_tests::harness::{self, Backend};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// POSTs `body` to `host`'s `method` of project `project`: the HTTP status and the JSON.
+async fn post(host: &str, project: &str, method: &str, body: &Value) -> (u16, Value) {
+    let body = body.to_string();
+    let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
+    let request = format!(
+        "POST /v1/projects/{project}:{method} HTTP/1.1\r\nHost: {host}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    // Read until the body is whole: the emulator may keep the connection open.
+    let mut response = Vec::new();
+    let mut buffer = [0; 8192];
+    while !whole(&response) {
+        let n = stream.read(&mut buffer).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        response.extend_from_slice(&buffer[..n]);
+    }
+    let response = String::from_utf8_lossy(&response);
+    let status = response.split(' ').nth(1).unwrap().parse().unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    // The emulator answers in chunks.
+    let body = match head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        true => unchunked(body),
+        false => body.to_owned(),
+    };
+    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+}
+
+/// Whether `response` holds its whole body (by its length, or its last chunk).
+fn whole(response: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(response);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return false;
+    };
+    let head = head.to_ascii_lowercase();
+    match head.split("content-length:").nth(1) {
+        Some(rest) => {
+            let length: usize = rest
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .parse()
+                .unwrap_or(0);
+            body.len() >= length
+        }
+        None => body.ends_with("0\r\n\r\n"),
+    }
+}
+
+/// A chunked body's data.
+fn unchunked(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = &rest[size + 2..];
+    }
+    out
+}
+
+/// What differs between two answers to the same request: times (the legacy emulator gives
+/// none), cursors, versions, and whether more results come (the legacy emulator says
+/// `MORE_RESULTS_AFTER_LIMIT` after every batch; the server says what the service says,
+/// checked apart).
+fn stable(value: &mut Value) {
+    const VOLATILE: [&str; 5] = [
+        "endCursor",
+        "cursor",
+        "version",
+        "skippedCursor",
+        "moreResults",
+    ];
+    match value {
+        Value::Object(map) => {
+            for time in ["readTime", "createTime", "updateTime"] {
+                map.remove(time);
+            }
+            // The structured query a GQL text became: the legacy emulator leaves it out.
+            map.remove("query");
+            for (name, inner) in map.iter_mut() {
+                match VOLATILE.contains(&name.as_str()) {
+                    true => *inner = Value::Null,
+                    false => stable(inner),
+                }
+            }
+        }
+        Value::Array(values) => values.iter_mut().for_each(stable),
+        _ => {}
+    }
+}
+
+fn key(namespace: &str, path: Value) -> Value {
+    json!({"partitionId": {"namespaceId": namespace}, "path": path})
+}
+
+fn gql(namespace: &str, text: &str) -> Value {
+    json!({
+        "partitionId": {"namespaceId": namespace},
+        "gqlQuery": {"queryString": text, "allowLiterals": true},
+    })
+}
+
+fn query(namespace: &str, query: Value) -> Value {
+    json!({"partitionId": {"namespaceId": namespace}, "query": query})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_queries_over_rest_answer_as_the_legacy_emulator() {
+    let emulator = match harness::emulator_host(Backend::Datastore) {
+        Ok(host) => host,
+        Err(reason) if std::env::var_os("CI").is_some() => {
+            panic!("CI needs the emulator: {reason}")
+        }
+        Err(reason) => return eprintln!("skipped: {reason}"),
+    };
+    let server = Server::start(Options {
+        port: 0,
+        ..Options::default()
+    })
+    .await
+    .unwrap();
+    let hosts = [emulator, server.emulator_host()];
+    let project = format!("rest-metadata-{}", std::process::id());
+    let mutations = json!([
+        {"upsert": {"key": key("m1", json!([{"kind": "Alpha", "name": "a"}])), "properties": {
+            "n": {"integerValue": "1"}, "s": {"stringValue": "x"},
+            "when": {"timestampValue": "2024-01-02T03:04:05Z"},
+            "e": {"entityValue": {"properties": {"x": {"doubleValue": 1.5}}}},
+            "hidden": {"stringValue": "h", "excludeFromIndexes": true}}}},
+        {"upsert": {"key": key("m1", json!([{"kind": "Beta", "name": "b"}])), "properties": {
+            "n": {"stringValue": "one"}, "k": {"keyValue": key("m1", json!([{"kind": "Alpha", "name": "a"}]))}}}},
+        {"upsert": {"key": key("m2", json!([{"kind": "Gamma", "id": "7"}])), "properties": {
+            "g": {"geoPointValue": {"latitude": 1.0, "longitude": 2.0}}, "z": {"nullValue": null}}}},
+        {"upsert": {"key": key("", json!([{"kind": "Delta", "name": "d"}])), "properties": {}}}
+    ]);
+    let kind_key = |name: &str| key("m1", json!([{"kind": "__kind__", "name": name}]));
+    let requests = [
+        query("m1", json!({"kind": [{"name": "__kind__"}]})),
+        query("m2", json!({"kind": [{"name": "__kind__"}]})),
+        query("", json!({"kind": [{"name": "__namespace__"}]})),
+        query(
+            "",
+            json!({"kind": [{"name": "__namespace__"}],
+            "projection": [{"property": {"name": "__key__"}}]}),
+        ),
+        query("m1", json!({"kind": [{"name": "__property__"}]})),
+        query(
+            "m1",
+            json!({"kind": [{"name": "__property__"}],
+            "projection": [{"property": {"name": "__key__"}}]}),
+        ),
+        query(
+            "m1",
+            json!({"kind": [{"name": "__property__"}], "filter": {"propertyFilter": {
+            "property": {"name": "__key__"}, "op": "HAS_ANCESTOR", "value": {"keyValue": kind_key("Beta")}}}}),
+        ),
+        query(
+            "m1",
+            json!({"kind": [{"name": "__kind__"}], "filter": {"propertyFilter": {
+            "property": {"name": "__key__"}, "op": "GREATER_THAN", "value": {"keyValue": kind_key("Alpha")}}}}),
+        ),
+        query("m1", json!({"kind": [{"name": "__kind__"}], "limit": 1})),
+        // The same through GQL.
+        gql("m1", "SELECT * FROM __kind__"),
+        gql(
+            "m1",
+            "SELECT __key__ FROM __property__ WHERE __key__ HAS ANCESTOR KEY(__kind__, 'Alpha')",
+        ),
+        gql("", "SELECT * FROM __namespace__"),
+        gql("m1", "SELECT * FROM Alpha WHERE n = 1"),
+    ];
+    let mut answers: Vec<Vec<Value>> = Vec::new();
+    for host in &hosts {
+        let body = json!({"mode": "NON_TRANSACTIONAL", "mutations": mutations});
+        let (status, answer) = post(host, &project, "commit", &body).await;
+        assert_eq!(status, 200, "{host}: {answer}");
+        let mut each = Vec::new();
+        for request in &requests {
+            let (status, mut answer) = post(host, &project, "runQuery", request).await;
+            assert_eq!(status, 200, "{host}: {request} → {answer}");
+            if *host == hosts[1] {
+                let more = match request.get("query").and_then(|q| q.get("limit")) {
+                    Some(_) => "MORE_RESULTS_AFTER_LIMIT",
+                    None => "NO_MORE_RESULTS",
+                };
+                assert_eq!(answer["batch"]["moreResults"], more, "{request}");
+            }
+            stable(&mut answer);
+            each.push(answer);
+        }
+        answers.push(each);
+    }
+    for (i, (emulator, ours)) in answers[0].iter().zip(&answers[1]).enumerate() {
+        assert_eq!(
+            ours, emulator,
+            "request {i}: {}\nthe server, then the emulator",
+            requests[i]
+        );
+    }
+    server.stop().await;
+}
