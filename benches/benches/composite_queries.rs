@@ -1,6 +1,6 @@
 //! Queries the service serves from a composite index, on an engine where nobody declared one
 //! (as on the server, which like the Firestore emulator needs none declared): the index built
-//! on the query's first use (`Embedded::build_indexes`, on by default) against the engine
+//! on the query's first use (`Embedded::build_indexes(true)`) against the engine
 //! walking the order's index and reading entities until the page fills (`build_indexes(false)`),
 //! side by side, in memory and on a file. `customer = ? ORDER BY total DESC LIMIT 20` over
 //! 30,000 orders of 200 customers.

@@ -83,6 +83,11 @@ pub struct Options {
     /// with `FAILED_PRECONDITION` and the index it needs. `None`: every query is served, as
     /// on the Firestore emulator.
     pub require_indexes: Option<PathBuf>,
+    /// Without `require_indexes`, build the composite index a query needs on its first use
+    /// ([`Embedded::build_indexes`]), so that it and the next ones cost what they return;
+    /// each build holds the engine while it reads every stored entity. Off by default: such
+    /// a query evaluates entities until its page fills.
+    pub build_indexes: bool,
     /// The page cache of a file's store, in bytes ([`Embedded::open_with_cache`]): what the
     /// server holds of the file in memory. 64 MiB by default; `None`: redb's default (1 GiB).
     pub cache_bytes: Option<usize>,
@@ -97,6 +102,7 @@ impl Default for Options {
             keep_versions: None,
             versions_bytes: DEFAULT_VERSIONS_BYTES,
             require_indexes: None,
+            build_indexes: false,
             cache_bytes: Some(DEFAULT_CACHE_BYTES),
         }
     }
@@ -147,6 +153,8 @@ struct Store {
     cache_bytes: Option<usize>,
     /// The schemas of `index.yaml`'s indexes, with strict index mode; none: every query.
     required: Option<Vec<&'static Schema>>,
+    /// Whether queries build the composite indexes they need.
+    build_indexes: bool,
 }
 
 impl Server {
@@ -157,6 +165,7 @@ impl Server {
             keep_versions: options.keep_versions,
             versions_bytes: options.versions_bytes,
             cache_bytes: options.cache_bytes,
+            build_indexes: options.build_indexes,
             required: options
                 .require_indexes
                 .as_deref()
@@ -222,7 +231,8 @@ impl Store {
         };
         let engine = engine
             .keep_versions_bytes(self.versions_bytes)
-            .strict_indexes(self.required.is_some());
+            .strict_indexes(self.required.is_some())
+            .build_indexes(self.build_indexes);
         for schema in self.required.iter().flatten() {
             engine.declare(schema).await?;
         }

@@ -16,6 +16,9 @@ const USAGE: &str = "usage: datastore-entity-server [--host HOST] [--port PORT] 
   --require-indexes FILE
                 serve only the queries the composite indexes of this index.yaml serve
                 (as the service does); every query otherwise, as the Firestore emulator
+  --build-indexes
+                without --require-indexes, build the composite index a query needs on
+                its first use (each build holds the server while it reads every entity)
   --cache-mib MIB
                 the page cache of the --data file, in MiB (default 64)
   --keep-versions SECONDS
@@ -56,6 +59,7 @@ fn options() -> Result<Options, String> {
             }
             "--data" => options.data = Some(PathBuf::from(value()?)),
             "--require-indexes" => options.require_indexes = Some(PathBuf::from(value()?)),
+            "--build-indexes" if inline.is_none() => options.build_indexes = true,
             "--cache-mib" => options.cache_bytes = Some(mib(&name, value()?)?),
             "--keep-versions" => {
                 let text = value()?;

@@ -16,11 +16,14 @@ fn help_flags(help: &str) -> Vec<(String, String)> {
         }
         if trimmed.starts_with("--") {
             let mut words = trimmed.split_whitespace();
+            // A flag and its argument (a flag such as `--build-indexes` takes none).
             let name = format!(
                 "{} {}",
                 words.next().unwrap_or_default(),
                 words.next().unwrap_or_default()
-            );
+            )
+            .trim_end()
+            .to_owned();
             flags.push((name, words.collect::<Vec<_>>().join(" ")));
         } else if let Some((_, text)) = flags.last_mut() {
             if !text.is_empty() {

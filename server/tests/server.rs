@@ -509,7 +509,13 @@ async fn with_an_index_yaml_only_the_queries_it_serves_are_answered() {
 async fn the_admin_api_lists_the_indexes_declared_and_built() {
     use admin::datastore_admin_client::DatastoreAdminClient;
     use gcloud_sdk::google::datastore::admin::v1 as admin;
-    let server = start(None).await;
+    let server = Server::start(Options {
+        port: 0,
+        build_indexes: true,
+        ..Options::default()
+    })
+    .await
+    .unwrap();
     let db = db(&server, "p").await;
     for (id, author, rank) in [("a", "ann", 1), ("b", "ann", 3), ("c", "bob", 2)] {
         let topic = "t".into();

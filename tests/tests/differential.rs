@@ -1191,7 +1191,11 @@ async fn runners() -> Option<Vec<Runner>> {
     let name = format!("diff{n}");
     let firestore = harness::db(Backend::Firestore, &name).await?;
     let server = harness::db(Backend::Server, &name).await?;
-    let memory = Db::with_backend(Arc::new(Embedded::in_memory().strict_indexes(false)));
+    let memory = Db::with_backend(Arc::new(
+        Embedded::in_memory()
+            .strict_indexes(false)
+            .build_indexes(true),
+    ));
     let raw = |host: String| async move {
         let channel = Channel::from_shared(format!("http://{host}"))
             .unwrap()
@@ -1645,7 +1649,11 @@ async fn condition_runners() -> Option<Vec<Runner>> {
     let name = format!("cond{n}");
     let legacy = harness::db(Backend::Datastore, &name).await?;
     let server = harness::db(Backend::Server, &name).await?;
-    let memory = Db::with_backend(Arc::new(Embedded::in_memory().strict_indexes(false)));
+    let memory = Db::with_backend(Arc::new(
+        Embedded::in_memory()
+            .strict_indexes(false)
+            .build_indexes(true),
+    ));
     let both = |db: &Db| -> [Db; 2] {
         [
             db.namespace(&name).unwrap(),

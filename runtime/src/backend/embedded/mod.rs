@@ -206,24 +206,25 @@ impl Embedded {
     }
 
     /// Strict index mode (on by default, as the service): a query that needs a composite
-    /// index nobody declared is [`Error::MissingIndex`]. Off, such a query runs anyway: the
-    /// index it needs is built on its first use ([`Embedded::build_indexes`]), or, with that
-    /// off too, it evaluates the entities of its kind.
+    /// index nobody declared is [`Error::MissingIndex`]. Off, such a query runs anyway: it
+    /// evaluates the entities of its kind, or, with [`Embedded::build_indexes`], builds the
+    /// index it needs on its first use.
     pub fn strict_indexes(self, strict: bool) -> Embedded {
         self.state().strict = strict;
         self
     }
 
     /// Outside strict index mode, whether a query that needs a composite index nobody
-    /// declared builds it on its first use (on by default): the index the service would read
+    /// declared builds it on its first use (off by default): the index the service would read
     /// ([`Error::MissingIndex`] names it in strict mode) is built from the stored entities
     /// once, then kept, and in a file recorded, as a declared one is, so the query and the
-    /// next ones cost what they return. Off, such a query evaluates entities until its page
-    /// fills.
+    /// next ones cost what they return. The build holds the engine while it reads every
+    /// stored entity: other calls wait for it, once per index. Off, such a query evaluates
+    /// entities until its page fills.
     ///
     /// ```
     /// # use datastore_entity::backend::embedded::Embedded;
-    /// let engine = Embedded::in_memory().strict_indexes(false).build_indexes(false);
+    /// let engine = Embedded::in_memory().strict_indexes(false).build_indexes(true);
     /// ```
     pub fn build_indexes(self, build: bool) -> Embedded {
         self.state().build_indexes = build;
@@ -448,7 +449,7 @@ impl State {
         State {
             store,
             strict: true,
-            build_indexes: true,
+            build_indexes: false,
             composites: Map::default(),
             declared: Map::default(),
             history: History::new(),

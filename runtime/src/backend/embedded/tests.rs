@@ -457,7 +457,10 @@ async fn an_index_built_on_first_use_is_kept_in_a_file() {
     let path = std::env::temp_dir().join(format!("built-index-{}.redb", std::process::id()));
     let _ = std::fs::remove_file(&path);
     {
-        let engine = Embedded::open(&path).unwrap().strict_indexes(false);
+        let engine = Embedded::open(&path)
+            .unwrap()
+            .strict_indexes(false)
+            .build_indexes(true);
         let calls: &dyn Backend = &engine;
         let writes = (1..=50)
             .map(|i| {
