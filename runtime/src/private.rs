@@ -19,7 +19,9 @@ pub use crate::model::schema::{
 };
 pub use crate::model::sink::{Form, ValueWriter};
 pub use crate::model::stored::{StoredAt, ValueRef};
-pub use crate::model::value::{DecodeError, Property, PropertyMap, Value};
+pub use crate::model::value::{
+    DecodeError, ForeignForm, ForeignInOrder, ForeignMap, Piece, Property, PropertyMap, Value,
+};
 pub use crate::query::descriptor::{
     Excluded, Flattened, IndexMarker, Indexed, Nested, PropertyPath,
 };

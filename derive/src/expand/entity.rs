@@ -93,7 +93,7 @@ pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
                     return <Self as #p::Entity>::from_stored(__key, __bytes);
                 }
                 if let #p::Option::Some(__reader) =
-                    #p::wire_in_order(&mut __properties, #count, Self::__slot)
+                    #p::foreign_in_order(&mut __properties, #count, Self::__slot)
                 {
                     return Self::__from_in_order(__key, __reader);
                 }

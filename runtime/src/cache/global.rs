@@ -10,11 +10,12 @@ use gcloud_sdk::google::datastore::v1 as pb;
 use super::ndb::{self, Cached};
 use super::redis::{Bypass, GlobalCache};
 use super::shared::{Counters, Policies};
+use crate::backend::cloud::wire::Partitions;
+use crate::backend::cloud::wire_form::{from_wire, into_wire};
 use crate::backend::{Backend, Change};
 use crate::error::Error;
 use crate::model::key::RawKey;
 use crate::model::value::PropertyMap;
-use crate::model::wire::Partitions;
 
 /// The global cache as one handle uses it.
 #[derive(Clone)]
@@ -177,7 +178,7 @@ impl GlobalLayer {
         if ndb::cache_key(key) != cache_key {
             return None;
         }
-        PropertyMap::from_wire(entity.properties, &self.partitions).ok()
+        from_wire(entity.properties, &self.partitions).ok()
     }
 
     /// Offers what the backend read of the keys at `filling` (with their cache keys; their
@@ -198,7 +199,7 @@ impl GlobalLayer {
             let entity = match &found[*i] {
                 Some(Some(properties)) => ndb::entity_bytes(&pb::Entity {
                     key: Some(self.partitions.key(key)),
-                    properties: properties.clone().into_wire(&self.partitions, false),
+                    properties: into_wire(properties.clone(), &self.partitions, false),
                 }),
                 _ => Vec::new(),
             };

@@ -6,6 +6,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+#[cfg(feature = "cloud")]
+use crate::backend::cloud::wire::Partitions;
+#[cfg(feature = "cloud")]
+use crate::backend::cloud::wire_form::WireForm;
 use crate::backend::{Backend, TransactionId, TransactionMode};
 use crate::cache::Caching;
 use crate::error::Error;
@@ -16,8 +20,6 @@ use crate::model::schema::Schema;
 use crate::model::sink::Form;
 use crate::model::value::{PropertyMap, Value};
 use crate::model::views::lacks_partition;
-#[cfg(feature = "cloud")]
-use crate::model::wire::Partitions;
 use crate::watch::Watch;
 
 /// A backend and the partition (namespace) a handle reads and writes: keys built in code take
@@ -34,7 +36,7 @@ pub(crate) struct Scope {
     /// On Google Cloud, the wire form entities are written in (key values without a
     /// partition take `partition`); the stored form otherwise.
     #[cfg(feature = "cloud")]
-    pub(crate) wire: Option<Arc<Partitions>>,
+    pub(crate) wire: Option<WireForm>,
     /// The caches in front of the backend, if any (then `backend` is they).
     pub(crate) caching: Option<Caching>,
 }
@@ -100,7 +102,7 @@ impl Scope {
         scope.partition.namespace = namespace.to_owned();
         #[cfg(feature = "cloud")]
         if let Some(wire) = &self.wire {
-            scope.wire = Some(Arc::new(wire.writing_into(&scope.partition)));
+            scope.wire = Some(WireForm(Arc::new(wire.0.writing_into(&scope.partition))));
         }
         scope
     }
@@ -108,7 +110,7 @@ impl Scope {
     /// The same scope, writing entities in the wire form of `partitions`' database.
     #[cfg(feature = "cloud")]
     pub(crate) fn writing_wire(mut self, partitions: &Partitions) -> Scope {
-        self.wire = Some(Arc::new(partitions.writing_into(&self.partition)));
+        self.wire = Some(WireForm(Arc::new(partitions.writing_into(&self.partition))));
         self
     }
 
@@ -118,7 +120,7 @@ impl Scope {
         #[cfg(feature = "cloud")]
         if let Some(wire) = &self.wire {
             // The sink wrote key values in this partition already.
-            return entity.properties_in(Form::wire(wire));
+            return entity.properties_in(Form::foreign(wire));
         }
         let mut properties = entity.to_properties()?;
         self.outgoing_properties(&mut properties);

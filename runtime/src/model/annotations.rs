@@ -10,8 +10,6 @@
 //! and meaning (four bytes). Engines of format 4 and before wrote the flag `0` or `1` only.
 
 use crate::model::value::Annotations;
-#[cfg(feature = "cloud")]
-use gcloud_sdk::google::datastore::v1 as pb;
 
 /// The meaning of an array value that is a vector, in the service's protocol: its type's, not
 /// an annotation.
@@ -88,9 +86,6 @@ pub(crate) enum AnnotationsView<'a> {
     Decoded(&'a Annotations),
     /// In the stored form, their tag first (checked by [`head`]).
     Stored(&'a [u8]),
-    /// A value received from the service: its meaning and, in an array, its elements'.
-    #[cfg(feature = "cloud")]
-    Wire(&'a pb::Value),
 }
 
 impl<'a> AnnotationsView<'a> {
@@ -121,11 +116,6 @@ impl<'a> AnnotationsView<'a> {
                     .map_or(0, |b| i32::from_le_bytes(*b)),
                 _ => 0,
             },
-            #[cfg(feature = "cloud")]
-            AnnotationsView::Wire(value) => match value.value_type {
-                Some(pb::value::ValueType::ArrayValue(_)) => 0,
-                _ => value.meaning,
-            },
         }
     }
 
@@ -149,14 +139,6 @@ impl<'a> AnnotationsView<'a> {
                         _ => (0, excluded),
                     }
                 }
-                _ => (0, excluded),
-            },
-            #[cfg(feature = "cloud")]
-            AnnotationsView::Wire(value) => match &value.value_type {
-                Some(pb::value::ValueType::ArrayValue(a)) => a
-                    .values
-                    .get(i)
-                    .map_or((0, excluded), |v| (v.meaning, v.exclude_from_indexes)),
                 _ => (0, excluded),
             },
         }
@@ -183,47 +165,15 @@ impl<'a> AnnotationsView<'a> {
                 }
                 _ => Annotations::None,
             },
-            #[cfg(feature = "cloud")]
-            AnnotationsView::Wire(value) => match &value.value_type {
-                // A vector's meaning is its type's (31), not an annotation.
-                Some(pb::value::ValueType::ArrayValue(_)) if value.meaning == VECTOR_MEANING => {
-                    Annotations::None
-                }
-                Some(pb::value::ValueType::ArrayValue(a)) => {
-                    let elements = a
-                        .values
-                        .iter()
-                        .map(|v| (v.meaning, v.exclude_from_indexes))
-                        .collect();
-                    Annotations::of_elements(elements).0
-                }
-                _ if value.meaning != 0 => Annotations::Meaning(value.meaning),
-                _ => Annotations::None,
-            },
         }
     }
 
-    /// Whether there are none (a received value with none may still be viewed as
-    /// [`AnnotationsView::Wire`]).
+    /// Whether there are none.
     pub(crate) fn is_none(self) -> bool {
         match self {
             AnnotationsView::None => true,
             AnnotationsView::Decoded(a) => a.is_none(),
             AnnotationsView::Stored(bytes) => bytes.is_empty(),
-            #[cfg(feature = "cloud")]
-            AnnotationsView::Wire(value) => match &value.value_type {
-                Some(pb::value::ValueType::ArrayValue(_)) if value.meaning == VECTOR_MEANING => {
-                    true
-                }
-                // Elements without meanings that agree on their exclusion.
-                Some(pb::value::ValueType::ArrayValue(a)) => {
-                    let first = a.values.first().map(|v| v.exclude_from_indexes);
-                    a.values
-                        .iter()
-                        .all(|v| v.meaning == 0 && Some(v.exclude_from_indexes) == first)
-                }
-                _ => value.meaning == 0,
-            },
         }
     }
 }

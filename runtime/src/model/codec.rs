@@ -24,8 +24,6 @@ pub(crate) const ARRAY: u8 = 9;
 pub(crate) const ENTITY: u8 = 10;
 /// A vector: its dimension, then each value's bits (eight bytes each).
 pub(crate) const VECTOR: u8 = 11;
-#[cfg(feature = "cloud")]
-pub(crate) use crate::model::annotations::VECTOR_MEANING;
 
 /// Nesting deeper than this (arrays in entities in arrays…) is refused when reading. What a
 /// [`Writer`] writes is far shallower: it stops one level past [`MAX_NESTING`] in each value

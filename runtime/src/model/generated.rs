@@ -19,10 +19,8 @@ use crate::model::entity::{Entity, KeyField};
 use crate::model::key::{Key, KeyId, RawKey};
 use crate::model::name::KeyName;
 use crate::model::property_type::{Indexable, Projectable, Projects, PropertyType, ShardIndexable};
-#[cfg(feature = "cloud")]
-pub use crate::model::read_in_order::WireInOrder;
 pub use crate::model::read_in_order::{
-    OnePass, ReadInOrder, map_in_order, stored_in_order, wire_in_order,
+    ForeignInOrderReader, OnePass, ReadInOrder, foreign_in_order, map_in_order, stored_in_order,
 };
 use crate::model::scalar::{Blob, Timestamp};
 use crate::model::schema::Schema;

@@ -6,19 +6,12 @@ use std::fmt;
 use std::ops::Index;
 use std::sync::OnceLock;
 
-#[cfg(feature = "cloud")]
-use gcloud_sdk::google::datastore::v1 as pb;
-
 use crate::model::sink::ValueWriter;
 use crate::model::stored::{ValueRef, Writer};
-#[cfg(feature = "cloud")]
-use crate::model::value::Wire;
 use crate::model::value::{
-    DecodeError, Entries, Entry, Facts, Property, PropertyMap, Repr, Slot, Stored, Value,
+    DecodeError, Entries, Entry, Facts, Foreign, Property, PropertyMap, Repr, Slot, Stored, Value,
 };
-use crate::model::views::written_value;
-#[cfg(feature = "cloud")]
-use crate::model::wire_map::{decode_wire, read_wire};
+use crate::model::views::{ValueView, written_value};
 
 /// Dropped without recursion (see [`Value`]).
 impl Drop for PropertyMap {
@@ -171,9 +164,8 @@ impl PropertyMap {
             s.bytes[..4].copy_from_slice(&count);
             return;
         }
-        #[cfg(feature = "cloud")]
-        if let Repr::Wire(map) = &mut self.repr {
-            return put_wire(map, name, excluded, write, name_checked);
+        if let Repr::Foreign(map) = &mut self.repr {
+            return put_foreign(map, name, excluded, write, name_checked);
         }
         self.put_decoded(name, excluded, write);
     }
@@ -221,11 +213,8 @@ impl PropertyMap {
                 Some(value)
             }
             // Moved out and converted, its strings moved, not copied.
-            #[cfg(feature = "cloud")]
-            Repr::Wire(w) if w.decoded.get().is_none() => {
-                let mut value = w.properties.remove(name)?;
-                w.size.set(None);
-                Some(read_wire(&mut value, &w.partitions, read, from_value))
+            Repr::Foreign(f) if f.decoded.get().is_none() => {
+                Some(read_foreign(f.map.take(name)?, read, from_value))
             }
             _ => self.remove(name).map(|p| from_value(p.value)),
         }
@@ -235,8 +224,7 @@ impl PropertyMap {
         match &self.repr {
             Repr::Entries(e) => e,
             Repr::Stored(s) => s.entries(),
-            #[cfg(feature = "cloud")]
-            Repr::Wire(w) => w.decoded.get_or_init(|| Box::new(decode_wire(w))),
+            Repr::Foreign(f) => f.entries(),
         }
     }
 
@@ -247,9 +235,8 @@ impl PropertyMap {
                 let entries = s.decoded.take().map_or_else(|| s.decode(), |e| *e);
                 self.repr = Repr::Entries(entries);
             }
-            #[cfg(feature = "cloud")]
-            Repr::Wire(w) => {
-                let entries = w.decoded.take().map_or_else(|| decode_wire(w), |e| *e);
+            Repr::Foreign(f) => {
+                let entries = f.decoded.take().map_or_else(|| f.decode(), |e| *e);
                 self.repr = Repr::Entries(entries);
             }
         }
@@ -264,8 +251,7 @@ impl PropertyMap {
         match &self.repr {
             Repr::Entries(e) => e.entries.len(),
             Repr::Stored(s) => s.live().len(),
-            #[cfg(feature = "cloud")]
-            Repr::Wire(w) => w.properties.len(),
+            Repr::Foreign(f) => f.map.len(),
         }
     }
 
@@ -291,8 +277,7 @@ impl PropertyMap {
         match &self.repr {
             Repr::Entries(e) => e.find(name).is_ok(),
             Repr::Stored(s) => s.find(name).is_ok(),
-            #[cfg(feature = "cloud")]
-            Repr::Wire(w) => w.properties.contains_key(name),
+            Repr::Foreign(f) => f.map.contains(name),
         }
     }
 
@@ -502,44 +487,47 @@ impl fmt::Debug for PropertyMap {
     }
 }
 
-/// Writes `write`'s value into wire property `name` of `map` (excluded when `excluded` or
-/// when the map's values all are).
-#[cfg(feature = "cloud")]
-fn put_wire(
-    map: &mut Wire,
+/// Writes `write`'s value into foreign property `name` of `map` (excluded when `excluded`
+/// or when the map's values all are).
+fn put_foreign(
+    map: &mut Foreign,
     name: &str,
     excluded: bool,
     write: impl FnOnce(&mut ValueWriter<'_>),
     name_checked: bool,
 ) {
     map.decoded = OnceLock::new();
-    let mut sink = ValueWriter::wire(&map.partitions, excluded || map.excluded);
+    let excluded = excluded || map.map.excluded();
+    map.map.begin(excluded);
+    let mut sink = ValueWriter::foreign(&mut *map.map);
     write(&mut sink);
-    map.facts
-        .absorb(sink.tally(), excluded || map.excluded, name_checked);
-    let value = sink.into_wire();
-    let name = name.to_owned();
-    let entry = entry_len(&name, &value);
-    // The size so far plus this property's, unless it replaced one (then measured again when
-    // asked).
-    let size = map.size.get().map(|size| size + entry);
-    let replaced = map.properties.insert(name, value).is_some();
-    map.size.set(size.filter(|_| !replaced));
+    let tally = sink.tally();
+    map.facts.absorb(tally, excluded, name_checked);
+    map.map.finish(name);
 }
 
-/// What one property adds to the encoded length of a `pb::Entity`'s `properties` (field 2, a
-/// map): exactly what prost counts for that entry.
-#[cfg(feature = "cloud")]
-fn entry_len(name: &String, value: &pb::Value) -> usize {
-    use gcloud_sdk::prost::encoding::{encoded_len_varint, key_len, message, string};
-    let len = match name.is_empty() {
-        true => 0,
-        false => string::encoded_len(1, name),
-    } + match *value == pb::Value::default() {
-        true => 0,
-        false => message::encoded_len(2, value),
-    };
-    key_len(2) + encoded_len_varint(len as u64) + len
+/// Reads a foreign value: a scalar where it lies (`read`), anything else through its
+/// `Value`, its strings moved, not copied (`from_value`).
+pub(crate) fn read_foreign<T>(
+    value: Result<Value, crate::error::Error>,
+    read: impl FnOnce(ValueRef<'_>) -> Result<T, DecodeError>,
+    from_value: impl FnOnce(Value) -> Result<T, DecodeError>,
+) -> Result<T, DecodeError> {
+    match value {
+        Ok(
+            value @ (Value::Null
+            | Value::Boolean(_)
+            | Value::Integer(_)
+            | Value::Double(_)
+            | Value::Timestamp(_)),
+        ) => read(ValueRef(ValueView::of(&value))),
+        Ok(value) => from_value(value),
+        // The map was checked when it was built: not expected.
+        Err(e) => Err(DecodeError::new(
+            "a value the crate can hold",
+            e.to_string(),
+        )),
+    }
 }
 
 #[cfg(test)]

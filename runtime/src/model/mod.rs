@@ -1,6 +1,7 @@
 //! What is stored, bottom up: names (`name`), keys (`key`), the value types (`scalar`,
-//! `value`) and what walks a value without recursion (`walk`), the stored form of values and property maps (`stored`), the service's wire form
-//! (`wire`, feature `cloud`), the sink the derive writes into, in either form (`sink`), the
+//! `value`) and what walks a value without recursion (`walk`), the stored form of values and
+//! property maps (`stored`), the sink the derive writes into, in the stored form or a
+//! backend's own (`sink`; the Google Cloud path defines its protocol buffers' form), the
 //! operations of a property map over any of them (`map`), the Rust types that convert to values (`property_type`),
 //! the Rust ecosystem's types behind Cargo features (`ecosystem`), entities with their
 //! schemas (`schema`, `entity`), keys as text (`key_text`), and what the
@@ -25,7 +26,3 @@ pub(crate) mod stored;
 pub(crate) mod value;
 pub(crate) mod views;
 pub(crate) mod walk;
-#[cfg(feature = "cloud")]
-pub(crate) mod wire;
-#[cfg(feature = "cloud")]
-pub(crate) mod wire_map;

@@ -1,16 +1,17 @@
 //! A property map read in one pass, in name order, the order the derive reads its fields in:
-//! the stored form ([`InOrder`], `in_order.rs`), a map received from the service
-//! ([`WireInOrder`]: each property put in its field's place by the derive's `match` on its
-//! name, in one walk over the map — no hashing, no removal, no sort — then moved out where it
-//! lies as its field reads it), or any other map ([`MapInOrder`], through its lookups), all
-//! behind [`OnePass`]. Not a public API: the derive's
+//! the stored form ([`InOrder`], `in_order.rs`), a map in a backend's own form, as received
+//! from the service ([`ForeignInOrderReader`]: the backend puts each property in its field's
+//! place by the derive's `match` on its name, in one walk over the map — no hashing, no
+//! removal, no sort — then moves it out where it lies as its field reads it), or any other map
+//! ([`MapInOrder`], through its lookups), all behind [`OnePass`]. Not a public API: the derive's
 //! `__from_in_order` reads through it (by way of `model/generated.rs`).
 
 use crate::error::Error;
 use crate::model::in_order::InOrder;
+use crate::model::map::read_foreign;
 use crate::model::property_type::PropertyType;
 use crate::model::stored::ValueRef;
-use crate::model::value::{DecodeError, PropertyMap};
+use crate::model::value::{DecodeError, ForeignInOrder, PropertyMap};
 
 /// A property map read in one pass, in name order (see the module docs).
 pub trait ReadInOrder {
@@ -57,75 +58,25 @@ impl ReadInOrder for InOrder<'_> {
     }
 }
 
-#[cfg(feature = "cloud")]
-pub use wire::WireInOrder;
+/// A map in a backend's own form, read in its type's fields' order (see the module docs).
+/// What the type does not know is passed over: arrival checked it.
+pub struct ForeignInOrderReader<'a>(Box<dyn ForeignInOrder + 'a>);
 
-#[cfg(feature = "cloud")]
-mod wire {
-    use gcloud_sdk::google::datastore::v1 as pb;
-    use smallvec::SmallVec;
-
-    use super::*;
-    use crate::model::value::Repr;
-    use crate::model::wire::Partitions;
-    use crate::model::wire_map::read_wire;
-
-    /// A received map read in its type's fields' order (see the module docs). What the type
-    /// does not know is passed over: arrival checked it.
-    pub struct WireInOrder<'a> {
-        slots: SmallVec<[Option<&'a mut pb::Value>; 16]>,
-        at: usize,
-        partitions: &'a Partitions,
-    }
-
-    impl WireInOrder<'_> {
-        /// A reader of `properties` when they are a map received from the service and not
-        /// read yet: the type reads `count` properties, and `slot` gives a name's place among
-        /// them in name order (`None`: a property the type does not know).
-        pub(super) fn of(
-            properties: &mut PropertyMap,
-            count: usize,
-            slot: fn(&str) -> Option<usize>,
-        ) -> Option<WireInOrder<'_>> {
-            let Repr::Wire(w) = &mut properties.repr else {
-                return None;
-            };
-            if w.decoded.get().is_some() {
-                return None;
-            }
-            let mut slots: SmallVec<[Option<&mut pb::Value>; 16]> =
-                std::iter::repeat_with(|| None).take(count).collect();
-            for (name, value) in w.properties.iter_mut() {
-                if let Some(place) = slot(name).and_then(|i| slots.get_mut(i)) {
-                    *place = Some(value);
-                }
-            }
-            Some(WireInOrder {
-                slots,
-                at: 0,
-                partitions: &w.partitions,
-            })
+impl ReadInOrder for ForeignInOrderReader<'_> {
+    /// The next field's property: the derive asks for them in its slots' order.
+    fn read_as<T: PropertyType>(
+        &mut self,
+        _name: &str,
+        missing: Option<fn() -> T>,
+    ) -> Result<T, DecodeError> {
+        match self.0.next_value() {
+            Some(value) => read_foreign(value, T::read_value, T::from_value),
+            None => missing_as(missing),
         }
     }
 
-    impl ReadInOrder for WireInOrder<'_> {
-        /// The next field's property: the derive asks for them in its slots' order.
-        fn read_as<T: PropertyType>(
-            &mut self,
-            _name: &str,
-            missing: Option<fn() -> T>,
-        ) -> Result<T, DecodeError> {
-            let value = self.slots.get_mut(self.at).and_then(Option::take);
-            self.at += 1;
-            match value {
-                Some(value) => read_wire(value, self.partitions, T::read_value, T::from_value),
-                None => missing_as(missing),
-            }
-        }
-
-        fn finish(self) -> Result<(), Error> {
-            Ok(())
-        }
+    fn finish(self) -> Result<(), Error> {
+        Ok(())
     }
 }
 
@@ -155,9 +106,8 @@ impl ReadInOrder for MapInOrder<'_> {
 pub enum OnePass<'a> {
     /// The stored form.
     Stored(InOrder<'a>),
-    /// A map received from the service.
-    #[cfg(feature = "cloud")]
-    Wire(WireInOrder<'a>),
+    /// A map in a backend's own form (one received from the service).
+    Foreign(ForeignInOrderReader<'a>),
     /// Any other map.
     Map(MapInOrder<'a>),
 }
@@ -171,8 +121,7 @@ impl ReadInOrder for OnePass<'_> {
     ) -> Result<T, DecodeError> {
         match self {
             OnePass::Stored(r) => r.read_as(name, missing),
-            #[cfg(feature = "cloud")]
-            OnePass::Wire(r) => r.read_as(name, missing),
+            OnePass::Foreign(r) => r.read_as(name, missing),
             OnePass::Map(r) => r.read_as(name, missing),
         }
     }
@@ -180,8 +129,7 @@ impl ReadInOrder for OnePass<'_> {
     fn finish(self) -> Result<(), Error> {
         match self {
             OnePass::Stored(r) => ReadInOrder::finish(r),
-            #[cfg(feature = "cloud")]
-            OnePass::Wire(r) => r.finish(),
+            OnePass::Foreign(r) => r.finish(),
             OnePass::Map(r) => r.finish(),
         }
     }
@@ -197,19 +145,16 @@ pub fn map_in_order(properties: &mut PropertyMap) -> OnePass<'_> {
     OnePass::Map(MapInOrder(properties))
 }
 
-/// A reader of `properties` in name order when they are a map received from the service and
-/// not read yet (see [`WireInOrder`]): the type reads `count` properties, and `slot` gives a
-/// name's place among them in name order (`None`: a property the type does not know).
-pub fn wire_in_order(
+/// A reader of `properties` in name order when they are a map in a backend's own form (one
+/// received from the service) not read yet: the type reads `count` properties, and `slot`
+/// gives a name's place among them in name order (`None`: a property the type does not know).
+pub fn foreign_in_order(
     properties: &mut PropertyMap,
     count: usize,
     slot: fn(&str) -> Option<usize>,
 ) -> Option<OnePass<'_>> {
-    #[cfg(feature = "cloud")]
-    return WireInOrder::of(properties, count, slot).map(OnePass::Wire);
-    #[cfg(not(feature = "cloud"))]
-    {
-        let _ = (properties, count, slot);
-        None
-    }
+    let map = properties.foreign_map()?;
+    Some(OnePass::Foreign(ForeignInOrderReader(
+        map.in_order(count, slot),
+    )))
 }

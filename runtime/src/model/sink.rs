@@ -1,35 +1,20 @@
-//! The sink the derive writes every value into, [`ValueWriter`], with two forms behind it:
-//! the embedded engine's stored form (`stored.rs`), and, with feature `cloud`, the service's
-//! protocol buffers — so an entity bound for Google Cloud becomes the `pb::Entity` its commit
-//! sends without passing through the stored form. Which one an entity is built in is its
-//! [`Form`]. The wire form's conversions (values to it, owned values from it, the checks a
-//! received map passes once) are `wire_map.rs`.
-
-#[cfg(feature = "cloud")]
-use std::collections::HashMap;
-#[cfg(feature = "cloud")]
-use std::sync::{Arc, OnceLock};
-
-#[cfg(feature = "cloud")]
-use gcloud_sdk::google::datastore::v1 as pb;
+//! The sink the derive writes every value into, [`ValueWriter`], with two kinds of form
+//! behind it: the embedded engine's stored form (`stored.rs`), and a backend's own form (a
+//! [`ForeignMap`]: the Google Cloud path's protocol buffers), so that an entity bound for
+//! Google Cloud becomes the `pb::Entity` its commit sends without passing through the stored
+//! form. Which one an entity is built in is its [`Form`].
 
 use crate::model::codec;
 use crate::model::codec::ENTITY;
 use crate::model::key::RawKey;
 use crate::model::scalar::Timestamp;
 use crate::model::stored::Writer;
-use crate::model::value::{Facts, PropertyMap, Value};
-#[cfg(feature = "cloud")]
-use crate::model::value::{Measured, Repr, Wire};
-#[cfg(feature = "cloud")]
-use crate::model::views::ValueView;
-#[cfg(feature = "cloud")]
-use crate::model::wire::{Partitions, timestamp};
-#[cfg(feature = "cloud")]
-use crate::model::wire_map::{array, scalar, wire_entity, wire_value};
+use crate::model::value::{
+    Facts, Foreign, ForeignForm, ForeignMap, Piece, PropertyMap, Repr, Value,
+};
 
-/// The form an entity's properties are built in: the stored form, or the wire form of one
-/// Google Cloud database. Chosen by the `Db`; not a public API.
+/// The form an entity's properties are built in: the stored form, or a backend's own (that of
+/// one Google Cloud database). Chosen by the `Db`; not a public API.
 #[derive(Clone, Copy)]
 #[doc(hidden)]
 pub struct Form<'a>(FormRepr<'a>);
@@ -37,14 +22,10 @@ pub struct Form<'a>(FormRepr<'a>);
 #[derive(Clone, Copy)]
 enum FormRepr<'a> {
     Stored,
-    #[cfg(feature = "cloud")]
-    Wire {
-        partitions: &'a Arc<Partitions>,
+    Foreign {
+        form: &'a dyn ForeignForm,
         excluded: bool,
     },
-    #[cfg(not(feature = "cloud"))]
-    #[allow(dead_code)]
-    Never(std::marker::PhantomData<&'a ()>),
 }
 
 impl Form<'static> {
@@ -52,12 +33,12 @@ impl Form<'static> {
     pub const STORED: Form<'static> = Form(FormRepr::Stored);
 }
 
-#[cfg(feature = "cloud")]
 impl<'a> Form<'a> {
-    /// The wire form, key values read and written against `partitions`.
-    pub(crate) fn wire(partitions: &'a Arc<Partitions>) -> Form<'a> {
-        Form(FormRepr::Wire {
-            partitions,
+    /// A backend's own form. Not a public API.
+    #[doc(hidden)]
+    pub fn foreign(form: &'a dyn ForeignForm) -> Form<'a> {
+        Form(FormRepr::Foreign {
+            form,
             excluded: false,
         })
     }
@@ -69,23 +50,37 @@ impl PropertyMap {
     #[doc(hidden)]
     pub fn in_form(form: Form<'_>, properties: usize, bytes: usize) -> PropertyMap {
         match form.0 {
-            #[cfg(feature = "cloud")]
-            FormRepr::Wire {
-                partitions,
-                excluded,
-            } => PropertyMap {
-                repr: Repr::Wire(Wire {
-                    properties: HashMap::with_capacity(properties),
-                    partitions: Arc::clone(partitions),
-                    excluded,
-                    decoded: OnceLock::new(),
-                    // Empty; each property the derive writes adds its size, and `put_next`
-                    // keeps the names vouched for.
-                    size: Measured::known(0),
-                    facts: Facts::EMPTY,
-                }),
-            },
-            _ => PropertyMap::stored_with_capacity(properties, bytes),
+            FormRepr::Foreign { form, excluded } => {
+                PropertyMap::foreign_with(form.new_map(excluded, properties), Facts::EMPTY)
+            }
+            FormRepr::Stored => PropertyMap::stored_with_capacity(properties, bytes),
+        }
+    }
+
+    /// A map in a backend's own form, checked when it was built (received from the service
+    /// and checked on arrival). Not a public API.
+    #[doc(hidden)]
+    pub fn foreign(map: Box<dyn ForeignMap>) -> PropertyMap {
+        PropertyMap::foreign_with(map, Facts::CHECKED)
+    }
+
+    fn foreign_with(map: Box<dyn ForeignMap>, facts: Facts) -> PropertyMap {
+        PropertyMap {
+            repr: Repr::Foreign(Foreign {
+                map,
+                decoded: std::sync::OnceLock::new(),
+                facts,
+            }),
+        }
+    }
+
+    /// The map in a backend's own form, when it holds one and nothing decoded it. Not a
+    /// public API.
+    #[doc(hidden)]
+    pub fn foreign_map(&mut self) -> Option<&mut dyn ForeignMap> {
+        match &mut self.repr {
+            Repr::Foreign(f) if f.decoded.get().is_none() => Some(&mut *f.map),
+            _ => None,
         }
     }
 }
@@ -101,8 +96,7 @@ pub struct ValueWriter<'a> {
 
 enum Target<'a> {
     Stored(&'a mut Writer),
-    #[cfg(feature = "cloud")]
-    Wire(WireWriter<'a>),
+    Foreign(&'a mut dyn ForeignMap),
 }
 
 /// What a sink was given for one property: whether the writes make exactly the one value it
@@ -160,18 +154,6 @@ impl Tally {
     }
 }
 
-/// A `pb::Value` built from the derive's calls: arrays are announced by their length and
-/// filled by the writes that follow.
-#[cfg(feature = "cloud")]
-pub(crate) struct WireWriter<'a> {
-    partitions: &'a Arc<Partitions>,
-    /// Whether the values are excluded from indexes (each element of an array is).
-    excluded: bool,
-    /// The arrays being filled, innermost last, with how many elements each still lacks.
-    open: Vec<(Vec<pb::Value>, usize)>,
-    done: Option<pb::Value>,
-}
-
 impl Facts {
     /// Takes in what the sink saw of one more property (`excluded` from indexes or not, its
     /// name validated by the derive or not).
@@ -208,26 +190,11 @@ impl<'a> ValueWriter<'a> {
         self.tally
     }
 
-    /// A sink building one wire value, excluded from indexes or not.
-    #[cfg(feature = "cloud")]
-    pub(crate) fn wire(partitions: &'a Arc<Partitions>, excluded: bool) -> ValueWriter<'a> {
+    /// A sink writing into the value `map` began.
+    pub(crate) fn foreign(map: &'a mut dyn ForeignMap) -> ValueWriter<'a> {
         ValueWriter {
-            target: Target::Wire(WireWriter {
-                partitions,
-                excluded,
-                open: Vec::new(),
-                done: None,
-            }),
+            target: Target::Foreign(map),
             tally: Tally::ONE_VALUE,
-        }
-    }
-
-    /// The wire value written (null if nothing was).
-    #[cfg(feature = "cloud")]
-    pub(crate) fn into_wire(self) -> pb::Value {
-        match self.target {
-            Target::Wire(w) => w.done.unwrap_or_else(|| scalar(V::NullValue(0), false)),
-            Target::Stored(_) => scalar(V::NullValue(0), false),
         }
     }
 
@@ -237,8 +204,7 @@ impl<'a> ValueWriter<'a> {
         self.tally.scalar(0);
         match &mut self.target {
             Target::Stored(w) => w.u8(codec::NULL),
-            #[cfg(feature = "cloud")]
-            Target::Wire(w) => w.push(V::NullValue(0)),
+            Target::Foreign(m) => m.write(Piece::Null),
         }
     }
 
@@ -251,8 +217,7 @@ impl<'a> ValueWriter<'a> {
                 w.u8(codec::BOOLEAN);
                 w.u8(u8::from(b));
             }
-            #[cfg(feature = "cloud")]
-            Target::Wire(w) => w.push(V::BooleanValue(b)),
+            Target::Foreign(m) => m.write(Piece::Boolean(b)),
         }
     }
 
@@ -262,8 +227,7 @@ impl<'a> ValueWriter<'a> {
         self.tally.scalar(0);
         match &mut self.target {
             Target::Stored(w) => w.tagged(codec::INTEGER, i.cast_unsigned()),
-            #[cfg(feature = "cloud")]
-            Target::Wire(w) => w.push(V::IntegerValue(i)),
+            Target::Foreign(m) => m.write(Piece::Integer(i)),
         }
     }
 
@@ -273,8 +237,7 @@ impl<'a> ValueWriter<'a> {
         self.tally.scalar(0);
         match &mut self.target {
             Target::Stored(w) => w.tagged(codec::DOUBLE, d.to_bits()),
-            #[cfg(feature = "cloud")]
-            Target::Wire(w) => w.push(V::DoubleValue(d)),
+            Target::Foreign(m) => m.write(Piece::Double(d)),
         }
     }
 
@@ -284,8 +247,7 @@ impl<'a> ValueWriter<'a> {
         self.tally.scalar(0);
         match &mut self.target {
             Target::Stored(w) => w.tagged(codec::TIMESTAMP, t.as_micros().cast_unsigned()),
-            #[cfg(feature = "cloud")]
-            Target::Wire(w) => w.push(V::TimestampValue(timestamp(t))),
+            Target::Foreign(m) => m.write(Piece::Timestamp(t)),
         }
     }
 
@@ -298,8 +260,7 @@ impl<'a> ValueWriter<'a> {
                 w.u8(codec::STRING);
                 w.bytes(s.as_bytes());
             }
-            #[cfg(feature = "cloud")]
-            Target::Wire(w) => w.push(V::StringValue(s.to_owned())),
+            Target::Foreign(m) => m.write(Piece::String(s)),
         }
     }
 
@@ -312,8 +273,7 @@ impl<'a> ValueWriter<'a> {
                 w.u8(codec::BLOB);
                 w.bytes(b);
             }
-            #[cfg(feature = "cloud")]
-            Target::Wire(w) => w.push(V::BlobValue(b.to_vec())),
+            Target::Foreign(m) => m.write(Piece::Blob(b)),
         }
     }
 
@@ -327,11 +287,7 @@ impl<'a> ValueWriter<'a> {
                 w.u8(codec::KEY);
                 w.key(key);
             }
-            #[cfg(feature = "cloud")]
-            Target::Wire(w) => {
-                let key = w.partitions.key(key);
-                w.push(V::KeyValue(key));
-            }
+            Target::Foreign(m) => m.write(Piece::Key(key)),
         }
     }
 
@@ -349,8 +305,7 @@ impl<'a> ValueWriter<'a> {
                 w.u8(codec::ARRAY);
                 w.len(len);
             }
-            #[cfg(feature = "cloud")]
-            Target::Wire(w) => w.array(len),
+            Target::Foreign(m) => m.write(Piece::Array(len)),
         }
     }
 
@@ -360,10 +315,9 @@ impl<'a> ValueWriter<'a> {
         self.tally.plain = false;
         let form = match &self.target {
             Target::Stored(_) => Form::STORED,
-            #[cfg(feature = "cloud")]
-            Target::Wire(w) => Form(FormRepr::Wire {
-                partitions: w.partitions,
-                excluded: w.excluded,
+            Target::Foreign(m) => Form(FormRepr::Foreign {
+                form: m.form(),
+                excluded: m.excluded(),
             }),
         };
         let properties = build(form);
@@ -376,11 +330,7 @@ impl<'a> ValueWriter<'a> {
                 w.u8(ENTITY);
                 w.properties(&properties);
             }
-            #[cfg(feature = "cloud")]
-            Target::Wire(w) => {
-                let properties = properties.into_wire(w.partitions, w.excluded);
-                w.push(V::EntityValue(wire_entity(properties)));
-            }
+            Target::Foreign(m) => m.write(Piece::Entity(properties)),
         }
     }
 
@@ -394,55 +344,20 @@ impl<'a> ValueWriter<'a> {
         self.tally.names &= scalar;
         match &mut self.target {
             Target::Stored(w) => w.value(value),
-            #[cfg(feature = "cloud")]
-            Target::Wire(w) => {
-                let value = wire_value(ValueView::of(value), w.excluded, w.partitions);
-                w.push_value(value);
-            }
+            Target::Foreign(m) => m.write(Piece::Value(value)),
         }
     }
 }
 
-#[cfg(feature = "cloud")]
-use pb::value::ValueType as V;
-
-#[cfg(feature = "cloud")]
-impl WireWriter<'_> {
-    fn push(&mut self, value_type: V) {
-        let value = scalar(value_type, self.excluded);
-        self.push_value(value);
-    }
-
-    /// Adds a finished value to the innermost open array, closing the arrays it fills.
-    fn push_value(&mut self, mut value: pb::Value) {
-        loop {
-            let Some((elements, missing)) = self.open.last_mut() else {
-                self.done = Some(value);
-                return;
-            };
-            elements.push(value);
-            *missing -= 1;
-            if *missing > 0 {
-                return;
-            }
-            let (values, _) = self.open.pop().unwrap_or_default();
-            value = array(values);
-        }
-    }
-
-    fn array(&mut self, len: usize) {
-        match len {
-            0 => self.push_value(array(Vec::new())),
-            _ => self.open.push((Vec::with_capacity(len), len)),
-        }
-    }
-}
-
-#[cfg(not(feature = "cloud"))]
 impl PropertyMap {
-    /// The size of the properties in the stored form.
+    /// The size of the properties encoded: exact in a backend's own form (what the service
+    /// counts, measured by it), the stored form's size otherwise (within a few bytes of it for
+    /// large entities).
     pub(crate) fn encoded_size(&self) -> usize {
-        self.stored_size()
+        match &self.repr {
+            Repr::Foreign(f) => f.map.encoded_len(),
+            _ => self.stored_size(),
+        }
     }
 }
 
@@ -451,11 +366,8 @@ impl PropertyMap {
     /// in the wire form (`pb::Entity`'s encoded length, what the service measures), the
     /// stored form's otherwise (within a few bytes of it for large entities).
     pub(crate) fn entity_size(&self, key: &RawKey) -> usize {
-        #[cfg(feature = "cloud")]
-        if let Repr::Wire(w) = &self.repr {
-            let key = w.partitions.key(key);
-            return gcloud_sdk::prost::encoding::message::encoded_len(1, &key)
-                + self.encoded_size();
+        if let Repr::Foreign(f) = &self.repr {
+            return f.map.entity_len(key);
         }
         Writer::key_len(key) + self.encoded_size()
     }
@@ -472,146 +384,11 @@ impl PropertyMap {
     }
 }
 
-#[cfg(all(test, feature = "cloud"))]
+#[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement};
-    use crate::model::scalar::{Blob, GeoPoint};
+    use crate::model::key::{IdOrName, KeyId, PathElement};
     use crate::model::value::Property;
-    use gcloud_sdk::google::r#type::LatLng;
-
-    /// What the derive writes for an entity with every kind of field, into `form`.
-    fn written(form: Form<'_>) -> PropertyMap {
-        let reference = RawKey::new(
-            None,
-            vec![PathElement::new("Other", Some(IdOrName::Id(KeyId::new(9).unwrap()))).unwrap()],
-        )
-        .unwrap();
-        let mut m = PropertyMap::in_form(form, 8, 256);
-        m.put_with("a_tags", false, |w| {
-            w.array(2);
-            w.string("x");
-            w.string("é");
-        });
-        m.put_with("b_empty", true, |w| w.array(0));
-        m.put_with("c_inner", true, |w| {
-            w.entity(|form| {
-                let mut inner = PropertyMap::in_form(form, 2, 64);
-                inner.put_with("n", false, |w| w.integer(-3));
-                inner.put_with("when", false, |w| {
-                    w.timestamp(Timestamp::from_micros(-1_500_001))
-                });
-                inner
-            })
-        });
-        m.put_with("d_key", false, |w| w.key(&reference));
-        m.put_with("e_nested", false, |w| {
-            w.value(&Value::Array(vec![
-                Value::Null,
-                Value::Double(0.5),
-                Value::Blob(Blob::from(vec![0, 255])),
-                Value::GeoPoint(GeoPoint::new(1.5, -2.5).unwrap()),
-            ]))
-        });
-        m.put_with("f_none", false, |w| w.null());
-        m.put_with("g_flag", false, |w| w.boolean(true));
-        m
-    }
-
-    /// The two forms of the sink are one: an entity written straight into the wire form is the
-    /// message the stored form converts to (the cloud backend's conversion of any map), with
-    /// exclusion carried into excluded embedded entities and key values in the handle's
-    /// partition.
-    #[test]
-    fn the_wire_form_is_what_the_stored_form_converts_to() {
-        let handle = PartitionId {
-            project_id: "p".into(),
-            database_id: "db".into(),
-            namespace: "ns".into(),
-        };
-        let partitions = Arc::new(Partitions::new("p", "db").writing_into(&handle));
-        let wire = written(Form::wire(&partitions));
-        assert!(matches!(wire.repr, Repr::Wire(_)));
-        let stored = written(Form::STORED);
-        assert!(stored.stored_bytes().is_some());
-        assert_eq!(wire.len(), 7);
-        // Read back, the values are the written ones (exclusion is the wire's: carried by
-        // the values inside an excluded entity, and by no element of an empty array).
-        let values = |m: &PropertyMap| m.values().map(|p| p.value.clone()).collect::<Vec<_>>();
-        let mut expected = values(&stored);
-        expected[2] = Value::Entity(PropertyMap::from([
-            ("n", Property::excluded(Value::Integer(-3))),
-            (
-                "when",
-                Property::excluded(Value::Timestamp(Timestamp::from_micros(-1_500_001))),
-            ),
-        ]));
-        if let Value::Key(k) = &mut expected[3] {
-            *k = k.clone().with_partition(handle.clone());
-        }
-        assert_eq!(values(&wire), expected);
-        let size = wire.encoded_size();
-        let sent = wire.into_wire(&partitions, false);
-        assert_eq!(sent, stored.into_wire(&partitions, false));
-        assert_eq!(
-            size,
-            gcloud_sdk::prost::encoding::hash_map::encoded_len(
-                gcloud_sdk::prost::encoding::string::encoded_len,
-                gcloud_sdk::prost::encoding::message::encoded_len,
-                2,
-                &sent,
-            )
-        );
-        let inner = match &sent["c_inner"].value_type {
-            Some(V::EntityValue(e)) => e,
-            other => panic!("{other:?}"),
-        };
-        assert!(inner.properties.values().all(|v| v.exclude_from_indexes));
-        match &sent["d_key"].value_type {
-            Some(V::KeyValue(k)) => {
-                let partition = k.partition_id.as_ref().unwrap();
-                assert_eq!(partition.namespace_id, "ns");
-                assert_eq!(partition.database_id, "db");
-            }
-            other => panic!("{other:?}"),
-        }
-        // The flag lives on an array's elements, never on the array.
-        assert!(!sent["a_tags"].exclude_from_indexes);
-        assert!(!sent["b_empty"].exclude_from_indexes);
-    }
-
-    /// A map received from the service is read lazily, and what it cannot hold is refused
-    /// when it arrives, not turned into a null later.
-    #[test]
-    fn a_received_map_is_checked_once_and_read_where_it_lies() {
-        let partitions = Arc::new(Partitions::new("p", ""));
-        let mut properties = HashMap::new();
-        properties.insert("s".to_owned(), scalar(V::StringValue("hi".into()), true));
-        let map = PropertyMap::from_wire(properties.clone(), &partitions).unwrap();
-        assert_eq!(map["s"], Property::excluded(Value::String("hi".into())));
-        let mut map = PropertyMap::from_wire(properties.clone(), &partitions).unwrap();
-        let taken = map.take_as(
-            "s",
-            |_| unreachable!(),
-            |mut value| match &mut value {
-                Value::String(s) => Ok(std::mem::take(s)),
-                other => Err(crate::model::value::DecodeError::mismatch("string", other)),
-            },
-        );
-        assert_eq!(taken.unwrap().unwrap(), "hi");
-        assert!(map.is_empty() && matches!(map.repr, Repr::Wire(_)));
-        properties.insert(
-            "g".to_owned(),
-            scalar(
-                V::GeoPointValue(LatLng {
-                    latitude: 91.0,
-                    longitude: 0.0,
-                }),
-                false,
-            ),
-        );
-        assert!(PropertyMap::from_wire(properties, &partitions).is_err());
-    }
 
     /// What a stored map built by the sink vouches for — it reads back, holds no key, has
     /// only names the derive validated — is only what the sink saw: each is withdrawn by the
@@ -740,50 +517,5 @@ mod tests {
             })
         });
         assert!(!readable);
-    }
-
-    /// A wire map the derive writes adds up its encoded size as it goes, to exactly what prost
-    /// measures for the finished map, and knows whether its names were all validated by the
-    /// derive; a property written twice makes it measure again.
-    #[test]
-    fn a_wire_map_sums_its_size_as_it_is_written() {
-        let partitions = Arc::new(Partitions::new("p", ""));
-        let measured = |m: &PropertyMap| match &m.repr {
-            Repr::Wire(w) => (
-                w.size.get(),
-                gcloud_sdk::prost::encoding::hash_map::encoded_len(
-                    gcloud_sdk::prost::encoding::string::encoded_len,
-                    gcloud_sdk::prost::encoding::message::encoded_len,
-                    2,
-                    &w.properties,
-                ),
-            ),
-            _ => panic!("a wire map"),
-        };
-        let m = written(Form::wire(&partitions));
-        let (summed, size) = measured(&m);
-        assert_eq!(summed, Some(size));
-        assert!(!m.facts().names, "put_with's names are not vouched for");
-
-        let mut m = PropertyMap::in_form(Form::wire(&partitions), 4, 0);
-        m.put_next("a", false, |w| w.string(&"x".repeat(300)));
-        m.put_next("b", true, |w| {
-            w.array(2);
-            w.null();
-            w.entity(|form| {
-                let mut inner = PropertyMap::in_form(form, 1, 0);
-                inner.put_next("c", false, |w| w.integer(0));
-                inner
-            });
-        });
-        let (summed, size) = measured(&m);
-        assert_eq!(summed, Some(size));
-        assert!(m.facts().names);
-        m.put_next("b", false, |w| {
-            w.value(&Value::Array(vec![Value::Integer(1)]))
-        });
-        assert_eq!(measured(&m).0, None, "replaced: measured again when asked");
-        assert_eq!(m.encoded_size(), measured(&m).1);
-        assert!(!m.facts().names, "a `Value` may hold any names");
     }
 }

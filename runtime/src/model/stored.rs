@@ -23,8 +23,6 @@ use crate::model::key::{IdOrName, PartitionId, RawKey};
 use crate::model::value::{
     DecodeError, Entries, Facts, MAX_NESTING, Property, PropertyMap, Repr, Slot, Stored, Value,
 };
-#[cfg(feature = "cloud")]
-use crate::model::views::{KeyView, MapView, Viewed, wire_excluded};
 use crate::model::views::{ValueView, Views, check_map, checked_view, slots, view};
 
 /// Appends encoded values to a byte buffer.
@@ -196,6 +194,17 @@ impl Writer {
         self.properties_at(properties, 0);
     }
 
+    /// Decoded properties, in name order.
+    fn entries_at(&mut self, e: &Entries, depth: usize) {
+        self.len(e.entries.len());
+        for entry in &e.entries {
+            self.bytes(e.name(entry).as_bytes());
+            let annotations = AnnotationsView::of(&entry.property.annotations);
+            write_head(&mut self.bytes, entry.property.excluded, annotations);
+            self.value_at(&entry.property.value, depth);
+        }
+    }
+
     fn properties_at(&mut self, properties: &PropertyMap, depth: usize) {
         match &properties.repr {
             Repr::Stored(s) if s.exact => self.bytes.extend_from_slice(&s.bytes),
@@ -211,87 +220,8 @@ impl Writer {
                     );
                 }
             }
-            Repr::Entries(e) => {
-                self.len(e.entries.len());
-                for entry in &e.entries {
-                    self.bytes(e.name(entry).as_bytes());
-                    let annotations = AnnotationsView::of(&entry.property.annotations);
-                    write_head(&mut self.bytes, entry.property.excluded, annotations);
-                    self.value_at(&entry.property.value, depth);
-                }
-            }
-            #[cfg(feature = "cloud")]
-            Repr::Wire(_) => self.viewed_properties(properties.view(), depth),
-        }
-    }
-
-    /// Viewed properties, in any order (the stored form keeps them in name order).
-    #[cfg(feature = "cloud")]
-    fn viewed_properties<'a>(
-        &mut self,
-        properties: impl Iterator<Item = Viewed<'a>>,
-        depth: usize,
-    ) {
-        let mut properties: Vec<_> = properties.collect();
-        properties.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        self.len(properties.len());
-        for (name, excluded, value, annotations) in properties {
-            self.bytes(name.as_bytes());
-            write_head(&mut self.bytes, excluded, annotations);
-            self.view_at(value, depth);
-        }
-    }
-
-    /// A viewed value, stopping one level past the limit as [`Writer::value`] does.
-    #[cfg(feature = "cloud")]
-    fn view_at(&mut self, value: ValueView<'_>, depth: usize) {
-        match value {
-            ValueView::Array(_) if depth >= MAX_NESTING => {
-                self.u8(ARRAY);
-                self.len(0);
-            }
-            ValueView::Entity(_) if depth >= MAX_NESTING => {
-                self.u8(ENTITY);
-                self.len(0);
-            }
-            ValueView::Key(KeyView::Encoded(bytes)) => {
-                self.u8(KEY);
-                self.bytes.extend_from_slice(bytes);
-            }
-            ValueView::Key(k) => self.value(&Value::Key(k.checked_key())),
-            ValueView::Array(values) => {
-                self.u8(ARRAY);
-                self.len(values.len());
-                values.iter().for_each(|v| self.view_at(v, depth + 1));
-            }
-            ValueView::Entity(MapView::Map(map)) => {
-                self.u8(ENTITY);
-                self.properties_at(map, depth + 1);
-            }
-            ValueView::Entity(MapView::Encoded(bytes)) => {
-                self.u8(ENTITY);
-                self.bytes.extend_from_slice(bytes);
-            }
-            #[cfg(feature = "cloud")]
-            ValueView::Entity(map @ MapView::Wire(..)) => {
-                self.u8(ENTITY);
-                self.viewed_properties(map.iter(), depth + 1);
-            }
-            ValueView::Null => self.u8(NULL),
-            ValueView::Boolean(b) => self.value(&Value::Boolean(b)),
-            ValueView::Integer(i) => self.value(&Value::Integer(i)),
-            ValueView::Double(d) => self.value(&Value::Double(d)),
-            ValueView::Timestamp(t) => self.value(&Value::Timestamp(t)),
-            ValueView::GeoPoint(g) => self.value(&Value::GeoPoint(g)),
-            ValueView::Vector(v) => self.vector(v.values()),
-            ValueView::String(s) => {
-                self.u8(STRING);
-                self.bytes(s.as_bytes());
-            }
-            ValueView::Blob(b) => {
-                self.u8(BLOB);
-                self.bytes(b);
-            }
+            Repr::Entries(e) => self.entries_at(e, depth),
+            Repr::Foreign(f) => self.entries_at(f.entries(), depth),
         }
     }
 }
@@ -356,8 +286,7 @@ impl PropertyMap {
     pub(crate) fn facts(&self) -> Facts {
         match &self.repr {
             Repr::Stored(s) => s.facts,
-            #[cfg(feature = "cloud")]
-            Repr::Wire(w) => w.facts,
+            Repr::Foreign(f) => f.facts,
             Repr::Entries(_) => Facts::CHECKED,
         }
     }
@@ -407,14 +336,17 @@ impl PropertyMap {
                 let slot = &s.slots()[i];
                 (slot.excluded, s.view(slot), s.annotations(slot))
             }),
-            #[cfg(feature = "cloud")]
-            Repr::Wire(w) => w.properties.get(name).map(|v| {
-                (
-                    wire_excluded(v),
-                    ValueView::wire(v, &w.partitions),
-                    AnnotationsView::Wire(v),
-                )
-            }),
+            Repr::Foreign(f) => {
+                let e = f.entries();
+                e.find(name).ok().map(|i| {
+                    let property = &e.entries[i].property;
+                    (
+                        property.excluded,
+                        ValueView::of(&property.value),
+                        AnnotationsView::of(&property.annotations),
+                    )
+                })
+            }
         }
     }
 
@@ -423,8 +355,10 @@ impl PropertyMap {
         match &self.repr {
             Repr::Entries(e) => Views::Entries(e, e.entries.iter()),
             Repr::Stored(s) => Views::Stored(s, s.live().iter()),
-            #[cfg(feature = "cloud")]
-            Repr::Wire(w) => Views::Wire(&w.partitions, None, w.properties.iter()),
+            Repr::Foreign(f) => {
+                let e = f.entries();
+                Views::Entries(e, e.entries.iter())
+            }
         }
     }
 
@@ -620,7 +554,6 @@ mod tests {
     use crate::model::key::{KeyId, PathElement};
     use crate::model::name::KeyName;
     use crate::model::scalar::GeoPoint;
-    #[cfg(not(feature = "cloud"))]
     use crate::model::views::{KeyView, MapView};
 
     /// What cannot be read is an error, never a null or an empty map in its place: a key and

@@ -8,10 +8,6 @@ use std::sync::OnceLock;
 use crate::error::Error;
 use crate::model::key::RawKey;
 use crate::model::scalar::{Blob, GeoPoint, Timestamp, Vector};
-#[cfg(feature = "cloud")]
-use crate::model::wire::Partitions;
-#[cfg(feature = "cloud")]
-use gcloud_sdk::google::datastore::v1 as pb;
 
 /// The most array and entity values nested in one another: a property holding an embedded
 /// entity is one level, an array another ("At most 20 nested array/entity values are
@@ -210,9 +206,8 @@ pub struct PropertyMap {
 pub(crate) enum Repr {
     Entries(Entries),
     Stored(Stored),
-    /// The service's wire form (feature `cloud`).
-    #[cfg(feature = "cloud")]
-    Wire(Wire),
+    /// Another form, which a backend defines (the Google Cloud path's protocol buffers).
+    Foreign(Foreign),
 }
 
 impl Default for Repr {
@@ -293,75 +288,137 @@ impl Facts {
     };
 }
 
-/// Properties in the service's protocol buffers, as a `LookupResponse` holds them or as the
-/// derive writes them for a commit (`sink.rs`), decoded only if something asks for a
-/// `&Property`: the derive reads its fields straight out of them, and the cloud backend
-/// sends them as they are.
-#[cfg(feature = "cloud")]
-#[derive(Clone)]
-pub(crate) struct Wire {
-    pub(crate) properties: std::collections::HashMap<String, pb::Value>,
-    /// What key values are read (and written) against.
-    pub(crate) partitions: std::sync::Arc<Partitions>,
-    /// Whether every value written into the map is excluded from indexes (the properties
-    /// of an excluded embedded entity).
-    pub(crate) excluded: bool,
+/// Properties held in a form the model does not define — the Google Cloud path's protocol
+/// buffers, as a `LookupResponse` holds them or as the derive writes them for a commit —,
+/// reached only through [`ForeignMap`] and decoded only if something asks for a `&Property`:
+/// the derive reads its fields straight out of them, and the backend sends them as they are.
+pub(crate) struct Foreign {
+    pub(crate) map: Box<dyn ForeignMap>,
     pub(crate) decoded: OnceLock<Box<Entries>>,
-    /// The properties' encoded size, once measured (the limits check, then the commit), or
-    /// summed as the derive writes them.
-    pub(crate) size: Measured,
     /// What is known of the values without reading them (see [`Facts`]).
     pub(crate) facts: Facts,
 }
 
-/// A size known from `&self` once measured (or kept up to date by the writes that change
-/// it). An atomic rather than a `OnceLock`: setting a `OnceLock` goes through its `Once`,
-/// which costs as much as a small property's whole conversion.
-#[cfg(feature = "cloud")]
-#[derive(Debug)]
-pub(crate) struct Measured(std::sync::atomic::AtomicUsize);
-
-#[cfg(feature = "cloud")]
-impl Measured {
-    /// Not measured.
-    const UNKNOWN: usize = usize::MAX;
-
-    pub(crate) fn unknown() -> Measured {
-        Measured(std::sync::atomic::AtomicUsize::new(Measured::UNKNOWN))
-    }
-
-    pub(crate) fn known(size: usize) -> Measured {
-        Measured(std::sync::atomic::AtomicUsize::new(size))
-    }
-
-    /// The size, if known.
-    pub(crate) fn get(&self) -> Option<usize> {
-        let size = self.0.load(std::sync::atomic::Ordering::Relaxed);
-        (size != Measured::UNKNOWN).then_some(size)
-    }
-
-    /// The size, measured by `measure` if it is not known yet.
-    pub(crate) fn get_or_measure(&self, measure: impl FnOnce() -> usize) -> usize {
-        self.get().unwrap_or_else(|| {
-            let size = measure();
-            self.0.store(size, std::sync::atomic::Ordering::Relaxed);
-            size
-        })
-    }
-
-    /// Sets the size (or forgets it).
-    pub(crate) fn set(&mut self, size: Option<usize>) {
-        *self.0.get_mut() = size.unwrap_or(Measured::UNKNOWN);
+impl Clone for Foreign {
+    fn clone(&self) -> Foreign {
+        Foreign {
+            map: self.map.clone_map(),
+            decoded: self.decoded.clone(),
+            facts: self.facts,
+        }
     }
 }
 
-#[cfg(feature = "cloud")]
-impl Clone for Measured {
-    fn clone(&self) -> Measured {
-        Measured(std::sync::atomic::AtomicUsize::new(
-            self.0.load(std::sync::atomic::Ordering::Relaxed),
-        ))
+impl Foreign {
+    /// Every property, decoded, in name order (decoded once).
+    pub(crate) fn entries(&self) -> &Entries {
+        self.decoded.get_or_init(|| Box::new(self.decode()))
     }
+
+    /// Every property, decoded, in name order.
+    pub(crate) fn decode(&self) -> Entries {
+        // Checked when it was built: a map that does not decode is a bug of the crate.
+        let mut properties = self.map.decode().unwrap_or_else(|e| {
+            panic!("a map checked when it was built decodes ({e}): a bug of datastore-entity")
+        });
+        properties.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut entries = Entries::default();
+        for (name, property) in properties {
+            entries.insert(name, property);
+        }
+        entries
+    }
+}
+
+/// A property map in a backend's own form: what the model asks of it. The backend that
+/// defines the form implements it (the Google Cloud path, over `pb::Value`s), so the model
+/// knows no form but its own. Not a public API.
+#[doc(hidden)]
+pub trait ForeignMap: Send + Sync + 'static {
+    /// The map, to be downcast by the backend that made it.
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
+    /// A copy.
+    fn clone_map(&self) -> Box<dyn ForeignMap>;
+    /// How many properties there are.
+    fn len(&self) -> usize;
+    /// Whether there are none.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Whether there is a property named `name`.
+    fn contains(&self, name: &str) -> bool;
+    /// Every property, decoded, in any order. The map was checked when it was built: what
+    /// does not decode is a bug, reported by `Err`.
+    fn decode(&self) -> Result<Vec<(&str, Property)>, Error>;
+    /// Takes property `name` out, decoded (its strings moved, not copied).
+    fn take(&mut self, name: &str) -> Option<Result<Value, Error>>;
+    /// The properties the derive reads, in its fields' order: the type reads `count`
+    /// properties, and `slot` gives a name's place among them in name order (`None`: one the
+    /// type does not know, passed over).
+    fn in_order(
+        &mut self,
+        count: usize,
+        slot: fn(&str) -> Option<usize>,
+    ) -> Box<dyn ForeignInOrder + '_>;
+    /// Whether every value written into the map is excluded from indexes (the properties of
+    /// an excluded embedded entity).
+    fn excluded(&self) -> bool;
+    /// The form, to build embedded entities in.
+    fn form(&self) -> &dyn ForeignForm;
+    /// Starts a value, excluded from indexes or not; the next [`ForeignMap::write`]s make it.
+    fn begin(&mut self, excluded: bool);
+    /// One piece of the value begun: arrays are announced by their length and filled by the
+    /// writes that follow.
+    fn write(&mut self, piece: Piece<'_>);
+    /// The value begun, set as property `name` (null if nothing was written).
+    fn finish(&mut self, name: &str);
+    /// The properties' size, encoded as the form sends them.
+    fn encoded_len(&self) -> usize;
+    /// The size of an entity at `key` with these properties, encoded as the form sends it.
+    fn entity_len(&self, key: &RawKey) -> usize;
+}
+
+/// A backend's form: how an empty map in it is made. Not a public API.
+#[doc(hidden)]
+pub trait ForeignForm: Send + Sync {
+    /// An empty map, its values all excluded when `excluded`, with room for `properties`.
+    fn new_map(&self, excluded: bool, properties: usize) -> Box<dyn ForeignMap>;
+}
+
+/// A foreign map's properties in the derive's fields' order (see [`ForeignMap::in_order`]).
+/// Not a public API.
+#[doc(hidden)]
+pub trait ForeignInOrder {
+    /// The next field's property, decoded (`None`: missing).
+    fn next_value(&mut self) -> Option<Result<Value, Error>>;
+}
+
+/// One piece of a value written into a [`ForeignMap`]. Not a public API.
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum Piece<'a> {
+    /// A null.
+    Null,
+    /// A boolean.
+    Boolean(bool),
+    /// An integer.
+    Integer(i64),
+    /// A double.
+    Double(f64),
+    /// A timestamp.
+    Timestamp(Timestamp),
+    /// A string.
+    String(&'a str),
+    /// Bytes.
+    Blob(&'a [u8]),
+    /// A key.
+    Key(&'a RawKey),
+    /// An array of this many values, which the next pieces are.
+    Array(usize),
+    /// An embedded entity, built in the map's form (or any other).
+    Entity(PropertyMap),
+    /// Any value, whole.
+    Value(&'a Value),
 }
 
 /// Where one property lies in stored bytes: its name, its value, whether it is excluded.

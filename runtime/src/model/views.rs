@@ -1,28 +1,18 @@
-//! Views of stored values where they lie, without building [`Value`]s: in stored bytes, in
-//! decoded values and, with feature `cloud`, in the service's wire form, so that every check
-//! runs on any of the three; and the walks that check stored bytes and find a map's slots.
+//! Views of stored values where they lie, without building [`Value`]s: in stored bytes and in
+//! decoded values, so that every check runs on either; and the walks that check stored bytes
+//! and find a map's slots.
 
 use crate::model::annotations::{AnnotationsView, head};
-#[cfg(feature = "cloud")]
-use crate::model::codec::VECTOR_MEANING;
 use crate::model::codec::{
     ARRAY, BLOB, BOOLEAN, DOUBLE, ENTITY, GEO, INTEGER, KEY, MAX_DEPTH, Malformed, NULL, Reader,
     STRING, TIMESTAMP, VECTOR, chunk, double_bits, len, text, u64,
 };
-#[cfg(feature = "cloud")]
-use crate::model::key::KEY_PROPERTY;
 use crate::model::key::RawKey;
 use crate::model::scalar::{Blob, GeoPoint, Timestamp, Vector};
-#[cfg(feature = "cloud")]
-use crate::model::value::Property;
 use crate::model::value::{Entries, PropertyMap, Slot, Stored, Value};
-#[cfg(feature = "cloud")]
-use crate::model::wire::{Partitions, from_timestamp};
-#[cfg(feature = "cloud")]
-use gcloud_sdk::google::datastore::v1 as pb;
 
 /// What a view of checked bytes reads, by construction: the maps' checks (`slots` for stored
-/// bytes, `PropertyMap::from_wire` for received messages) ran when they were built.
+/// bytes, a backend's on arrival for the maps it received) ran when they were built.
 const CHECKED: &str = "a view of a map checked when it was built reads whole (a bug of \
                        datastore-entity if not: please report it)";
 
@@ -49,8 +39,6 @@ pub(crate) enum VectorView<'a> {
     Decoded(&'a Vector),
     /// Eight bytes per value, little-endian bits.
     Encoded(&'a [u8]),
-    #[cfg(feature = "cloud")]
-    Wire(&'a [pb::Value]),
 }
 
 impl<'a> VectorView<'a> {
@@ -59,8 +47,6 @@ impl<'a> VectorView<'a> {
         match self {
             VectorView::Decoded(v) => VectorValues::Decoded(v.as_slice().iter()),
             VectorView::Encoded(bytes) => VectorValues::Encoded(bytes.chunks_exact(8)),
-            #[cfg(feature = "cloud")]
-            VectorView::Wire(values) => VectorValues::Wire(values.iter()),
         }
     }
 
@@ -74,8 +60,6 @@ impl<'a> VectorView<'a> {
 pub(crate) enum VectorValues<'a> {
     Decoded(std::slice::Iter<'a, f64>),
     Encoded(std::slice::ChunksExact<'a, u8>),
-    #[cfg(feature = "cloud")]
-    Wire(std::slice::Iter<'a, pb::Value>),
 }
 
 impl Iterator for VectorValues<'_> {
@@ -86,12 +70,6 @@ impl Iterator for VectorValues<'_> {
         match self {
             VectorValues::Decoded(values) => values.next().copied(),
             VectorValues::Encoded(chunks) => chunks.next().map(double_bits),
-            #[cfg(feature = "cloud")]
-            VectorValues::Wire(values) => values.next().map(|v| match v.value_type {
-                Some(pb::value::ValueType::DoubleValue(d)) => d,
-                // Checked on arrival: every element of a received vector is a double.
-                _ => f64::NAN,
-            }),
         }
     }
 
@@ -99,8 +77,6 @@ impl Iterator for VectorValues<'_> {
         let n = match self {
             VectorValues::Decoded(values) => values.len(),
             VectorValues::Encoded(chunks) => chunks.len(),
-            #[cfg(feature = "cloud")]
-            VectorValues::Wire(values) => values.len(),
         };
         (n, Some(n))
     }
@@ -113,8 +89,6 @@ impl ExactSizeIterator for VectorValues<'_> {}
 pub(crate) enum KeyView<'a> {
     Decoded(&'a RawKey),
     Encoded(&'a [u8]),
-    #[cfg(feature = "cloud")]
-    Wire(&'a pb::Key, &'a Partitions),
 }
 
 /// An array value's elements.
@@ -126,8 +100,6 @@ pub(crate) enum ArrayView<'a> {
         bytes: &'a [u8],
         len: usize,
     },
-    #[cfg(feature = "cloud")]
-    Wire(&'a [pb::Value], &'a Partitions),
 }
 
 /// An embedded entity's properties.
@@ -136,9 +108,6 @@ pub(crate) enum MapView<'a> {
     Map(&'a PropertyMap),
     /// A stored property map (count first).
     Encoded(&'a [u8]),
-    /// An entity value received: its properties, and its own key as [`KEY_PROPERTY`].
-    #[cfg(feature = "cloud")]
-    Wire(&'a pb::Entity, &'a Partitions),
 }
 
 impl<'a> ValueView<'a> {
@@ -183,19 +152,6 @@ impl<'a> ValueView<'a> {
             ValueView::Entity(MapView::Encoded(bytes)) => {
                 Value::Entity(PropertyMap::from_stored(bytes.to_vec()).map_err(|_| Malformed)?)
             }
-            #[cfg(feature = "cloud")]
-            ValueView::Entity(map @ MapView::Wire(..)) => Value::Entity(
-                map.iter()
-                    .map(|(name, excluded, v, annotations)| {
-                        let property = Property {
-                            value: v.to_value()?,
-                            excluded,
-                            annotations: annotations.to_annotations(),
-                        };
-                        Ok((name, property))
-                    })
-                    .collect::<Result<_, Malformed>>()?,
-            ),
         })
     }
 
@@ -205,62 +161,13 @@ impl<'a> ValueView<'a> {
     pub(crate) fn checked_value(self) -> Value {
         self.to_value().expect(CHECKED)
     }
-
-    /// The view of a value in the service's wire form. Every wire map the crate holds was
-    /// checked when it was built (`PropertyMap::from_wire` on arrival; the sink writes only
-    /// valid values), so a geo point here is in range: one that is not is a bug of the crate,
-    /// reported as one, never read as a null.
-    #[cfg(feature = "cloud")]
-    pub(crate) fn wire(value: &'a pb::Value, partitions: &'a Partitions) -> ValueView<'a> {
-        use pb::value::ValueType as V;
-        match &value.value_type {
-            None | Some(V::NullValue(_)) => ValueView::Null,
-            Some(V::BooleanValue(b)) => ValueView::Boolean(*b),
-            Some(V::IntegerValue(i)) => ValueView::Integer(*i),
-            Some(V::DoubleValue(d)) => ValueView::Double(*d),
-            Some(V::TimestampValue(t)) => ValueView::Timestamp(from_timestamp(t)),
-            Some(V::StringValue(s)) => ValueView::String(s),
-            Some(V::BlobValue(b)) => ValueView::Blob(b),
-            Some(V::GeoPointValue(g)) => {
-                ValueView::GeoPoint(GeoPoint::new(g.latitude, g.longitude).expect(CHECKED))
-            }
-            Some(V::KeyValue(k)) => ValueView::Key(KeyView::Wire(k, partitions)),
-            Some(V::ArrayValue(a)) if value.meaning == VECTOR_MEANING => {
-                ValueView::Vector(VectorView::Wire(&a.values))
-            }
-            Some(V::ArrayValue(a)) => ValueView::Array(ArrayView::Wire(&a.values, partitions)),
-            Some(V::EntityValue(e)) => ValueView::Entity(MapView::Wire(e, partitions)),
-        }
-    }
-}
-
-/// Whether a value in the wire form is excluded from indexes: an array's flag is on its
-/// elements (a vector's on itself), and an array is excluded when every element is (its
-/// annotations say which are where they differ).
-#[cfg(feature = "cloud")]
-pub(crate) fn wire_excluded(value: &pb::Value) -> bool {
-    match &value.value_type {
-        Some(pb::value::ValueType::ArrayValue(a)) if value.meaning != VECTOR_MEANING => {
-            !a.values.is_empty() && a.values.iter().all(|v| v.exclude_from_indexes)
-        }
-        _ => value.exclude_from_indexes,
-    }
 }
 
 impl<'a> KeyView<'a> {
-    /// The key, decoded (`None` only for corrupt bytes, which the store's check refused).
-    /// The key of a map checked when it was built (see [`ValueView::checked_value`]).
-    #[cfg(feature = "cloud")]
-    pub(crate) fn checked_key(self) -> RawKey {
-        self.to_key().expect(CHECKED)
-    }
-
     pub(crate) fn to_key(self) -> Option<RawKey> {
         match self {
             KeyView::Decoded(k) => Some(k.clone()),
             KeyView::Encoded(bytes) => Reader::new(bytes).key().ok(),
-            #[cfg(feature = "cloud")]
-            KeyView::Wire(k, partitions) => partitions.raw_key(k.clone()).ok(),
         }
     }
 
@@ -269,8 +176,6 @@ impl<'a> KeyView<'a> {
         match self {
             KeyView::Decoded(k) => k.partition().is_some(),
             KeyView::Encoded(bytes) => bytes.first() == Some(&1),
-            #[cfg(feature = "cloud")]
-            KeyView::Wire(..) => true,
         }
     }
 }
@@ -280,8 +185,6 @@ impl<'a> ArrayView<'a> {
         match self {
             ArrayView::Values(values) => values.len(),
             ArrayView::Encoded { len, .. } => len,
-            #[cfg(feature = "cloud")]
-            ArrayView::Wire(values, _) => values.len(),
         }
     }
 
@@ -290,18 +193,7 @@ impl<'a> ArrayView<'a> {
         let (values, mut bytes, len) = match self {
             ArrayView::Values(values) => (values, &[][..], 0),
             ArrayView::Encoded { bytes, len } => (&[][..], bytes, len),
-            #[cfg(feature = "cloud")]
-            ArrayView::Wire(..) => (&[][..], &[][..], 0),
         };
-        #[cfg(feature = "cloud")]
-        let wire = match self {
-            ArrayView::Wire(values, partitions) => Some((values, partitions)),
-            _ => None,
-        }
-        .into_iter()
-        .flat_map(|(values, p)| values.iter().map(move |v| ValueView::wire(v, p)));
-        #[cfg(not(feature = "cloud"))]
-        let wire = std::iter::empty();
         values
             .iter()
             .map(ValueView::of)
@@ -310,7 +202,6 @@ impl<'a> ArrayView<'a> {
                 bytes = rest;
                 Some(view)
             }))
-            .chain(wire)
     }
 }
 
@@ -320,16 +211,12 @@ impl<'a> MapView<'a> {
         match self {
             MapView::Map(map) => map.view(),
             MapView::Encoded(bytes) => Views::Encoded(Properties::new(bytes)),
-            #[cfg(feature = "cloud")]
-            MapView::Wire(entity, partitions) => {
-                Views::Wire(partitions, entity.key.as_ref(), entity.properties.iter())
-            }
         }
     }
 }
 
-/// The properties of a map, viewed where they lie: name, whether excluded, value (in name
-/// order, except in the wire form, which has none).
+/// The properties of a map, viewed where they lie: name, whether excluded, value, in name
+/// order.
 pub(crate) enum Views<'a> {
     Entries(
         &'a Entries,
@@ -339,14 +226,6 @@ pub(crate) enum Views<'a> {
     /// A stored map's properties that are not excluded from indexes (the others not viewed).
     Indexed(&'a Stored, std::slice::Iter<'a, Slot>),
     Encoded(Properties<'a>),
-    /// A received entity value's key (as [`KEY_PROPERTY`], excluded, first), then its
-    /// properties.
-    #[cfg(feature = "cloud")]
-    Wire(
-        &'a Partitions,
-        Option<&'a pb::Key>,
-        std::collections::hash_map::Iter<'a, String, pb::Value>,
-    ),
 }
 
 /// One property viewed where it lies: its name, whether it is excluded, its value and its
@@ -378,23 +257,6 @@ impl<'a> Iterator for Views<'a> {
                 .find(|slot| !slot.excluded)
                 .map(|slot| (s.name(slot), false, s.view(slot), s.annotations(slot))),
             Views::Encoded(properties) => properties.next(),
-            #[cfg(feature = "cloud")]
-            Views::Wire(partitions, key, properties) => match key.take() {
-                Some(key) => Some((
-                    KEY_PROPERTY,
-                    true,
-                    ValueView::Key(KeyView::Wire(key, partitions)),
-                    AnnotationsView::None,
-                )),
-                None => properties.next().map(|(name, v)| {
-                    (
-                        name.as_str(),
-                        wire_excluded(v),
-                        ValueView::wire(v, partitions),
-                        AnnotationsView::Wire(v),
-                    )
-                }),
-            },
         }
     }
 }

@@ -15,9 +15,9 @@ use gcloud_sdk::{GoogleAuthHeaders, GoogleAuthMiddlewareLayer};
 use tower_layer::Layer as _;
 
 use super::call::{Calls, Client};
+use crate::backend::cloud::wire::Partitions;
 use crate::backend::retry::RetryPolicy;
 use crate::error::Error;
-use crate::model::wire::Partitions;
 
 /// The service's production endpoint.
 const PRODUCTION_ENDPOINT: &str = "https://datastore.googleapis.com";

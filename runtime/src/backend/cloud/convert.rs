@@ -1,20 +1,21 @@
 //! Mutations, query results, queries and aggregations in the service's protocol buffers (the
-//! values and keys in them: `model/wire.rs`, `model/wire_map.rs`).
+//! values and keys in them: `wire.rs`, `wire_map.rs`, `wire_form.rs`).
 
 use std::sync::Arc;
 
 use gcloud_sdk::google::datastore::v1 as pb;
 use gcloud_sdk::prost_types;
 
+use crate::backend::cloud::wire::{Partitions, checked_timestamp, timestamp};
+use crate::backend::cloud::wire_form::{from_wire, into_wire};
+use crate::backend::cloud::wire_map::wire_value;
 use crate::backend::{
     Condition, Mask, Mutation, OnConflict, PropertyTransform, Stamp, TransformKind,
 };
 use crate::error::{Error, ServiceCode};
 use crate::model::schema::{Direction, Schema};
-use crate::model::value::{PropertyMap, Value};
+use crate::model::value::Value;
 use crate::model::views::ValueView;
-use crate::model::wire::{Partitions, checked_timestamp, timestamp};
-use crate::model::wire_map::wire_value;
 use crate::query::spec::{
     Aggregation, Distance, FilterNode, FindNearest, Operator, PropertyOrder, QueryResult,
     QuerySpec, ResultShape,
@@ -33,7 +34,7 @@ pub(super) fn results(
         let Some(key) = entity.key else { continue };
         results.push(QueryResult {
             key: partitions.raw_key(key)?,
-            properties: PropertyMap::from_wire(entity.properties, partitions)?,
+            properties: from_wire(entity.properties, partitions)?,
             cursor: result.cursor,
             stamp: Some(stamp(
                 result.version,
@@ -209,7 +210,7 @@ impl Partitions {
         };
         let entity = pb::Entity {
             key: Some(self.key(&key)),
-            properties: properties.into_wire(self, false),
+            properties: into_wire(properties, self, false),
         };
         pb::Mutation {
             operation: Some(operation(entity)),
@@ -459,10 +460,10 @@ fn mask_name(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::cloud::wire_map::property_from_wire;
     use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
     use crate::model::scalar::{Blob, GeoPoint, Timestamp};
-    use crate::model::value::Property;
-    use crate::model::wire_map::property_from_wire;
+    use crate::model::value::{Property, PropertyMap};
 
     fn partitions() -> Partitions {
         Partitions::new("p", "")

@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use gcloud_sdk::google::datastore::v1 as pb;
 
+use crate::backend::cloud::wire::Partitions;
+use crate::backend::cloud::wire_form::{WireForm, from_wire};
 use crate::backend::{Mask, Mutation};
 use crate::error::Error;
 use crate::model::entity::Entity;
 use crate::model::key::PartitionId;
 use crate::model::sink::Form;
-use crate::model::value::PropertyMap;
-use crate::model::wire::Partitions;
 use crate::rules::commit::check_commit;
 
 /// The `CommitRequest` a `put_many` of `entities` sends to project `project_id`'s default
@@ -64,6 +64,7 @@ pub(crate) fn commit_request<E: Entity>(
         ..PartitionId::default()
     };
     let partitions = Arc::new(Partitions::new(project_id, "").writing_into(&partition));
+    let form = WireForm(Arc::clone(&partitions));
     // The entities as the derive writes them, straight into the wire form, and the checks
     // the backend's commit runs on them.
     let mutations = entities
@@ -73,7 +74,7 @@ pub(crate) fn commit_request<E: Entity>(
                 .entity_key()?
                 .into_raw()
                 .with_partition(partition.clone());
-            let properties = entity.properties_in(Form::wire(&partitions))?;
+            let properties = entity.properties_in(Form::foreign(&form))?;
             Ok(Mutation::Upsert(key, properties, Mask::declared(E::SCHEMA)))
         })
         .collect::<Result<Vec<_>, Error>>()?;
@@ -101,7 +102,7 @@ pub(crate) fn entities_from_lookup<E: Entity>(
         .filter_map(|entity| Some((entity.key?, entity.properties)))
         .map(|(key, properties)| {
             let key = partitions.raw_key(key)?;
-            E::from_entity(&key, PropertyMap::from_wire(properties, &partitions)?)
+            E::from_entity(&key, from_wire(properties, &partitions)?)
         })
         .collect()
 }

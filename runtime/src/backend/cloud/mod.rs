@@ -11,6 +11,9 @@
 mod call;
 pub(crate) mod connect;
 mod convert;
+pub(crate) mod wire;
+pub(crate) mod wire_form;
+pub(crate) mod wire_map;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,12 +26,13 @@ use super::{
     Change, ChangeResult, Committed, Condition, FoundStamped, Mutation, OnConflict, Stamp,
     TransactionId, TransactionMode,
 };
+use crate::backend::cloud::wire::{Partitions, from_timestamp};
+use crate::backend::cloud::wire_form::from_wire;
+use crate::backend::cloud::wire_map::property_from_wire;
 use crate::error::{Error, ServiceCode};
 use crate::model::key::{IdOrName, KeyId, PathElement, RawKey};
 use crate::model::schema::IndexSchema;
 use crate::model::value::{PropertyMap, Value};
-use crate::model::wire::{Partitions, from_timestamp};
-use crate::model::wire_map::property_from_wire;
 use crate::query::spec::{Aggregation, QueryBatch, QueryResult, QuerySpec};
 use crate::query_rule::QueryRule;
 use crate::rules::commit::check_commit;
@@ -258,7 +262,7 @@ fn transaction_options(mode: &TransactionMode) -> pb::TransactionOptions {
         }
         TransactionMode::ReadOnly { read_time } => {
             pb::transaction_options::Mode::ReadOnly(pb::transaction_options::ReadOnly {
-                read_time: read_time.map(crate::model::wire::timestamp),
+                read_time: read_time.map(crate::backend::cloud::wire::timestamp),
             })
         }
     };
@@ -329,7 +333,7 @@ impl Cloud {
                     };
                     let Some(key) = entity.key else { continue };
                     let key = self.partitions.raw_key(key)?;
-                    let properties = PropertyMap::from_wire(entity.properties, &self.partitions)?;
+                    let properties = from_wire(entity.properties, &self.partitions)?;
                     let stamp =
                         convert::stamp(result.version, result.create_time, result.update_time)?;
                     found.insert(key, (properties, stamp));

@@ -45,6 +45,8 @@ use tonic::Status;
 pub(crate) use self::request::status;
 use self::request::{Read, Scope, invalid, path, transaction_mode};
 use self::transactions::{Registry, Use};
+use crate::backend::cloud::wire::timestamp;
+use crate::backend::cloud::wire_map::wire_value;
 use crate::backend::{
     Aggregation, Backend, FilterNode, QueryBatch, QueryResult, QuerySpec, ResultShape,
     TransactionId, TransactionMode,
@@ -54,8 +56,6 @@ use crate::model::key::{KEY_PROPERTY, PartitionId};
 use crate::model::scalar::Timestamp;
 use crate::model::value::Value;
 use crate::model::views::ValueView;
-use crate::model::wire::timestamp;
-use crate::model::wire_map::wire_value;
 use crate::query::explain::Explanation;
 use crate::query::spec::Operator;
 use crate::query_rule::QueryRule;

@@ -11,6 +11,9 @@ use std::sync::Arc;
 use gcloud_sdk::google::datastore::v1 as pb;
 use tonic::{Code, Status};
 
+use crate::backend::cloud::wire::{Partitions, checked_timestamp};
+use crate::backend::cloud::wire_form::from_wire;
+use crate::backend::cloud::wire_map::property_from_wire;
 use crate::backend::{
     Aggregation, Change, Condition, Distance, FilterNode, FindNearest, Mask, Mutation, OnConflict,
     PropertyFilter, PropertyOrder, PropertyTransform, QuerySpec, ResultShape, TransactionId,
@@ -22,8 +25,6 @@ use crate::model::name::is_reserved_name;
 use crate::model::scalar::Timestamp;
 use crate::model::schema::Direction;
 use crate::model::value::{PropertyMap, Value};
-use crate::model::wire::{Partitions, checked_timestamp};
-use crate::model::wire_map::property_from_wire;
 use crate::query::spec::Operator;
 
 /// An error as the service's status.
@@ -207,8 +208,7 @@ impl Scope {
         for (name, value) in &entity.properties {
             filled(name, value)?;
         }
-        let properties =
-            PropertyMap::from_wire(entity.properties, &self.partitions).map_err(status)?;
+        let properties = from_wire(entity.properties, &self.partitions).map_err(status)?;
         Ok((key, properties))
     }
 

@@ -5,10 +5,11 @@ use gcloud_sdk::prost_types;
 use tonic::Status;
 
 use super::request::{Paging, Scope};
+use crate::backend::cloud::wire::timestamp;
+use crate::backend::cloud::wire_form::into_wire;
 use crate::backend::{QueryBatch, QueryResult, ResultShape, Stamp};
 use crate::model::key::RawKey;
 use crate::model::value::PropertyMap;
-use crate::model::wire::timestamp;
 use crate::query::explain::Explanation;
 
 /// At most this many results in one batch; a query that wants more is answered in batches
@@ -29,7 +30,7 @@ impl Scope {
     pub(super) fn entity(&self, key: &RawKey, properties: PropertyMap) -> pb::Entity {
         pb::Entity {
             key: Some(self.partitions.key(key)),
-            properties: properties.into_wire(&self.partitions, false),
+            properties: into_wire(properties, &self.partitions, false),
         }
     }
 

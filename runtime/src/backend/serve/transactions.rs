@@ -11,7 +11,7 @@ use tonic::Status;
 
 use super::request::invalid;
 use crate::backend::TransactionId;
-use crate::model::wire::Partitions;
+use crate::backend::cloud::wire::Partitions;
 
 /// The bytes of an id the API issues.
 const ID_LEN: usize = 16;

@@ -6,10 +6,10 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use gcloud_sdk::google::datastore::v1 as pb;
 use tonic::Status;
 
+use crate::backend::cloud::wire::timestamp;
 use crate::backend::serve::gql::lexer::{Pos, Symbol, Tok, error};
 use crate::backend::serve::gql::reader::{Bound, Reader};
 use crate::model::scalar::Timestamp;
-use crate::model::wire::timestamp;
 use pb::key::path_element::IdType;
 use pb::value::ValueType;
 

@@ -1,27 +1,25 @@
-//! The wire form of property maps (feature `cloud`): a value where it lies written as the
-//! service stores it, a property received from it read into an owned one, a received map
-//! checked once on arrival (what the crate cannot hold is refused there, never read as a
-//! null later), and a wire map's conversions to and from the stored form. The sink writes
-//! into the wire form (`sink.rs`); the views read it (`stored.rs`).
+//! The wire form's values: a value where it lies written as the service stores it, a
+//! property received from it read into an owned one, and a received value checked once on
+//! arrival (what the crate cannot hold is refused there, never read as a null later). The
+//! maps in the wire form, which the derive writes into and reads from, are `wire_form.rs`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
 
 use gcloud_sdk::google::datastore::v1 as pb;
 use gcloud_sdk::google::r#type::LatLng;
 
+use crate::backend::cloud::wire::{Partitions, checked_timestamp, from_timestamp, timestamp};
 use crate::error::Error;
-use crate::model::annotations::AnnotationsView;
-use crate::model::codec::VECTOR_MEANING;
+use crate::model::annotations::{AnnotationsView, VECTOR_MEANING};
 use crate::model::key::KEY_PROPERTY;
 use crate::model::scalar::{Blob, GeoPoint, Vector};
-use crate::model::stored::ValueRef;
-use crate::model::value::{
-    Annotations, DecodeError, Entries, Facts, Measured, Property, PropertyMap, Repr, Value, Wire,
-};
-use crate::model::views::{MapView, ValueView, Viewed, wire_excluded};
-use crate::model::wire::{Partitions, checked_timestamp, from_timestamp, timestamp};
+use crate::model::value::{Annotations, Property, PropertyMap, Value};
+use crate::model::views::{ValueView, Viewed};
 use pb::value::ValueType as V;
+
+/// What a view of a map checked when it was built reads, by construction.
+const CHECKED: &str = "a view of a map checked when it was built reads whole (a bug of \
+                       datastore-entity if not: please report it)";
 
 pub(crate) fn scalar(value_type: V, excluded: bool) -> pb::Value {
     pb::Value {
@@ -78,7 +76,7 @@ fn wire_value_at(
             latitude: g.latitude(),
             longitude: g.longitude(),
         }),
-        ValueView::Key(k) => V::KeyValue(partitions.key(&k.checked_key())),
+        ValueView::Key(k) => V::KeyValue(partitions.key(&k.to_key().expect(CHECKED))),
         ValueView::Array(values) => {
             return array(
                 values
@@ -147,7 +145,7 @@ pub(crate) fn wire_entity(mut properties: HashMap<String, pb::Value>) -> pb::Ent
 }
 
 /// Viewed properties as the service's map (all excluded when `excluded`).
-fn wire_properties<'a>(
+pub(crate) fn wire_properties<'a>(
     properties: impl Iterator<Item = Viewed<'a>>,
     excluded: bool,
     partitions: &Partitions,
@@ -159,21 +157,6 @@ fn wire_properties<'a>(
             (name.to_owned(), value)
         })
         .collect()
-}
-
-/// Whether `value` is a null, a boolean, a number or a timestamp: read from its view, it
-/// owns nothing to move.
-pub(crate) fn wire_scalar(value: &pb::Value) -> bool {
-    matches!(
-        value.value_type,
-        None | Some(
-            V::NullValue(_)
-                | V::BooleanValue(_)
-                | V::IntegerValue(_)
-                | V::DoubleValue(_)
-                | V::TimestampValue(_)
-        )
-    )
 }
 
 /// A value from the service, owned: strings and byte strings are moved, not copied.
@@ -239,28 +222,6 @@ pub(crate) fn property_from_wire(
     })
 }
 
-/// Reads a received value: a scalar where it lies (`read`); a string, bytes, a key, an array
-/// or an entity moved out (`value` is left a null) through a `Value`, its strings moved, not
-/// copied (`from_value`).
-pub(crate) fn read_wire<T>(
-    value: &mut pb::Value,
-    partitions: &Partitions,
-    read: impl FnOnce(ValueRef<'_>) -> Result<T, DecodeError>,
-    from_value: impl FnOnce(Value) -> Result<T, DecodeError>,
-) -> Result<T, DecodeError> {
-    if wire_scalar(value) {
-        return read(ValueRef(ValueView::wire(value, partitions)));
-    }
-    match property_from_wire(std::mem::take(value), partitions) {
-        Ok(p) => from_value(p.value),
-        // Arrival checked every value: not expected.
-        Err(e) => Err(DecodeError::new(
-            "a value the crate can hold",
-            e.to_string(),
-        )),
-    }
-}
-
 fn not_a_vector() -> Error {
     Error::InvalidValue {
         kind: String::new(),
@@ -272,7 +233,7 @@ fn not_a_vector() -> Error {
 }
 
 /// Properties from the service, decoded.
-fn from_wire_properties(
+pub(crate) fn from_wire_properties(
     properties: HashMap<String, pb::Value>,
     partitions: &Partitions,
 ) -> Result<PropertyMap, Error> {
@@ -291,7 +252,7 @@ fn from_wire_properties(
 /// Whether a value from the service converts: what [`property_from_wire`] could refuse (a geo point
 /// out of range, a key the crate cannot hold, a timestamp outside the service's range),
 /// found without converting anything else.
-fn check_wire(value: &pb::Value, partitions: &Partitions) -> Result<(), Error> {
+pub(crate) fn check_wire(value: &pb::Value, partitions: &Partitions) -> Result<(), Error> {
     match &value.value_type {
         Some(V::GeoPointValue(g)) => GeoPoint::new(g.latitude, g.longitude).map(drop),
         Some(V::TimestampValue(t)) => match checked_timestamp(t) {
@@ -321,81 +282,4 @@ fn check_wire(value: &pb::Value, partitions: &Partitions) -> Result<(), Error> {
         }
         _ => Ok(()),
     }
-}
-
-impl PropertyMap {
-    /// The properties of an entity the service returned, as they are: checked once (what
-    /// converting them could refuse), converted only as they are read.
-    pub(crate) fn from_wire(
-        properties: HashMap<String, pb::Value>,
-        partitions: &Arc<Partitions>,
-    ) -> Result<PropertyMap, Error> {
-        properties
-            .values()
-            .try_for_each(|v| check_wire(v, partitions))?;
-        Ok(PropertyMap {
-            repr: Repr::Wire(Wire {
-                properties,
-                partitions: Arc::clone(partitions),
-                excluded: false,
-                decoded: OnceLock::new(),
-                size: Measured::unknown(),
-                facts: Facts::CHECKED,
-            }),
-        })
-    }
-
-    /// The properties in the wire form: as they are when the map holds that form, otherwise
-    /// converted (all excluded when `excluded`).
-    pub(crate) fn into_wire(
-        mut self,
-        partitions: &Partitions,
-        excluded: bool,
-    ) -> HashMap<String, pb::Value> {
-        if let Repr::Wire(w) = &mut self.repr
-            && (w.excluded || !excluded)
-        {
-            return std::mem::take(&mut w.properties);
-        }
-        wire_properties(MapView::Map(&self).iter(), excluded, partitions, 0)
-    }
-
-    /// The size of the properties encoded: exact in the wire form (what the service counts,
-    /// as `pb::Entity` field 2; measured once), the stored form's size otherwise (within a
-    /// few bytes of it for large entities).
-    pub(crate) fn encoded_size(&self) -> usize {
-        match &self.repr {
-            Repr::Wire(w) => w.size.get_or_measure(|| {
-                gcloud_sdk::prost::encoding::hash_map::encoded_len(
-                    gcloud_sdk::prost::encoding::string::encoded_len,
-                    gcloud_sdk::prost::encoding::message::encoded_len,
-                    2,
-                    &w.properties,
-                )
-            }),
-            _ => self.stored_size(),
-        }
-    }
-}
-
-/// Every property of a wire map, decoded, in name order.
-pub(crate) fn decode_wire(map: &Wire) -> Entries {
-    let mut properties: Vec<(&str, Property)> = map
-        .properties
-        .iter()
-        .map(|(name, v)| {
-            let property = Property {
-                value: ValueView::wire(v, &map.partitions).checked_value(),
-                excluded: wire_excluded(v),
-                annotations: AnnotationsView::Wire(v).to_annotations(),
-            };
-            (name.as_str(), property)
-        })
-        .collect();
-    properties.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    let mut entries = Entries::default();
-    for (name, property) in properties {
-        entries.insert(name, property);
-    }
-    entries
 }
