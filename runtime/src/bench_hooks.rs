@@ -6,10 +6,10 @@
 #[cfg(feature = "cloud")]
 use gcloud_sdk::google::datastore::v1 as pb;
 
-use crate::error::Error;
-use crate::model::entity::Entity;
-use crate::model::key::RawKey;
-use crate::model::value::PropertyMap;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::entity::Entity;
+use datastore_entity_core::model::key::RawKey;
+use datastore_entity_core::model::value::PropertyMap;
 
 /// `entity` in the embedded engine's stored form: the bytes a put writes for it (followed, in
 /// the engine's entities table, by its times).

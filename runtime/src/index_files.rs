@@ -4,8 +4,8 @@
 
 use std::fmt::Write as _;
 
-use crate::format::companion::{COUNT, ENTITY, OWNER};
-use crate::model::schema::{Direction, IndexSchema, Schema, field_path};
+use datastore_entity_core::format::companion::{COUNT, ENTITY, OWNER};
+use datastore_entity_core::model::schema::{Direction, IndexSchema, Schema, field_path};
 
 /// Renders the composite indexes declared on `schemas` as an `index.yaml`, the file
 /// `gcloud datastore indexes create index.yaml` takes (R-I2).

@@ -74,29 +74,14 @@ pub mod guide {
     include!("guide.rs");
 }
 
-// The layers, bottom up: error.rs, hash.rs, model/, query/, format/, rules/, watch.rs, backend/, cache/, db/, scaling/, index_files.rs, façade (DEVELOPERS.md, "Layout").
+// The layers, bottom up: watch.rs, backend/, cache/, db/, scaling/, index_files.rs, façade (over the layers of datastore-entity-core: DEVELOPERS.md, "Layout").
 // `layers/` checks that every file uses only files below it in that table. This file is the
 // façade: each public item has one path, here at the root (and the prelude), except the
 // backend's vocabulary (`backend`) and the migrations (`migrate`).
 pub mod backend;
 mod cache;
 mod db;
-mod error;
-mod format;
-mod hash;
 mod index_files;
-mod model;
-mod query_rule;
-/// The query and write vocabulary the backends receive and the typed descriptors that
-/// build queries.
-mod query {
-    pub(crate) mod descriptor;
-    pub(crate) mod explain;
-    pub(crate) mod results;
-    pub(crate) mod spec;
-    pub(crate) mod transform;
-    pub(crate) mod write;
-}
 /// The service's rules, as this crate enforces them: the catalogue (no items).
 pub mod rules;
 mod scaling;
@@ -111,6 +96,47 @@ pub use backend::retry::RetryPolicy;
 pub use cache::CacheStats;
 #[cfg(feature = "redis")]
 pub use cache::redis::GlobalCache;
+pub use datastore_entity_core::error::{Error, ServiceCode, StorageSource};
+pub use datastore_entity_core::model::entity::{Entity, KeyField, Projection};
+pub use datastore_entity_core::model::key::{
+    IdOrName, KEY_PROPERTY, Key, KeyId, MAX_KEY_DEPTH, PartitionId, PathElement, RawKey,
+};
+pub use datastore_entity_core::model::name::{
+    KeyName, MAX_NAME_BYTES, NameRole, NameViolation, validate as validate_name,
+    validate_bytes as validate_name_bytes,
+};
+pub use datastore_entity_core::model::property_type::{
+    Flat, Growth, Increasing, Indexable, Projectable, Projects, PropertyType, Shape, Steady,
+    WholeEntity,
+};
+pub use datastore_entity_core::model::scalar::{Blob, GeoPoint, Timestamp, Vector, VectorField};
+pub use datastore_entity_core::model::schema::{
+    CachePolicy, CounterSchema, Direction, IndexSchema, IndexedProperty, PropertySchema,
+    ReplicaSchema, Schema, ShardedIndexSchema, VectorIndexSchema,
+};
+pub use datastore_entity_core::model::value::MAX_NESTING;
+pub use datastore_entity_core::model::value::{
+    Annotations, DecodeError, Property, PropertyMap, Value,
+};
+pub use datastore_entity_core::model::walk::compare_values;
+pub use datastore_entity_core::query::descriptor::{
+    AtMost10, AtMost30, Count, Excluded, Filter, Flattened, InArray, InValues, IndexMarker,
+    Indexed, Nested, NotExcluded, NotFlattened, NotInArray, NotInValues, Order, PropertyPath,
+    Queryable,
+};
+pub use datastore_entity_core::query::explain::{ExecutionStats, Explanation};
+pub use datastore_entity_core::query::results::{Cursor, Numeric, Page, SumError};
+pub use datastore_entity_core::query::spec::{Distance, Operator};
+pub use datastore_entity_core::query::transform::{Arithmetic, ArrayOf, ServerTime, Transform};
+pub use datastore_entity_core::query_rule::QueryRule;
+pub use datastore_entity_core::rules::commit::MAX_COMMIT_BYTES;
+pub use datastore_entity_core::rules::filter::{
+    MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_NOT_IN_VALUES,
+};
+pub use datastore_entity_core::rules::index_entries::{MAX_INDEX_ENTRIES, MAX_INDEXED_VALUES};
+pub use datastore_entity_core::rules::limits::{
+    MAX_ENTITY_BYTES, MAX_INDEXED_BYTES, MAX_LINK_BYTES,
+};
 #[doc = include_str!("derive_entity.md")]
 pub use datastore_entity_derive::Entity;
 #[doc = include_str!("derive_property_value.md")]
@@ -122,43 +148,8 @@ pub use db::query::{KeysOnlyQuery, ProjectionQuery, Query};
 pub use db::txn::{ReadTx, Tx};
 pub use db::versioned::{Versioned, Written};
 pub use db::{Db, ParentKey};
-pub use error::{Error, ServiceCode, StorageSource};
 pub use futures_core::Stream;
 pub use index_files::{firestore_indexes_json, index_yaml};
-pub use model::entity::{Entity, KeyField, Projection};
-pub use model::key::{
-    IdOrName, KEY_PROPERTY, Key, KeyId, MAX_KEY_DEPTH, PartitionId, PathElement, RawKey,
-};
-pub use model::name::{
-    KeyName, MAX_NAME_BYTES, NameRole, NameViolation, validate as validate_name,
-    validate_bytes as validate_name_bytes,
-};
-pub use model::property_type::{
-    Flat, Growth, Increasing, Indexable, Projectable, Projects, PropertyType, Shape, Steady,
-    WholeEntity,
-};
-pub use model::scalar::{Blob, GeoPoint, Timestamp, Vector, VectorField};
-pub use model::schema::{
-    CachePolicy, CounterSchema, Direction, IndexSchema, IndexedProperty, PropertySchema,
-    ReplicaSchema, Schema, ShardedIndexSchema, VectorIndexSchema,
-};
-pub use model::value::MAX_NESTING;
-pub use model::value::{Annotations, DecodeError, Property, PropertyMap, Value};
-pub use model::walk::compare_values;
-pub use query::descriptor::{
-    AtMost10, AtMost30, Count, Excluded, Filter, Flattened, InArray, InValues, IndexMarker,
-    Indexed, Nested, NotExcluded, NotFlattened, NotInArray, NotInValues, Order, PropertyPath,
-    Queryable,
-};
-pub use query::explain::{ExecutionStats, Explanation};
-pub use query::results::{Cursor, Numeric, Page, SumError};
-pub use query::spec::{Distance, Operator};
-pub use query::transform::{Arithmetic, ArrayOf, ServerTime, Transform};
-pub use query_rule::QueryRule;
-pub use rules::commit::MAX_COMMIT_BYTES;
-pub use rules::filter::{MAX_DISJUNCTIONS, MAX_IN_VALUES, MAX_NOT_IN_VALUES};
-pub use rules::index_entries::{MAX_INDEX_ENTRIES, MAX_INDEXED_VALUES};
-pub use rules::limits::{MAX_ENTITY_BYTES, MAX_INDEXED_BYTES, MAX_LINK_BYTES};
 pub use scaling::bulk::{BulkWriter, Progress};
 pub use scaling::migrate;
 pub use scaling::ramp::{Limiter, RampUp};
@@ -173,6 +164,44 @@ pub mod prelude {
     };
     /// What `stream()` users need: `next`, `try_next`, `try_collect`, …
     pub use futures_util::{StreamExt as _, TryStreamExt as _};
+}
+
+/// A key id checked at compile time: `key_id!(42)`; zero or a negative literal does not build (R-K2).
+///
+/// ```
+/// assert_eq!(datastore_entity::key_id!(42).get(), 42);
+/// ```
+///
+/// ```compile_fail
+/// let id = datastore_entity::key_id!(0);
+/// ```
+#[macro_export]
+macro_rules! key_id {
+    ($id:expr) => {{
+        const __ID: $crate::KeyId = $crate::__private::const_key_id($id);
+        __ID
+    }};
+}
+
+/// A key name checked at compile time: `key_name!("ann")`.
+///
+/// A literal that breaks a rule (R-N2, R-N5, R-N6, R-N7) fails constant evaluation,
+/// so the program does not build.
+///
+/// ```
+/// let name = datastore_entity::key_name!("ann");
+/// assert_eq!(name.as_str(), "ann");
+/// ```
+///
+/// ```compile_fail
+/// let name = datastore_entity::key_name!("a/b");
+/// ```
+#[macro_export]
+macro_rules! key_name {
+    ($name:literal) => {{
+        const _: () = $crate::__private::assert_key_name($name);
+        $crate::__private::trusted_key_name($name)
+    }};
 }
 
 /// What the derive's generated code reaches the runtime through. Not a public API.

@@ -45,7 +45,7 @@
 //! # }).unwrap();
 //! ```
 
-use crate::hash::Map;
+use datastore_entity_core::hash::Map;
 use std::fmt;
 use std::hash::BuildHasher as _;
 
@@ -55,14 +55,14 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use crate::model::key::{IdOrName, RawKey};
-use crate::model::value::PropertyMap;
-use crate::model::views::ValueView;
+use datastore_entity_core::model::key::{IdOrName, RawKey};
+use datastore_entity_core::model::value::PropertyMap;
+use datastore_entity_core::model::views::ValueView;
 
 /// Writes over the ramp's rate a window tolerates: one commit of a bulk writer at the ramp's
 /// start (500 mutations), which lands all at once.
 const RAMP_BURST: f64 = 500.0;
-use crate::query::write::Mutation;
+use datastore_entity_core::query::write::Mutation;
 
 /// A hash of `key`'s root (its entity group): partition and first path element.
 fn root_hash(hashing: &RandomState, key: &RawKey) -> u64 {

@@ -1,5 +1,5 @@
-//! Golden tests of every byte format that names stored data (`runtime/src/format/`, and the
-//! stored form of entities, `runtime/src/model/stored.rs`): fixed inputs are written through
+//! Golden tests of every byte format that names stored data (`core/src/format/`, and the
+//! stored form of entities, `core/src/model/stored.rs`): fixed inputs are written through
 //! the public API and what lands in storage — names, property layouts, cursor text, and every
 //! table of a `Db::open` file — is compared with `tests/golden/formats.txt`.
 //!

@@ -8,10 +8,10 @@ use super::{
     FoundStamped, Lookup, Mutation, QueryBatch, QuerySpec, Read, ReadAs, ReadFound, ReadResult,
     TransactionId, TransactionMode, after_begin, hand_over,
 };
-use crate::error::Error;
-use crate::model::key::{PartitionId, RawKey};
-use crate::model::value::Value;
-use crate::query::explain::Explanation;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::key::{PartitionId, RawKey};
+use datastore_entity_core::model::value::Value;
+use datastore_entity_core::query::explain::Explanation;
 
 impl<'b> dyn Backend + 'b {
     /// Reads entities by key, each with its version and times: one slot per key, in the order

@@ -8,19 +8,19 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::error::Error;
-use crate::model::key::{PartitionId, RawKey};
-use crate::model::scalar::Timestamp;
-use crate::model::schema::Schema;
-use crate::model::value::{PropertyMap, Value};
-use crate::query::explain::Explanation;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::key::{PartitionId, RawKey};
+use datastore_entity_core::model::scalar::Timestamp;
+use datastore_entity_core::model::schema::Schema;
+use datastore_entity_core::model::value::{PropertyMap, Value};
+use datastore_entity_core::query::explain::Explanation;
 /// The query vocabulary, where the backends' callers have always found it.
-pub use crate::query::spec::{
+pub use datastore_entity_core::query::spec::{
     Aggregation, Distance, FilterNode, FindNearest, PropertyFilter, PropertyOrder, QueryBatch,
     QueryResult, QuerySpec, ResultShape, Stamp,
 };
 /// The write vocabulary, where the backends' callers have always found it.
-pub use crate::query::write::{
+pub use datastore_entity_core::query::write::{
     Change, ChangeResult, Committed, Condition, Mask, Mutation, OnConflict, PropertyTransform,
     TransformKind,
 };

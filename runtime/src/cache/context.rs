@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use crate::backend::{Change, Mask, Mutation};
-use crate::model::key::RawKey;
-use crate::model::value::PropertyMap;
+use datastore_entity_core::model::key::RawKey;
+use datastore_entity_core::model::value::PropertyMap;
 
 /// Each key read or written through a handle: its entity, or `None` where it is missing.
 #[derive(Default)]

@@ -13,9 +13,9 @@ use super::shared::{Counters, Policies};
 use crate::backend::cloud::wire::Partitions;
 use crate::backend::cloud::wire_form::{from_wire, into_wire};
 use crate::backend::{Backend, Change};
-use crate::error::Error;
-use crate::model::key::RawKey;
-use crate::model::value::PropertyMap;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::key::RawKey;
+use datastore_entity_core::model::value::PropertyMap;
 
 /// The global cache as one handle uses it.
 #[derive(Clone)]

@@ -31,10 +31,10 @@ use crate::backend::{
     Backend, BatchEnd, BoxFuture, Capabilities, Change, CommitAs, Committed, FoundStamped, Lookup,
     QuerySpec, Read, ReadAs, ReadFound, ReadResult, Stamp, StoredReads, TransactionId, Wrapper,
 };
-use crate::error::Error;
-use crate::model::key::RawKey;
-use crate::model::schema::Schema;
-use crate::model::value::PropertyMap;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::key::RawKey;
+use datastore_entity_core::model::schema::Schema;
+use datastore_entity_core::model::value::PropertyMap;
 
 /// A backend with caches in front of it. Cheap to clone: clones share the caches.
 #[derive(Clone)]
@@ -75,7 +75,7 @@ impl Caching {
     pub(crate) fn with_global(
         mut self,
         cache: GlobalCache,
-        partition: &crate::model::key::PartitionId,
+        partition: &datastore_entity_core::model::key::PartitionId,
     ) -> Caching {
         let identity = match partition.project_id.is_empty() {
             true => self.inner.cache_identity(),

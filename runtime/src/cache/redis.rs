@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use super::ndb;
-use crate::error::Error;
+use datastore_entity_core::error::Error;
 
 /// A global cache in Redis, shared by every handle it is given to (a clone is the same cache),
 /// and with python-ndb's `RedisCache` on the same Redis: the same keys, values, locks and

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::model::schema::CachePolicy;
+use datastore_entity_core::model::schema::CachePolicy;
 
 /// What a handle's caches answered (`Db::cache_stats`), counted since the handle was made and
 /// shared by its clones. Each read of a key counts once, where it was answered.

@@ -6,8 +6,8 @@ use std::time::Duration;
 use crate::backend::cloud::Cloud;
 use crate::backend::cloud::connect::Settings;
 use crate::backend::retry::RetryPolicy;
-use crate::error::Error;
-use crate::model::key::PartitionId;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::key::PartitionId;
 
 use super::Db;
 

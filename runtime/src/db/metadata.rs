@@ -2,11 +2,11 @@
 //! `__property__`): the embedded engine answers them from its tables, Google Cloud and its
 //! legacy emulator from theirs. (The Firestore emulator refuses them.)
 
-use crate::error::Error;
-use crate::model::key::{IdOrName, PathElement, RawKey};
-use crate::model::name::KeyName;
-use crate::model::value::Value;
-use crate::query::spec::{
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::key::{IdOrName, PathElement, RawKey};
+use datastore_entity_core::model::name::KeyName;
+use datastore_entity_core::model::value::Value;
+use datastore_entity_core::query::spec::{
     KIND_KIND, NAMESPACE_KIND, PROPERTY_KIND, QueryBatch, QuerySpec, REPRESENTATION, ResultShape,
 };
 

@@ -1,13 +1,13 @@
 //! Nearest-neighbour searches on a typed query: `find_nearest` on a `Vector` property, a
 //! distance threshold, and the results with their distances.
 
-use crate::error::Error;
-use crate::model::entity::Entity;
-use crate::model::scalar::{Vector, VectorField};
-use crate::model::value::Value;
-use crate::query::descriptor::PropertyPath;
-use crate::query::spec::{Distance, FindNearest};
-use crate::query_rule::QueryRule;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::entity::Entity;
+use datastore_entity_core::model::scalar::{Vector, VectorField};
+use datastore_entity_core::model::value::Value;
+use datastore_entity_core::query::descriptor::PropertyPath;
+use datastore_entity_core::query::spec::{Distance, FindNearest};
+use datastore_entity_core::query_rule::QueryRule;
 
 use super::query::Query;
 

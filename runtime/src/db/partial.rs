@@ -4,10 +4,10 @@
 use std::borrow::Cow;
 
 use crate::backend::FoundStamped;
-use crate::error::Error;
-use crate::model::entity::{Entity, Projection};
-use crate::model::key::{Key, RawKey};
-use crate::query::write::Mask;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::entity::{Entity, Projection};
+use datastore_entity_core::model::key::{Key, RawKey};
+use datastore_entity_core::query::write::Mask;
 
 use super::Db;
 use super::read::stamped;

@@ -10,24 +10,24 @@ use futures_core::Stream;
 use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 
 use crate::backend::{BoxFuture, FoundEntity};
-use crate::error::{Error, ServiceCode};
-use crate::model::entity::{Entity, Projection};
-use crate::model::key::{KEY_PROPERTY, Key, RawKey};
-use crate::model::property_type::PropertyType;
-use crate::model::schema::Direction;
-use crate::model::value::{PropertyMap, Value};
-use crate::query::descriptor::{
+use datastore_entity_core::error::{Error, ServiceCode};
+use datastore_entity_core::model::entity::{Entity, Projection};
+use datastore_entity_core::model::key::{KEY_PROPERTY, Key, RawKey};
+use datastore_entity_core::model::property_type::PropertyType;
+use datastore_entity_core::model::schema::Direction;
+use datastore_entity_core::model::value::{PropertyMap, Value};
+use datastore_entity_core::query::descriptor::{
     Filter, NotExcluded, NotFlattened, NotInArray, Order, PropertyPath,
 };
-use crate::query::explain::Explanation;
-use crate::query::spec::{
+use datastore_entity_core::query::explain::Explanation;
+use datastore_entity_core::query::spec::{
     Aggregation, Operator, PropertyFilter, PropertyOrder, QueryBatch, QuerySpec, ResultShape,
 };
-use crate::query::write::Mask;
-use crate::query_rule::QueryRule;
-use crate::rules::filter::check_query;
+use datastore_entity_core::query::write::Mask;
+use datastore_entity_core::query_rule::QueryRule;
+use datastore_entity_core::rules::filter::check_query;
 
-use crate::query::results::{Cursor, Numeric, Page};
+use datastore_entity_core::query::results::{Cursor, Numeric, Page};
 
 use super::read::{entity_from, with_counters};
 use super::scope::{Scope, TxRef};

@@ -3,12 +3,14 @@
 //! (R-S1, R-S2) — and turns what comes back into typed entities.
 
 use crate::backend::{FoundEntity, FoundStamped, Stamp};
-use crate::error::Error;
-use crate::format::companion::{check_owner, companion_key, from_replica, shard_count};
-use crate::model::entity::Entity;
-use crate::model::key::{Key, RawKey};
-use crate::model::schema::{CounterSchema, Schema};
-use crate::model::value::{Property, PropertyMap, Value};
+use datastore_entity_core::error::Error;
+use datastore_entity_core::format::companion::{
+    check_owner, companion_key, from_replica, shard_count,
+};
+use datastore_entity_core::model::entity::Entity;
+use datastore_entity_core::model::key::{Key, RawKey};
+use datastore_entity_core::model::schema::{CounterSchema, Schema};
+use datastore_entity_core::model::value::{Property, PropertyMap, Value};
 
 use super::scope::{Scope, TxRef, lookup};
 

@@ -12,15 +12,15 @@ use crate::backend::cloud::wire::Partitions;
 use crate::backend::cloud::wire_form::WireForm;
 use crate::backend::{Backend, TransactionId, TransactionMode};
 use crate::cache::Caching;
-use crate::error::Error;
-use crate::model::entity::Entity;
-use crate::model::key::{PartitionId, RawKey};
-use crate::model::schema::Schema;
-#[cfg(feature = "cloud")]
-use crate::model::sink::Form;
-use crate::model::value::{PropertyMap, Value};
-use crate::model::views::lacks_partition;
 use crate::watch::Watch;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::entity::Entity;
+use datastore_entity_core::model::key::{PartitionId, RawKey};
+use datastore_entity_core::model::schema::Schema;
+#[cfg(feature = "cloud")]
+use datastore_entity_core::model::sink::Form;
+use datastore_entity_core::model::value::{PropertyMap, Value};
+use datastore_entity_core::model::views::lacks_partition;
 
 /// A backend and the partition (namespace) a handle reads and writes: keys built in code take
 /// it, keys of another partition are refused before anything is sent.

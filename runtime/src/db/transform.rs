@@ -3,11 +3,11 @@
 //! `put_transformed` writes an entity and transforms it in one mutation.
 
 use crate::backend::PropertyTransform;
-use crate::error::Error;
-use crate::model::entity::Entity;
-use crate::model::key::Key;
-use crate::model::value::Value;
-use crate::query::transform::Transform;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::entity::Entity;
+use datastore_entity_core::model::key::Key;
+use datastore_entity_core::model::value::Value;
+use datastore_entity_core::query::transform::Transform;
 
 use super::Db;
 use super::txn::Tx;

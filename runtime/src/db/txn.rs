@@ -5,11 +5,11 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use crate::backend::{TransactionId, TransactionMode};
-use crate::error::Error;
-use crate::model::entity::Entity;
-use crate::model::key::{Key, RawKey};
-use crate::model::scalar::Timestamp;
-use crate::model::value::PropertyMap;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::entity::Entity;
+use datastore_entity_core::model::key::{Key, RawKey};
+use datastore_entity_core::model::scalar::Timestamp;
+use datastore_entity_core::model::value::PropertyMap;
 
 use super::Db;
 use super::query::Query;

@@ -4,11 +4,11 @@
 //! transaction).
 
 use crate::backend::Committed;
-use crate::error::Error;
-use crate::model::entity::Entity;
-use crate::model::key::Key;
-use crate::model::scalar::Timestamp;
-use crate::query::results::Page;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::entity::Entity;
+use datastore_entity_core::model::key::Key;
+use datastore_entity_core::model::scalar::Timestamp;
+use datastore_entity_core::query::results::Page;
 
 use super::Db;
 use super::query::{Query, next_cursor};

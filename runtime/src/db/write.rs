@@ -6,14 +6,14 @@
 use crate::backend::{
     Change, Committed, Condition, Mask, Mutation, OnConflict, PropertyTransform, TransactionId,
 };
-use crate::error::Error;
-use crate::format::companion::{ENTITY, OWNER, companion_key, replica};
-use crate::model::entity::Entity;
-use crate::model::key::{Key, RawKey};
-use crate::model::schema::Schema;
-use crate::model::stored::Writer;
-use crate::model::value::PropertyMap;
-use crate::rules::commit::{MAX_COMMIT_BYTES, check_mutations};
+use datastore_entity_core::error::Error;
+use datastore_entity_core::format::companion::{ENTITY, OWNER, companion_key, replica};
+use datastore_entity_core::model::entity::Entity;
+use datastore_entity_core::model::key::{Key, RawKey};
+use datastore_entity_core::model::schema::Schema;
+use datastore_entity_core::model::stored::Writer;
+use datastore_entity_core::model::value::PropertyMap;
+use datastore_entity_core::rules::commit::{MAX_COMMIT_BYTES, check_mutations};
 
 use super::scope::Scope;
 

@@ -7,10 +7,10 @@ use std::time::Duration;
 use crate::backend::retry::RetryPolicy;
 use crate::db::Db;
 use crate::db::write::{Op, Write, commit, runs};
-use crate::error::Error;
-use crate::hash::fnv1a_mixed;
-use crate::model::entity::Entity;
-use crate::model::key::{Key, RawKey};
+use datastore_entity_core::error::Error;
+use datastore_entity_core::hash::fnv1a_mixed;
+use datastore_entity_core::model::entity::Entity;
+use datastore_entity_core::model::key::{Key, RawKey};
 
 use super::ramp::{Limiter, RampUp};
 

@@ -13,11 +13,13 @@ use crate::backend::{Change, Mask, Mutation, PropertyTransform, TransformKind};
 use crate::db::Db;
 use crate::db::read::{overflow, sum_shards};
 use crate::db::write::{Op, Write};
-use crate::error::Error;
-use crate::format::companion::{COUNT, check_owner, companion_key, shard, shard_count};
-use crate::model::key::RawKey;
-use crate::model::schema::CounterSchema;
-use crate::model::value::{PropertyMap, Value};
+use datastore_entity_core::error::Error;
+use datastore_entity_core::format::companion::{
+    COUNT, check_owner, companion_key, shard, shard_count,
+};
+use datastore_entity_core::model::key::RawKey;
+use datastore_entity_core::model::schema::CounterSchema;
+use datastore_entity_core::model::value::{PropertyMap, Value};
 
 /// Attempts an increment makes at least, each on a freshly chosen shard: with `n` shards,
 /// contention that exhausts them all is vanishingly rare.

@@ -61,11 +61,11 @@ use std::time::Duration;
 use futures_util::TryStreamExt as _;
 
 use crate::db::Db;
-use crate::error::Error;
-use crate::hash::fnv1a_mixed;
-use crate::model::entity::Entity;
-use crate::model::key::{Key, RawKey};
-use crate::model::schema::Schema;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::hash::fnv1a_mixed;
+use datastore_entity_core::model::entity::Entity;
+use datastore_entity_core::model::key::{Key, RawKey};
+use datastore_entity_core::model::schema::Schema;
 
 use super::ramp::RampUp;
 

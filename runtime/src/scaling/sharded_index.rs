@@ -17,25 +17,25 @@ use futures_core::Stream;
 use futures_util::StreamExt as _;
 
 use crate::db::query::{Query, paged};
-use crate::error::Error;
-use crate::format::companion::{sortable, width};
-use crate::format::cursor::{self, SHARDED, write_filter};
-use crate::hash::fnv1a;
-use crate::model::codec::Reader;
-use crate::model::entity::Entity;
-use crate::model::key::Key;
-use crate::model::schema::{Direction, ShardedIndexSchema};
-use crate::model::stored::Writer;
-use crate::model::value::Value;
-use crate::query::descriptor::Filter;
-use crate::query::results::{Cursor, Page};
-use crate::query::spec::{
+use datastore_entity_core::error::Error;
+use datastore_entity_core::format::companion::{sortable, width};
+use datastore_entity_core::format::cursor::{self, SHARDED, write_filter};
+use datastore_entity_core::hash::fnv1a;
+use datastore_entity_core::model::codec::Reader;
+use datastore_entity_core::model::entity::Entity;
+use datastore_entity_core::model::key::Key;
+use datastore_entity_core::model::schema::{Direction, ShardedIndexSchema};
+use datastore_entity_core::model::stored::Writer;
+use datastore_entity_core::model::value::Value;
+use datastore_entity_core::query::descriptor::Filter;
+use datastore_entity_core::query::results::{Cursor, Page};
+use datastore_entity_core::query::spec::{
     FilterNode, Operator, PropertyFilter, PropertyOrder, QueryBatch, QueryResult,
 };
 
 /// The companion value of a sharded index's value (its layout is a stored format).
 /// What a `#[sharded_index(n)]` field can hold.
-pub use crate::model::property_type::ShardIndexable;
+pub use datastore_entity_core::model::property_type::ShardIndexable;
 
 /// A query through a `#[sharded_index(n)]` field: `n` shard queries, run concurrently and
 /// merged in the field's order, with one cursor that resumes every shard (R-S3).

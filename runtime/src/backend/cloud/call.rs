@@ -18,7 +18,7 @@ use gcloud_sdk::tonic::{self, Code};
 use tracing::Instrument as _;
 
 use crate::backend::retry::RetryPolicy;
-use crate::error::{Error, ServiceCode};
+use datastore_entity_core::error::{Error, ServiceCode};
 
 /// The gRPC client: authenticated for Google Cloud, or without credentials (an emulator).
 #[derive(Clone)]

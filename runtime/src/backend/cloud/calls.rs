@@ -16,12 +16,12 @@ use crate::backend::{
     Backend, BoxFuture, Capabilities, Change, CommitAs, Committed, Explain, FoundStamped, Lookup,
     Read, ReadAs, TransactionId, TransactionMode,
 };
-use crate::error::Error;
-use crate::model::key::{PartitionId, RawKey};
-use crate::model::schema::Schema;
-use crate::model::value::Value;
-use crate::query::explain::{ExecutionStats, Explanation};
-use crate::query::spec::{Aggregation, QueryBatch, QuerySpec};
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::key::{PartitionId, RawKey};
+use datastore_entity_core::model::schema::Schema;
+use datastore_entity_core::model::value::Value;
+use datastore_entity_core::query::explain::{ExecutionStats, Explanation};
+use datastore_entity_core::query::spec::{Aggregation, QueryBatch, QuerySpec};
 
 impl Cloud {
     /// Query Explain: the service's plan of `spec` and, with `analyze`, one batch of it and its

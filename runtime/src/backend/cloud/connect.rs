@@ -17,7 +17,7 @@ use tower_layer::Layer as _;
 use super::call::{Calls, Client};
 use crate::backend::cloud::wire::Partitions;
 use crate::backend::retry::RetryPolicy;
-use crate::error::Error;
+use datastore_entity_core::error::Error;
 
 /// The service's production endpoint.
 const PRODUCTION_ENDPOINT: &str = "https://datastore.googleapis.com";

@@ -12,11 +12,11 @@ use crate::backend::cloud::wire_map::wire_value;
 use crate::backend::{
     Condition, Mask, Mutation, OnConflict, PropertyTransform, Stamp, TransformKind,
 };
-use crate::error::{Error, ServiceCode};
-use crate::model::schema::{Direction, Schema};
-use crate::model::value::Value;
-use crate::model::views::ValueView;
-use crate::query::spec::{
+use datastore_entity_core::error::{Error, ServiceCode};
+use datastore_entity_core::model::schema::{Direction, Schema};
+use datastore_entity_core::model::value::Value;
+use datastore_entity_core::model::views::ValueView;
+use datastore_entity_core::query::spec::{
     Aggregation, Distance, FilterNode, FindNearest, Operator, PropertyOrder, QueryResult,
     QuerySpec, ResultShape,
 };
@@ -461,9 +461,9 @@ fn mask_name(name: &str) -> String {
 mod tests {
     use super::*;
     use crate::backend::cloud::wire_map::property_from_wire;
-    use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
-    use crate::model::scalar::{Blob, GeoPoint, Timestamp};
-    use crate::model::value::{Property, PropertyMap};
+    use datastore_entity_core::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
+    use datastore_entity_core::model::scalar::{Blob, GeoPoint, Timestamp};
+    use datastore_entity_core::model::value::{Property, PropertyMap};
 
     fn partitions() -> Partitions {
         Partitions::new("p", "")
@@ -531,7 +531,7 @@ mod tests {
     /// measure, the limit, the distance property and the threshold.
     #[test]
     fn a_nearest_search_is_sent_as_the_service_documents_it() {
-        use crate::model::scalar::Vector;
+        use datastore_entity_core::model::scalar::Vector;
         let nearest = FindNearest {
             property: "emb".into(),
             vector: Vector::new(vec![0.5, -1.0]).unwrap(),

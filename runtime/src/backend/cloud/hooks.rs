@@ -8,11 +8,11 @@ use gcloud_sdk::google::datastore::v1 as pb;
 use crate::backend::cloud::wire::Partitions;
 use crate::backend::cloud::wire_form::{WireForm, from_wire};
 use crate::backend::{Mask, Mutation};
-use crate::error::Error;
-use crate::model::entity::Entity;
-use crate::model::key::PartitionId;
-use crate::model::sink::Form;
-use crate::rules::commit::check_commit;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::entity::Entity;
+use datastore_entity_core::model::key::PartitionId;
+use datastore_entity_core::model::sink::Form;
+use datastore_entity_core::rules::commit::check_commit;
 
 /// The `CommitRequest` a `put_many` of `entities` sends to project `project_id`'s default
 /// database and namespace (upserts, outside a transaction), built as the backend builds it:

@@ -29,13 +29,13 @@ use super::{
 use crate::backend::cloud::wire::{Partitions, from_timestamp};
 use crate::backend::cloud::wire_form::from_wire;
 use crate::backend::cloud::wire_map::property_from_wire;
-use crate::error::{Error, ServiceCode};
-use crate::model::key::{IdOrName, KeyId, PathElement, RawKey};
-use crate::model::schema::IndexSchema;
-use crate::model::value::{PropertyMap, Value};
-use crate::query::spec::{Aggregation, QueryBatch, QueryResult, QuerySpec};
-use crate::query_rule::QueryRule;
-use crate::rules::commit::check_commit;
+use datastore_entity_core::error::{Error, ServiceCode};
+use datastore_entity_core::model::key::{IdOrName, KeyId, PathElement, RawKey};
+use datastore_entity_core::model::schema::IndexSchema;
+use datastore_entity_core::model::value::{PropertyMap, Value};
+use datastore_entity_core::query::spec::{Aggregation, QueryBatch, QueryResult, QuerySpec};
+use datastore_entity_core::query_rule::QueryRule;
+use datastore_entity_core::rules::commit::check_commit;
 
 /// The most entity groups legacy Datastore took in one transaction.
 const MAX_LEGACY_GROUPS: usize = 25;

@@ -5,10 +5,10 @@
 use gcloud_sdk::google::datastore::v1 as pb;
 use gcloud_sdk::prost_types;
 
-use crate::error::Error;
-use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
-use crate::model::name::KeyName;
-use crate::model::scalar::Timestamp;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::key::{IdOrName, KeyId, PartitionId, PathElement, RawKey};
+use datastore_entity_core::model::name::KeyName;
+use datastore_entity_core::model::scalar::Timestamp;
 
 /// How the service's partitions map to ours: the database and project of the handle fill
 /// in what a response leaves empty; `outgoing`, when writing, is the partition a key value

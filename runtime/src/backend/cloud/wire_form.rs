@@ -18,12 +18,12 @@ use crate::backend::cloud::wire::{Partitions, timestamp};
 use crate::backend::cloud::wire_map::{
     array, check_wire, property_from_wire, scalar, wire_entity, wire_properties, wire_value,
 };
-use crate::error::Error;
-use crate::model::key::RawKey;
-use crate::model::value::{
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::key::RawKey;
+use datastore_entity_core::model::value::{
     ForeignForm, ForeignInOrder, ForeignMap, Piece, Property, PropertyMap, Value,
 };
-use crate::model::views::{MapView, ValueView};
+use datastore_entity_core::model::views::{MapView, ValueView};
 use pb::value::ValueType as V;
 
 /// The wire form of one database: key values read and written against its partitions.
@@ -346,11 +346,11 @@ impl Clone for Measured {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement};
-    use crate::model::scalar::Timestamp;
-    use crate::model::scalar::{Blob, GeoPoint};
-    use crate::model::sink::Form;
-    use crate::model::value::Property;
+    use datastore_entity_core::model::key::{IdOrName, KeyId, PartitionId, PathElement};
+    use datastore_entity_core::model::scalar::Timestamp;
+    use datastore_entity_core::model::scalar::{Blob, GeoPoint};
+    use datastore_entity_core::model::sink::Form;
+    use datastore_entity_core::model::value::Property;
     use gcloud_sdk::google::r#type::LatLng;
 
     /// The wire map `m` holds, if it holds one.
@@ -468,7 +468,9 @@ mod tests {
             |_| unreachable!(),
             |mut value| match &mut value {
                 Value::String(s) => Ok(std::mem::take(s)),
-                other => Err(crate::model::value::DecodeError::mismatch("string", other)),
+                other => Err(datastore_entity_core::model::value::DecodeError::mismatch(
+                    "string", other,
+                )),
             },
         );
         assert_eq!(taken.unwrap().unwrap(), "hi");

@@ -9,12 +9,12 @@ use gcloud_sdk::google::datastore::v1 as pb;
 use gcloud_sdk::google::r#type::LatLng;
 
 use crate::backend::cloud::wire::{Partitions, checked_timestamp, from_timestamp, timestamp};
-use crate::error::Error;
-use crate::model::annotations::{AnnotationsView, VECTOR_MEANING};
-use crate::model::key::KEY_PROPERTY;
-use crate::model::scalar::{Blob, GeoPoint, Vector};
-use crate::model::value::{Annotations, Property, PropertyMap, Value};
-use crate::model::views::{ValueView, Viewed};
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::annotations::{AnnotationsView, VECTOR_MEANING};
+use datastore_entity_core::model::key::KEY_PROPERTY;
+use datastore_entity_core::model::scalar::{Blob, GeoPoint, Vector};
+use datastore_entity_core::model::value::{Annotations, Property, PropertyMap, Value};
+use datastore_entity_core::model::views::{ValueView, Viewed};
 use pb::value::ValueType as V;
 
 /// What a view of a map checked when it was built reads, by construction.
@@ -61,7 +61,7 @@ fn wire_value_at(
     partitions: &Partitions,
     depth: usize,
 ) -> pb::Value {
-    let too_deep = depth >= crate::model::value::MAX_NESTING;
+    let too_deep = depth >= datastore_entity_core::model::value::MAX_NESTING;
     let value_type = match value {
         ValueView::Array(_) if too_deep => return array(Vec::new()),
         ValueView::Entity(_) if too_deep => V::EntityValue(pb::Entity::default()),

@@ -3,12 +3,14 @@
 //! also filtered by equality), and how a sum folds them.
 
 use super::scan::{self, Prepared};
-use crate::error::Error;
-use crate::model::key::KEY_PROPERTY;
-use crate::model::value::Value;
-use crate::model::walk::compare_values;
-use crate::query::spec::{Aggregation, Operator, QueryBatch, QuerySpec, ResultShape};
-use crate::query_rule::QueryRule;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::key::KEY_PROPERTY;
+use datastore_entity_core::model::value::Value;
+use datastore_entity_core::model::walk::compare_values;
+use datastore_entity_core::query::spec::{
+    Aggregation, Operator, QueryBatch, QuerySpec, ResultShape,
+};
+use datastore_entity_core::query_rule::QueryRule;
 
 /// What an aggregation reads, and how it answers.
 pub(super) enum Plan {
@@ -74,7 +76,7 @@ impl Plan {
             Aggregation::Sum(p) => (p.clone(), false),
             Aggregation::Avg(p) => (p.clone(), true),
         };
-        let fixing = |f: &&crate::query::spec::PropertyFilter| {
+        let fixing = |f: &&datastore_entity_core::query::spec::PropertyFilter| {
             f.property == property && matches!(f.op, Operator::Equal | Operator::In)
         };
         let fixed = query

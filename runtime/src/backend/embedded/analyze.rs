@@ -5,10 +5,10 @@ use super::State;
 use super::aggregate::Plan;
 use super::answer::{Counting, Tally};
 use crate::backend::TransactionId;
-use crate::error::Error;
-use crate::model::value::Value;
-use crate::query::explain::Explanation;
-use crate::query::spec::{Aggregation, QueryBatch, QuerySpec};
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::value::Value;
+use datastore_entity_core::query::explain::Explanation;
+use datastore_entity_core::query::spec::{Aggregation, QueryBatch, QuerySpec};
 
 impl State {
     /// How `query` is answered, and with `analyze` its answer (read as `transaction` reads)

@@ -2,7 +2,7 @@
 //! (`exec.rs`), branches merged in order; its count from index entries where the plan allows;
 //! its explanation (`explain.rs`), and with analyze what it read (counted at the store).
 
-use crate::hash::Map;
+use datastore_entity_core::hash::Map;
 
 use super::candidates;
 use super::exec::{self, Answered, Hits};
@@ -13,18 +13,18 @@ use super::metadata;
 use super::plan;
 use super::scan::Prepared;
 use super::store::{Batch, Range, Store};
-use crate::error::Error;
-use crate::format::file::ENTITIES;
-use crate::model::key::RawKey;
-use crate::model::schema::{Direction, Schema, vector_index_command};
-use crate::model::value::{Property, PropertyMap, Value};
-use crate::model::views::{ValueView, find_property};
-use crate::query::explain::{ExecutionStats, Explanation};
-use crate::query::spec::{
+use datastore_entity_core::error::Error;
+use datastore_entity_core::format::file::ENTITIES;
+use datastore_entity_core::model::key::RawKey;
+use datastore_entity_core::model::schema::{Direction, Schema, vector_index_command};
+use datastore_entity_core::model::value::{Property, PropertyMap, Value};
+use datastore_entity_core::model::views::{ValueView, find_property};
+use datastore_entity_core::query::explain::{ExecutionStats, Explanation};
+use datastore_entity_core::query::spec::{
     FilterNode, FindNearest, Operator, QueryBatch, QueryResult, QuerySpec, ResultShape, is_metadata,
 };
-use crate::query_rule::QueryRule;
-use crate::rules::filter::check_nearest;
+use datastore_entity_core::query_rule::QueryRule;
+use datastore_entity_core::rules::filter::check_nearest;
 
 /// The distance of the entity stored as `value` (an entities-table value) from the search's
 /// vector: `None` if its property is not a vector of the search's dimension.

@@ -3,9 +3,9 @@
 
 use std::ops::Bound;
 
-use crate::format::keycode;
-use crate::model::value::Value;
-use crate::query::spec::{Operator, PropertyFilter};
+use datastore_entity_core::format::keycode;
+use datastore_entity_core::model::value::Value;
+use datastore_entity_core::query::spec::{Operator, PropertyFilter};
 
 /// A lower bound (inclusive) and an upper bound on a table's keys.
 #[derive(Clone)]

@@ -9,12 +9,12 @@ use crate::backend::{
     FoundStamped, Lookup, Read, ReadAs, ReadFound, ReadResult, StoredReads, TransactionId,
     TransactionMode, hand_over,
 };
-use crate::error::Error;
-use crate::model::key::{PartitionId, RawKey};
-use crate::model::schema::Schema;
-use crate::model::value::Value;
-use crate::query::explain::Explanation;
-use crate::query::spec::{Aggregation, QueryBatch, QuerySpec};
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::key::{PartitionId, RawKey};
+use datastore_entity_core::model::schema::Schema;
+use datastore_entity_core::model::value::Value;
+use datastore_entity_core::query::explain::Explanation;
+use datastore_entity_core::query::spec::{Aggregation, QueryBatch, QuerySpec};
 fn ready<'a, T: Send + 'a>(value: T) -> BoxFuture<'a, T> {
     Box::pin(std::future::ready(value))
 }

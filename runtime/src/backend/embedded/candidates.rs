@@ -9,12 +9,12 @@ use super::index;
 use super::plan::Access;
 use super::scan::Prepared;
 use super::store::Store;
-use crate::error::Error;
-use crate::format::file::ENTITIES;
-use crate::format::keycode::{self, Reader};
-use crate::model::key::RawKey;
-use crate::model::value::PropertyMap;
-use crate::query::spec::{QueryBatch, ResultShape, Stamp};
+use datastore_entity_core::error::Error;
+use datastore_entity_core::format::file::ENTITIES;
+use datastore_entity_core::format::keycode::{self, Reader};
+use datastore_entity_core::model::key::RawKey;
+use datastore_entity_core::model::value::PropertyMap;
+use datastore_entity_core::query::spec::{QueryBatch, ResultShape, Stamp};
 
 pub(crate) fn corrupt() -> Error {
     Error::storage("an index entry is malformed (the store is corrupt)".to_owned())

@@ -2,7 +2,7 @@
 //! then what exists (an insert of an entity that does, an update of one that does not), ids
 //! allocated, and only the index entries that change.
 
-use crate::hash::Map;
+use datastore_entity_core::hash::Map;
 
 use super::candidates;
 use super::history::Undo;
@@ -12,13 +12,13 @@ use super::index::{
 };
 use super::store::{Batch, Key, Store};
 use crate::backend::{Change, ChangeResult, Condition, Mask, Mutation, OnConflict, Stamp};
-use crate::error::{Error, ServiceCode};
-use crate::format::file::ENTITIES;
-use crate::model::key::{IdOrName, RawKey};
-use crate::model::scalar::Timestamp;
-use crate::model::value::{Annotations, MAX_NESTING, Property, PropertyMap, Value};
-use crate::model::views::{ValueView, Viewed};
-use crate::rules::limits::check_entity;
+use datastore_entity_core::error::{Error, ServiceCode};
+use datastore_entity_core::format::file::ENTITIES;
+use datastore_entity_core::model::key::{IdOrName, RawKey};
+use datastore_entity_core::model::scalar::Timestamp;
+use datastore_entity_core::model::value::{Annotations, MAX_NESTING, Property, PropertyMap, Value};
+use datastore_entity_core::model::views::{ValueView, Viewed};
+use datastore_entity_core::rules::limits::check_entity;
 
 /// The batch that applies `mutations` (their own rules checked) at `time`, each under its
 /// condition: every entity as the commit leaves it checked, then the conditions, the inserts
@@ -338,7 +338,7 @@ struct Staged {
     /// The entity the commit leaves (`None`: deleted).
     properties: Option<PropertyMap>,
     /// What its transforms gave, in order.
-    transform_results: Vec<crate::model::value::Value>,
+    transform_results: Vec<datastore_entity_core::model::value::Value>,
     /// Its condition did not hold, and it is skipped ([`OnConflict::KeepStored`]).
     conflicted: bool,
 }

@@ -11,13 +11,15 @@ use super::index::{self};
 use super::plan::{Access, equality_properties, projected};
 use super::scan::{Prepared, matches};
 use super::store::Store;
-use crate::error::Error;
-use crate::format::file::{ENTITIES, KINDS, PROPERTIES};
-use crate::format::keycode::{self, Reader};
-use crate::model::key::RawKey;
-use crate::model::schema::Direction;
-use crate::model::value::{Property, PropertyMap, Value};
-use crate::query::spec::{Operator, PropertyFilter, QueryBatch, QueryResult, ResultShape, Stamp};
+use datastore_entity_core::error::Error;
+use datastore_entity_core::format::file::{ENTITIES, KINDS, PROPERTIES};
+use datastore_entity_core::format::keycode::{self, Reader};
+use datastore_entity_core::model::key::RawKey;
+use datastore_entity_core::model::schema::Direction;
+use datastore_entity_core::model::value::{Property, PropertyMap, Value};
+use datastore_entity_core::query::spec::{
+    Operator, PropertyFilter, QueryBatch, QueryResult, ResultShape, Stamp,
+};
 
 /// An index range read entry by entry: what each entry holds after its fixed head.
 struct Entries<'q> {

@@ -4,8 +4,8 @@
 use super::index::Composite;
 use super::plan::{Access, equality_properties, needed};
 use super::scan::Prepared;
-use crate::model::schema::Direction;
-use crate::query::explain::Explanation;
+use datastore_entity_core::model::schema::Direction;
+use datastore_entity_core::query::explain::Explanation;
 
 /// The plan of a query whose branches (one, without OR, IN, `!=` or NOT IN) are answered by
 /// `plans`, in words, with the indexes each reads.

@@ -17,11 +17,11 @@ use std::ops::{Bound, RangeBounds};
 
 use smallvec::SmallVec;
 
-use crate::error::{Error, ServiceCode};
-use crate::format::file::ENTITIES;
-use crate::format::keycode;
-use crate::hash::Map;
-use crate::model::scalar::Timestamp;
+use datastore_entity_core::error::{Error, ServiceCode};
+use datastore_entity_core::format::file::ENTITIES;
+use datastore_entity_core::format::keycode;
+use datastore_entity_core::hash::Map;
+use datastore_entity_core::model::scalar::Timestamp;
 
 use super::candidates::corrupt;
 use super::index::{self, Composite, decode_entity};

@@ -4,10 +4,10 @@
 use std::collections::HashSet;
 
 use super::store::Batch;
-use crate::error::Error;
-use crate::format::file::{IDS_KEY, META, RESERVED_PREFIX};
-use crate::model::key::{IdOrName, KeyId, RawKey};
-use crate::rules::commit::invalid_key;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::format::file::{IDS_KEY, META, RESERVED_PREFIX};
+use datastore_entity_core::model::key::{IdOrName, KeyId, RawKey};
+use datastore_entity_core::rules::commit::invalid_key;
 
 /// Allocation counters are persisted this many at a time: a crash skips at most this many
 /// ids, never hands one out twice.

@@ -16,16 +16,18 @@ use std::ops::Range;
 
 use smallvec::{SmallVec, smallvec};
 
-use crate::format::file::{ENTITIES, KINDS, PROPERTIES, composite_table, split_times, with_times};
-use crate::format::keycode;
-use crate::hash::Map;
-use crate::model::key::{KEY_PROPERTY, PartitionId, RawKey};
-use crate::model::scalar::Timestamp;
-use crate::model::schema::{Direction, IndexSchema};
-use crate::model::value::PropertyMap;
-use crate::model::views::{ValueView, Viewed};
-use crate::query::spec::Stamp;
-use crate::rules::index_entries::CompositeIndex;
+use datastore_entity_core::format::file::{
+    ENTITIES, KINDS, PROPERTIES, composite_table, split_times, with_times,
+};
+use datastore_entity_core::format::keycode;
+use datastore_entity_core::hash::Map;
+use datastore_entity_core::model::key::{KEY_PROPERTY, PartitionId, RawKey};
+use datastore_entity_core::model::scalar::Timestamp;
+use datastore_entity_core::model::schema::{Direction, IndexSchema};
+use datastore_entity_core::model::value::PropertyMap;
+use datastore_entity_core::model::views::{ValueView, Viewed};
+use datastore_entity_core::query::spec::Stamp;
+use datastore_entity_core::rules::index_entries::CompositeIndex;
 
 use super::store::Key;
 

@@ -8,8 +8,8 @@ use std::collections::{HashMap, HashSet};
 
 use super::index;
 use super::transactions::{Abort, Transactions};
-use crate::error::Error;
-use crate::model::key::RawKey;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::key::RawKey;
 
 /// Whether a read-write transaction's lookup may read.
 pub(super) enum Locking {

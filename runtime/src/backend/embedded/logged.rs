@@ -21,10 +21,10 @@ use std::ops::Bound;
 
 use super::ranges::overlay;
 use super::store::{Batch, Key, Op, Range, Redb, Store, is_empty};
-use crate::error::Error;
-use crate::format::file::LOG;
-use crate::model::codec::{Malformed, Reader};
-use crate::model::stored::Writer;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::format::file::LOG;
+use datastore_entity_core::model::codec::{Malformed, Reader};
+use datastore_entity_core::model::stored::Writer;
 
 /// How many bytes of logged commits are held before a checkpoint applies them to the tables.
 pub(crate) const CHECKPOINT_BYTES: usize = 16 << 20;
@@ -306,7 +306,7 @@ mod tests {
 
     use super::*;
     use crate::backend::embedded::memory::tests::{reads_as_the_memory_store, scanned};
-    use crate::format::file::seal;
+    use datastore_entity_core::format::file::seal;
 
     fn file(name: &str) -> std::path::PathBuf {
         let path = std::env::temp_dir().join(format!(

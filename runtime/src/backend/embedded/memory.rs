@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 use std::ops::RangeBounds;
 
-use crate::error::Error;
-use crate::format::file::ENTITIES;
-use crate::hash::Map;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::format::file::ENTITIES;
+use datastore_entity_core::hash::Map;
 
 use super::ranges::walk;
 use super::store::{Batch, Key, Op, Range, Store, is_empty};
@@ -153,7 +153,7 @@ pub(crate) mod tests {
     /// early, and counted.
     pub(crate) fn reads_as_the_memory_store(store: &mut dyn Store, rounds: usize) {
         let mut memory = Memory::default();
-        let mut random = crate::hash::xorshift(0x2545_f491_4f6c_dd1d_u64);
+        let mut random = datastore_entity_core::hash::xorshift(0x2545_f491_4f6c_dd1d_u64);
         let tables = ["entities", "kinds", "properties"];
         for _ in 0..rounds {
             let mut batch = (Batch::default(), Batch::default());

@@ -9,12 +9,12 @@ use super::exec::*;
 use super::plan::Access;
 use super::scan::Prepared;
 use super::store::Store;
-use crate::error::Error;
-use crate::model::codec::Reader as CodecReader;
-use crate::model::schema::Direction;
-use crate::model::stored::Writer;
-use crate::model::walk::compare_values;
-use crate::query::spec::QueryBatch;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::codec::Reader as CodecReader;
+use datastore_entity_core::model::schema::Direction;
+use datastore_entity_core::model::stored::Writer;
+use datastore_entity_core::model::walk::compare_values;
+use datastore_entity_core::query::spec::QueryBatch;
 
 /// Where each branch of a merged plan stands: after this position of its own plan (`None`:
 /// before its first entry).

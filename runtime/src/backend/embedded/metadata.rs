@@ -8,21 +8,23 @@
 //! narrows `__property__` to one kind), the key order, a limit and cursors; keys only or
 //! whole results (a `__property__` result holds `property_representation`).
 
-use crate::error::Error;
-use crate::format::cursor::{self, METADATA};
-use crate::format::file::{KINDS, PROPERTIES};
-use crate::format::keycode::{self, Reader};
-use crate::hash::fnv1a;
-use crate::model::key::{IdOrName, KEY_PROPERTY, KeyId, PartitionId, PathElement, RawKey};
-use crate::model::name::KeyName;
-use crate::model::schema::Direction;
-use crate::model::stored::Writer;
-use crate::model::value::{Property, PropertyMap, Value};
-use crate::query::spec::{
+use datastore_entity_core::error::Error;
+use datastore_entity_core::format::cursor::{self, METADATA};
+use datastore_entity_core::format::file::{KINDS, PROPERTIES};
+use datastore_entity_core::format::keycode::{self, Reader};
+use datastore_entity_core::hash::fnv1a;
+use datastore_entity_core::model::key::{
+    IdOrName, KEY_PROPERTY, KeyId, PartitionId, PathElement, RawKey,
+};
+use datastore_entity_core::model::name::KeyName;
+use datastore_entity_core::model::schema::Direction;
+use datastore_entity_core::model::stored::Writer;
+use datastore_entity_core::model::value::{Property, PropertyMap, Value};
+use datastore_entity_core::query::spec::{
     FilterNode, KIND_KIND, NAMESPACE_KIND, Operator, PROPERTY_KIND, QueryBatch, QueryResult,
     QuerySpec, REPRESENTATION, ResultShape,
 };
-use crate::query_rule::QueryRule;
+use datastore_entity_core::query_rule::QueryRule;
 
 use super::index;
 use super::store::Store;

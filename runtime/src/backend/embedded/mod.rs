@@ -74,14 +74,14 @@ use self::memory::Memory;
 use self::store::{Batch, Store};
 use self::transactions::{Abort, LOCK_WAIT, Transaction, Transactions};
 use super::{Change, Committed, TransactionId};
-use crate::error::{Error, ServiceCode};
-use crate::format::keycode;
-use crate::hash::Map;
-use crate::model::key::RawKey;
-use crate::model::schema::{Direction, Schema};
-use crate::model::value::Value;
-use crate::query::spec::{Aggregation, QueryBatch, QuerySpec};
-use crate::rules::commit::check_mutations;
+use datastore_entity_core::error::{Error, ServiceCode};
+use datastore_entity_core::format::keycode;
+use datastore_entity_core::hash::Map;
+use datastore_entity_core::model::key::RawKey;
+use datastore_entity_core::model::schema::{Direction, Schema};
+use datastore_entity_core::model::value::Value;
+use datastore_entity_core::query::spec::{Aggregation, QueryBatch, QuerySpec};
+use datastore_entity_core::rules::commit::check_mutations;
 
 /// The read-only transaction a scan in slices reads the snapshot of: ended however the scan
 /// ends.

@@ -5,7 +5,7 @@ use std::path::Path;
 use super::logged::{CHECKPOINT_BYTES, Logged};
 use super::store::Redb;
 use super::{Embedded, State};
-use crate::error::Error;
+use datastore_entity_core::error::Error;
 
 impl Embedded {
     /// [`open`](Embedded::open), with a page cache of at most `cache_bytes` (`None`: redb's

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use crate::error::Error;
-use crate::format::file::common_prefix;
-use crate::hash::Map;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::format::file::common_prefix;
+use datastore_entity_core::hash::Map;
 
 use super::ranges::{overlay, walk, within};
 use super::store::{Batch, Key, Op, Range, Store, is_empty};

@@ -6,11 +6,11 @@
 
 use super::index::Composite;
 use super::scan::{Prepared, SCAN};
-use crate::error::Error;
-use crate::model::key::KEY_PROPERTY;
-use crate::model::schema::Direction;
-use crate::model::value::Value;
-use crate::query::spec::{Operator, PropertyOrder, ResultShape};
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::key::KEY_PROPERTY;
+use datastore_entity_core::model::schema::Direction;
+use datastore_entity_core::model::value::Value;
+use datastore_entity_core::query::spec::{Operator, PropertyOrder, ResultShape};
 
 /// How a query reads the tables.
 #[derive(Debug, Clone, PartialEq)]

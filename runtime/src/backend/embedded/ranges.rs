@@ -4,8 +4,8 @@
 
 use std::ops::Bound;
 
-use crate::error::Error;
-use crate::format::file::common_prefix;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::format::file::common_prefix;
 
 /// A key range: lower and upper bounds.
 pub(crate) type Range<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);

@@ -5,11 +5,11 @@ use super::State;
 use super::exec::{self, Answered};
 use super::index;
 use crate::backend::{FoundStamped, TransactionId};
-use crate::error::Error;
-use crate::format::keycode;
-use crate::model::key::RawKey;
-use crate::query::spec::{QueryBatch, QuerySpec};
-use crate::rules::commit::{check_ancestors, invalid_key};
+use datastore_entity_core::error::Error;
+use datastore_entity_core::format::keycode;
+use datastore_entity_core::model::key::RawKey;
+use datastore_entity_core::query::spec::{QueryBatch, QuerySpec};
+use datastore_entity_core::rules::commit::{check_ancestors, invalid_key};
 
 impl State {
     /// The entities under `keys`, each with its stamp, read as `transaction` reads.

@@ -12,15 +12,15 @@ use super::history::History;
 use super::ids::Ids;
 use super::index::{self, Composite};
 use super::store::{Batch, Key, Store};
-use crate::error::Error;
-use crate::format::file::{
+use datastore_entity_core::error::Error;
+use datastore_entity_core::format::file::{
     CLOCK_KEY, ENTITIES, FORMAT, FORMAT_KEY, IDENTITY_KEY, IDS_KEY, INDEX_PREFIX, META,
     RESERVED_PREFIX,
 };
-use crate::format::keycode;
-use crate::hash::Map;
-use crate::model::scalar::Timestamp;
-use crate::model::schema::Schema;
+use datastore_entity_core::format::keycode;
+use datastore_entity_core::hash::Map;
+use datastore_entity_core::model::scalar::Timestamp;
+use datastore_entity_core::model::schema::Schema;
 
 /// Reads a file's own state: its format, id counter, last commit's time, reserved ids and
 /// declared indexes; and its identity, which a file gets when first opened.

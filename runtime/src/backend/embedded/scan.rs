@@ -6,23 +6,23 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use crate::error::Error;
-use crate::format::cursor::{self, ENGINE, write_filter};
-use crate::format::keycode::index_value;
-use crate::hash::fnv1a;
-use crate::model::codec::Reader;
-use crate::model::key::{KEY_PROPERTY, RawKey};
-use crate::model::name::{NameRole, validate};
-use crate::model::schema::Direction;
-use crate::model::stored::Writer;
-use crate::model::value::{Property, PropertyMap, Value};
-use crate::model::walk::compare_values;
-use crate::query::spec::{
+use datastore_entity_core::error::Error;
+use datastore_entity_core::format::cursor::{self, ENGINE, write_filter};
+use datastore_entity_core::format::keycode::index_value;
+use datastore_entity_core::hash::fnv1a;
+use datastore_entity_core::model::codec::Reader;
+use datastore_entity_core::model::key::{KEY_PROPERTY, RawKey};
+use datastore_entity_core::model::name::{NameRole, validate};
+use datastore_entity_core::model::schema::Direction;
+use datastore_entity_core::model::stored::Writer;
+use datastore_entity_core::model::value::{Property, PropertyMap, Value};
+use datastore_entity_core::model::walk::compare_values;
+use datastore_entity_core::query::spec::{
     Operator, PropertyFilter, PropertyOrder, QueryBatch, QueryResult, QuerySpec, ResultShape,
 };
-use crate::query_rule::QueryRule;
-use crate::rules::commit::check_ancestors;
-use crate::rules::filter::{branches, check_query};
+use datastore_entity_core::query_rule::QueryRule;
+use datastore_entity_core::rules::commit::check_ancestors;
+use datastore_entity_core::rules::filter::{branches, check_query};
 
 /// The plan tag of a scan's cursors.
 pub(crate) const SCAN: u8 = 0;

@@ -14,13 +14,13 @@ use std::sync::Arc;
 use redb::{ReadableDatabase as _, ReadableTable as _, TableHandle as _};
 use smallvec::SmallVec;
 
-use crate::error::Error;
-use crate::format::file::{
+use datastore_entity_core::error::Error;
+use datastore_entity_core::format::file::{
     ENTITIES, FORMAT, FORMAT_1, FORMAT_2, FORMAT_3, FORMAT_4, FORMAT_KEY, META, Unsealer, seal,
     unseal, with_times,
 };
-use crate::format::keycode;
-use crate::hash::Map;
+use datastore_entity_core::format::keycode;
+use datastore_entity_core::hash::Map;
 
 pub(crate) use super::ranges::{Range, is_empty};
 use super::ranges::{shared_prefix, within};
@@ -291,7 +291,7 @@ impl Redb {
             }
             _ => return Ok(()),
         };
-        let now = crate::model::scalar::Timestamp::now().as_micros();
+        let now = datastore_entity_core::model::scalar::Timestamp::now().as_micros();
         let read = self
             .database()?
             .begin_read()

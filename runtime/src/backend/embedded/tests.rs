@@ -8,10 +8,12 @@ use super::memory::Memory;
 use super::store::{Batch, Range, Store};
 use super::*;
 use crate::backend::{Backend, FoundEntity, Mask, Mutation, StoredReads};
-use crate::format::file::ENTITIES;
-use crate::model::key::{IdOrName, KeyId, PartitionId, PathElement};
-use crate::model::value::{Property, PropertyMap};
-use crate::query::spec::{FilterNode, Operator, PropertyFilter, PropertyOrder, ResultShape};
+use datastore_entity_core::format::file::ENTITIES;
+use datastore_entity_core::model::key::{IdOrName, KeyId, PartitionId, PathElement};
+use datastore_entity_core::model::value::{Property, PropertyMap};
+use datastore_entity_core::query::spec::{
+    FilterNode, Operator, PropertyFilter, PropertyOrder, ResultShape,
+};
 
 /// A store in memory that counts what is read: entities, and index entries scanned.
 struct Counting {
@@ -152,7 +154,7 @@ async fn a_page_costs_what_it_holds_whatever_the_kind_and_the_depth() {
             kind: "Order".to_owned(),
             orders: vec![PropertyOrder {
                 property: "total".to_owned(),
-                direction: crate::model::schema::Direction::Ascending,
+                direction: datastore_entity_core::model::schema::Direction::Ascending,
             }],
             limit: Some(990),
             ..QuerySpec::default()
@@ -181,7 +183,7 @@ mod full_disk {
     use super::super::logged::Logged;
     use super::super::store::Redb;
     use super::super::store::tests::disk;
-    use crate::error::Error;
+    use datastore_entity_core::error::Error;
 
     /// Through the engine: a commit on a full disk is `Error::Storage`, and the same engine
     /// commits again once there is room; entities and index entries are as if the failed
@@ -189,9 +191,10 @@ mod full_disk {
     #[tokio::test]
     async fn the_engine_commits_again_once_a_full_disk_has_room() {
         use crate::backend::{Backend, Mask, Mutation, QuerySpec};
-        use crate::model::key::{PartitionId, PathElement, RawKey};
-        use crate::model::value::{Property, PropertyMap, Value};
-        use crate::{KeyName, Operator};
+        use datastore_entity_core::model::key::{PartitionId, PathElement, RawKey};
+        use datastore_entity_core::model::name::KeyName;
+        use datastore_entity_core::model::value::{Property, PropertyMap, Value};
+        use datastore_entity_core::query::spec::Operator;
 
         let path = std::env::temp_dir().join(format!(
             "datastore-entity-full-engine-{}",
@@ -293,7 +296,7 @@ async fn a_page_of_whole_entities_is_handed_over_as_stored_with_one_cursor_for_i
         kind: "Order".to_owned(),
         orders: vec![PropertyOrder {
             property: "total".to_owned(),
-            direction: crate::model::schema::Direction::Descending,
+            direction: datastore_entity_core::model::schema::Direction::Descending,
         }],
         limit: Some(4),
         ..QuerySpec::default()
@@ -341,7 +344,7 @@ async fn a_page_of_whole_entities_is_handed_over_as_stored_with_one_cursor_for_i
 /// an ancestor index, per ancestor too), and none for an entity that lacks a column.
 #[test]
 fn a_composite_index_holds_every_combination_of_its_columns_values() {
-    use crate::model::schema::Direction;
+    use datastore_entity_core::model::schema::Direction;
     let element = |kind, id| PathElement::new(kind, Some(IdOrName::Id(KeyId::new(id).unwrap())));
     let path = vec![
         element("Customer", 7).unwrap(),
@@ -398,7 +401,7 @@ fn customer_page(c: i64) -> QuerySpec {
     QuerySpec {
         orders: vec![PropertyOrder {
             property: "total".to_owned(),
-            direction: crate::model::schema::Direction::Descending,
+            direction: datastore_entity_core::model::schema::Direction::Descending,
         }],
         limit: Some(10),
         ..customer(c)
@@ -427,7 +430,7 @@ async fn outside_strict_mode_a_query_builds_the_composite_index_it_needs_once() 
             "indexes built (building: {build})"
         );
     }
-    let keys = |results: &[crate::query::spec::QueryResult]| {
+    let keys = |results: &[datastore_entity_core::query::spec::QueryResult]| {
         results.iter().map(|r| r.key.clone()).collect::<Vec<_>>()
     };
     assert_eq!(

@@ -5,9 +5,9 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use crate::backend::TransactionId;
-use crate::error::Error;
-use crate::model::key::RawKey;
-use crate::query::spec::QuerySpec;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::key::RawKey;
+use datastore_entity_core::query::spec::QuerySpec;
 
 /// A transaction unused this long is ended by the engine, as by the service.
 const IDLE: Duration = Duration::from_secs(60);

@@ -51,15 +51,15 @@ use crate::backend::{
     Aggregation, Backend, FilterNode, QueryBatch, QueryResult, QuerySpec, ResultShape,
     TransactionId, TransactionMode,
 };
-use crate::error::Error;
-use crate::model::key::{KEY_PROPERTY, PartitionId};
-use crate::model::scalar::Timestamp;
-use crate::model::value::Value;
-use crate::model::views::ValueView;
-use crate::query::explain::Explanation;
-use crate::query::spec::Operator;
-use crate::query_rule::QueryRule;
-use crate::rules::filter::check_query;
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::key::{KEY_PROPERTY, PartitionId};
+use datastore_entity_core::model::scalar::Timestamp;
+use datastore_entity_core::model::value::Value;
+use datastore_entity_core::model::views::ValueView;
+use datastore_entity_core::query::explain::Explanation;
+use datastore_entity_core::query::spec::Operator;
+use datastore_entity_core::query_rule::QueryRule;
+use datastore_entity_core::rules::filter::check_query;
 
 /// The Datastore API over a backend. Cheap to clone: clones share the backend.
 #[derive(Clone)]

@@ -19,13 +19,13 @@ use crate::backend::{
     PropertyFilter, PropertyOrder, PropertyTransform, QuerySpec, ResultShape, TransactionId,
     TransactionMode, TransformKind,
 };
-use crate::error::{Error, ServiceCode, cut};
-use crate::model::key::{KEY_PROPERTY, PartitionId, RawKey};
-use crate::model::name::is_reserved_name;
-use crate::model::scalar::Timestamp;
-use crate::model::schema::Direction;
-use crate::model::value::{PropertyMap, Value};
-use crate::query::spec::Operator;
+use datastore_entity_core::error::{Error, ServiceCode, cut};
+use datastore_entity_core::model::key::{KEY_PROPERTY, PartitionId, RawKey};
+use datastore_entity_core::model::name::is_reserved_name;
+use datastore_entity_core::model::scalar::Timestamp;
+use datastore_entity_core::model::schema::Direction;
+use datastore_entity_core::model::value::{PropertyMap, Value};
+use datastore_entity_core::query::spec::Operator;
 
 /// An error as the service's status.
 pub(crate) fn status(error: Error) -> Status {
@@ -82,6 +82,8 @@ fn code_of(code: ServiceCode) -> Code {
         ServiceCode::Unavailable => Code::Unavailable,
         ServiceCode::DataLoss => Code::DataLoss,
         ServiceCode::Unauthenticated => Code::Unauthenticated,
+        // The service's statuses are the seventeen above; a later one reads as unknown.
+        _ => Code::Unknown,
     }
 }
 

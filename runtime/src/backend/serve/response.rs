@@ -8,9 +8,9 @@ use super::request::{Paging, Scope};
 use crate::backend::cloud::wire::timestamp;
 use crate::backend::cloud::wire_form::into_wire;
 use crate::backend::{QueryBatch, QueryResult, ResultShape, Stamp};
-use crate::model::key::RawKey;
-use crate::model::value::PropertyMap;
-use crate::query::explain::Explanation;
+use datastore_entity_core::model::key::RawKey;
+use datastore_entity_core::model::value::PropertyMap;
+use datastore_entity_core::query::explain::Explanation;
 
 /// At most this many results in one batch; a query that wants more is answered in batches
 /// (`NOT_FINISHED`), as the service does.
@@ -189,7 +189,7 @@ pub(super) fn explain_metrics(
     }
     let stats: Vec<_> = explained.iter().filter_map(|e| e.stats.as_ref()).collect();
     let execution_stats = (!stats.is_empty()).then(|| {
-        let sum = |f: fn(&crate::query::explain::ExecutionStats) -> u64| -> u64 {
+        let sum = |f: fn(&datastore_entity_core::query::explain::ExecutionStats) -> u64| -> u64 {
             stats.iter().map(|s| f(s)).sum()
         };
         let number = |n: u64| text(&n.to_string());

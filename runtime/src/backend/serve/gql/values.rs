@@ -9,7 +9,7 @@ use tonic::Status;
 use crate::backend::cloud::wire::timestamp;
 use crate::backend::serve::gql::lexer::{Pos, Symbol, Tok, error};
 use crate::backend::serve::gql::reader::{Bound, Reader};
-use crate::model::scalar::Timestamp;
+use datastore_entity_core::model::scalar::Timestamp;
 use pb::key::path_element::IdType;
 use pb::value::ValueType;
 
