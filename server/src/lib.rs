@@ -25,10 +25,10 @@ use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use crate::serve::Service;
 use bytes::Bytes;
 use datastore_entity::backend::Backend;
 use datastore_entity::backend::embedded::Embedded;
-use datastore_entity::backend::serve::Service;
 use datastore_entity::{Error, Schema};
 use gcloud_sdk::google::datastore::admin::v1 as admin_pb;
 use gcloud_sdk::google::datastore::v1 as pb;
@@ -47,6 +47,10 @@ mod admin;
 mod body;
 mod index_yaml;
 mod rest;
+/// The Datastore API answered by any backend: the calls both transports (gRPC and REST) reach,
+/// and GQL. Not a public API (public for the tests that drive it without a socket).
+#[doc(hidden)]
+pub mod serve;
 
 pub use body::{BODY_STALL, MAX_BODIES_BYTES, MAX_JSON_BYTES, MAX_REQUEST_BYTES, ROOM_WAIT};
 

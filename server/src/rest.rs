@@ -11,8 +11,8 @@
 
 use std::sync::LazyLock;
 
+use crate::serve::Service;
 use bytes::Bytes;
-use datastore_entity::backend::serve::Service;
 use gcloud_sdk::google::datastore::v1 as pb;
 use gcloud_sdk::prost::Message;
 use http_body_util::Full;

@@ -465,7 +465,7 @@ mod gql {
     use std::time::{Duration, Instant};
 
     use datastore_entity::backend::embedded::Embedded;
-    use datastore_entity::backend::serve::Service;
+    use datastore_entity_server::serve::Service;
     use gcloud_sdk::google::datastore::v1 as pb;
     use pb::gql_query_parameter::ParameterType;
     use proptest::prelude::*;

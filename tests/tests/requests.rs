@@ -883,7 +883,7 @@ async fn past_versions_take_the_memory_they_are_given_and_no_more() {
     // oldest go first (a read at their time is refused), and a transaction whose snapshot
     // needs more aborts.
     use datastore_entity::backend::embedded::Embedded;
-    use datastore_entity::backend::serve::Service;
+    use datastore_entity_server::serve::Service;
     let engine = Embedded::in_memory().keep_versions_bytes(4 << 20);
     let service = Service::new(std::sync::Arc::new(engine));
     let ns = "versions";
@@ -1141,7 +1141,7 @@ async fn a_server_stops_within_its_grace_though_a_client_never_finishes_its_requ
 async fn open_transactions_are_bounded() {
     // README (bounds): at most 10,000 transactions open at once; one ended makes room.
     use datastore_entity::backend::embedded::Embedded;
-    use datastore_entity::backend::serve::Service;
+    use datastore_entity_server::serve::Service;
     let service = Service::new(std::sync::Arc::new(Embedded::in_memory()));
     let begin = || pb::BeginTransactionRequest {
         project_id: PROJECT.into(),

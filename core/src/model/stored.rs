@@ -350,6 +350,30 @@ impl PropertyMap {
         }
     }
 
+    /// `f` of property `name` viewed (whether excluded, value, annotations): where it lies,
+    /// or, in a backend's own form not decoded yet, that one property decoded (the rest of
+    /// the map is not).
+    pub fn with_view_of<R>(
+        &self,
+        name: &str,
+        f: impl for<'v> FnOnce(bool, ValueView<'v>, AnnotationsView<'v>) -> R,
+    ) -> Option<R> {
+        if let Repr::Foreign(foreign) = &self.repr
+            && foreign.decoded.get().is_none()
+        {
+            // Checked when the map was built: a property that does not decode is a bug,
+            // viewed through the whole map's decoding, which reports it.
+            if let Some(Ok(property)) = foreign.map.get(name) {
+                return Some(f(
+                    property.excluded,
+                    ValueView::of(&property.value),
+                    AnnotationsView::of(&property.annotations),
+                ));
+            }
+        }
+        self.view_of(name).map(|(excluded, v, a)| f(excluded, v, a))
+    }
+
     /// The properties, viewed where they lie: name, whether excluded, value.
     pub fn view(&self) -> Views<'_> {
         match &self.repr {

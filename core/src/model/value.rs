@@ -350,6 +350,8 @@ pub trait ForeignMap: Send + Sync + 'static {
     /// Every property, decoded, in any order. The map was checked when it was built: what
     /// does not decode is a bug, reported by `Err`.
     fn decode(&self) -> Result<Vec<(&str, Property)>, Error>;
+    /// Property `name`, decoded (the rest of the map is not).
+    fn get(&self, name: &str) -> Option<Result<Property, Error>>;
     /// Takes property `name` out, decoded (its strings moved, not copied).
     fn take(&mut self, name: &str) -> Option<Result<Value, Error>>;
     /// The properties the derive reads, in its fields' order: the type reads `count`

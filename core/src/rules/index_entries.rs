@@ -107,26 +107,36 @@ fn indexed_at(properties: &PropertyMap, path: &str) -> usize {
             (false, _) => 1,
         }
     }
-    if let Some((excluded, value, annotations)) = properties.view_of(path) {
-        return count(excluded, value, annotations);
+    if let Some(n) = properties.with_view_of(path, count) {
+        return n;
     }
     let mut segments = path.split('.');
     let Some(first) = segments.next() else {
         return 0;
     };
-    let Some((mut excluded, mut value, mut annotations)) = properties.view_of(first) else {
-        return 0;
-    };
-    for segment in segments {
-        let ValueView::Entity(inner) = value else {
-            return 0;
-        };
-        match inner.iter().find(|(name, ..)| *name == segment) {
-            Some((_, own, v, a)) => (excluded, value, annotations) = (excluded || own, v, a),
-            None => return 0,
+    /// The entries of the value at `segments` inside `value` (an embedded entity's).
+    fn inside<'v>(
+        segments: std::str::Split<'_, char>,
+        mut excluded: bool,
+        mut value: ValueView<'v>,
+        mut annotations: AnnotationsView<'v>,
+    ) -> usize {
+        for segment in segments {
+            let ValueView::Entity(inner) = value else {
+                return 0;
+            };
+            match inner.iter().find(|(name, ..)| *name == segment) {
+                Some((_, own, v, a)) => (excluded, value, annotations) = (excluded || own, v, a),
+                None => return 0,
+            }
         }
+        count(excluded, value, annotations)
     }
-    count(excluded, value, annotations)
+    properties
+        .with_view_of(first, |excluded, value, annotations| {
+            inside(segments, excluded, value, annotations)
+        })
+        .unwrap_or(0)
 }
 
 /// The entries one composite index holds for one entity.

@@ -30,8 +30,6 @@ pub mod calls;
 pub mod cloud;
 pub mod embedded;
 pub(crate) mod retry;
-#[cfg(feature = "cloud")]
-pub mod serve;
 
 /// A boxed future, so the trait can be used as `dyn Backend`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

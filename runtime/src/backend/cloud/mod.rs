@@ -11,9 +11,12 @@
 mod call;
 pub(crate) mod connect;
 mod convert;
-pub(crate) mod wire;
-pub(crate) mod wire_form;
-pub(crate) mod wire_map;
+#[doc(hidden)]
+pub mod wire;
+#[doc(hidden)]
+pub mod wire_form;
+#[doc(hidden)]
+pub mod wire_map;
 
 use std::collections::HashMap;
 use std::sync::Arc;

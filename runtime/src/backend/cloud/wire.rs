@@ -14,15 +14,15 @@ use datastore_entity_core::model::scalar::Timestamp;
 /// in what a response leaves empty; `outgoing`, when writing, is the partition a key value
 /// without one takes (the writing handle's).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Partitions {
-    pub(crate) project_id: String,
-    pub(crate) database_id: String,
-    pub(crate) outgoing: Option<PartitionId>,
+pub struct Partitions {
+    pub project_id: String,
+    pub database_id: String,
+    pub outgoing: Option<PartitionId>,
 }
 
 impl Partitions {
     /// The partitions of project `project_id`, database `database_id`, for reading.
-    pub(crate) fn new(project_id: impl Into<String>, database_id: impl Into<String>) -> Self {
+    pub fn new(project_id: impl Into<String>, database_id: impl Into<String>) -> Self {
         Partitions {
             project_id: project_id.into(),
             database_id: database_id.into(),
@@ -31,7 +31,7 @@ impl Partitions {
     }
 
     /// The same, writing key values without a partition into `partition`.
-    pub(crate) fn writing_into(&self, partition: &PartitionId) -> Partitions {
+    pub fn writing_into(&self, partition: &PartitionId) -> Partitions {
         Partitions {
             outgoing: Some(partition.clone()),
             ..self.clone()
@@ -39,7 +39,7 @@ impl Partitions {
     }
 
     /// A key as the service takes it; a key without a partition takes `outgoing`'s.
-    pub(crate) fn key(&self, key: &RawKey) -> pb::Key {
+    pub fn key(&self, key: &RawKey) -> pb::Key {
         let partition = key.partition().or(self.outgoing.as_ref());
         pb::Key {
             partition_id: Some(pb::PartitionId {
@@ -67,7 +67,7 @@ impl Partitions {
         }
     }
 
-    pub(crate) fn partition(&self, partition: &PartitionId) -> pb::PartitionId {
+    pub fn partition(&self, partition: &PartitionId) -> pb::PartitionId {
         pb::PartitionId {
             project_id: if partition.project_id.is_empty() {
                 self.project_id.clone()
@@ -82,7 +82,7 @@ impl Partitions {
     /// A key from the service. Reading is lenient about what other clients wrote: kinds,
     /// names and ids the rules forbid for new keys are kept as they are (a write of such a
     /// key is refused: `RawKey::check_writable`); the depth and the path's shape are checked.
-    pub(crate) fn raw_key(&self, key: pb::Key) -> Result<RawKey, Error> {
+    pub fn raw_key(&self, key: pb::Key) -> Result<RawKey, Error> {
         let partition = key.partition_id.unwrap_or_default();
         let partition = PartitionId {
             project_id: if partition.project_id.is_empty() {
@@ -118,7 +118,7 @@ impl Partitions {
 }
 
 /// A timestamp as the service takes it.
-pub(crate) fn timestamp(t: Timestamp) -> prost_types::Timestamp {
+pub fn timestamp(t: Timestamp) -> prost_types::Timestamp {
     let micros = t.as_micros();
     prost_types::Timestamp {
         seconds: micros.div_euclid(1_000_000),
@@ -128,7 +128,7 @@ pub(crate) fn timestamp(t: Timestamp) -> prost_types::Timestamp {
 
 /// A timestamp from the service (to the microsecond, as the service keeps it), saturating at
 /// the ends of the range: a received entity is checked first ([`checked_timestamp`]).
-pub(crate) fn from_timestamp(t: &prost_types::Timestamp) -> Timestamp {
+pub fn from_timestamp(t: &prost_types::Timestamp) -> Timestamp {
     Timestamp::from_micros(
         t.seconds
             .saturating_mul(1_000_000)
@@ -138,7 +138,7 @@ pub(crate) fn from_timestamp(t: &prost_types::Timestamp) -> Timestamp {
 
 /// A timestamp from the service, if it is one the service stores (what a buggy or hostile
 /// endpoint could send otherwise: nanoseconds out of their range, a year past 9999).
-pub(crate) fn checked_timestamp(t: &prost_types::Timestamp) -> Option<Timestamp> {
+pub fn checked_timestamp(t: &prost_types::Timestamp) -> Option<Timestamp> {
     if !(0..1_000_000_000).contains(&t.nanos) {
         return None;
     }

@@ -14,7 +14,7 @@ use gcloud_sdk::google::datastore::v1 as pb;
 use gcloud_sdk::prost::encoding::{encoded_len_varint, hash_map, key_len, message, string};
 use smallvec::SmallVec;
 
-use crate::backend::cloud::wire::{Partitions, timestamp};
+use crate::backend::cloud::wire::{Partitions, from_timestamp, timestamp};
 use crate::backend::cloud::wire_map::{
     array, check_wire, property_from_wire, scalar, wire_entity, wire_properties, wire_value,
 };
@@ -28,7 +28,7 @@ use pb::value::ValueType as V;
 
 /// The wire form of one database: key values read and written against its partitions.
 #[derive(Clone, Debug)]
-pub(crate) struct WireForm(pub(crate) Arc<Partitions>);
+pub struct WireForm(pub Arc<Partitions>);
 
 impl ForeignForm for WireForm {
     fn new_map(&self, excluded: bool, properties: usize) -> Box<dyn ForeignMap> {
@@ -44,7 +44,7 @@ impl ForeignForm for WireForm {
 }
 
 /// Properties in the service's protocol buffers.
-pub(crate) struct Wire {
+pub struct Wire {
     properties: HashMap<String, pb::Value>,
     form: WireForm,
     /// Whether every value written into the map is excluded from indexes (the properties
@@ -113,7 +113,7 @@ impl Clone for Wire {
 
 /// The properties of an entity the service returned, as they are: checked once (what
 /// converting them could refuse), converted only as they are read.
-pub(crate) fn from_wire(
+pub fn from_wire(
     properties: HashMap<String, pb::Value>,
     partitions: &Arc<Partitions>,
 ) -> Result<PropertyMap, Error> {
@@ -132,7 +132,7 @@ pub(crate) fn from_wire(
 
 /// The properties in the wire form: as they are when the map holds that form, otherwise
 /// converted (all excluded when `excluded`).
-pub(crate) fn into_wire(
+pub fn into_wire(
     mut map: PropertyMap,
     partitions: &Partitions,
     excluded: bool,
@@ -182,6 +182,11 @@ impl ForeignMap for Wire {
             .iter()
             .map(|(name, v)| Ok((name.as_str(), property_from_wire(v.clone(), &self.form.0)?)))
             .collect()
+    }
+
+    fn get(&self, name: &str) -> Option<Result<Property, Error>> {
+        let value = self.properties.get(name)?;
+        Some(property_from_wire(value.clone(), &self.form.0))
     }
 
     fn take(&mut self, name: &str) -> Option<Result<Value, Error>> {
@@ -293,8 +298,20 @@ impl ForeignInOrder for WireInOrder<'_> {
     fn next_value(&mut self) -> Option<Result<Value, Error>> {
         let value = self.slots.get_mut(self.at).and_then(Option::take);
         self.at += 1;
-        let value = std::mem::take(value?);
-        Some(property_from_wire(value, self.partitions).map(|p| p.value))
+        let value = value?;
+        // A scalar is read where it lies (checked on arrival); anything else moved out.
+        let scalar = match &value.value_type {
+            None | Some(V::NullValue(_)) => Value::Null,
+            Some(V::BooleanValue(b)) => Value::Boolean(*b),
+            Some(V::IntegerValue(i)) => Value::Integer(*i),
+            Some(V::DoubleValue(d)) => Value::Double(*d),
+            Some(V::TimestampValue(t)) => Value::Timestamp(from_timestamp(t)),
+            _ => {
+                let value = std::mem::take(value);
+                return Some(property_from_wire(value, self.partitions).map(|p| p.value));
+            }
+        };
+        Some(Ok(scalar))
     }
 }
 

@@ -21,7 +21,7 @@ use pb::value::ValueType as V;
 const CHECKED: &str = "a view of a map checked when it was built reads whole (a bug of \
                        datastore-entity if not: please report it)";
 
-pub(crate) fn scalar(value_type: V, excluded: bool) -> pb::Value {
+pub fn scalar(value_type: V, excluded: bool) -> pb::Value {
     pb::Value {
         value_type: Some(value_type),
         exclude_from_indexes: excluded,
@@ -31,7 +31,7 @@ pub(crate) fn scalar(value_type: V, excluded: bool) -> pb::Value {
 
 /// An array value: the service refuses the exclusion flag on the array itself (each element
 /// carries it).
-pub(crate) fn array(values: Vec<pb::Value>) -> pb::Value {
+pub fn array(values: Vec<pb::Value>) -> pb::Value {
     pb::Value {
         value_type: Some(V::ArrayValue(pb::ArrayValue { values })),
         ..pb::Value::default()
@@ -44,11 +44,7 @@ pub(crate) fn array(values: Vec<pb::Value>) -> pb::Value {
 /// service would still index its sub-properties, `outer.inner`, otherwise: R-I1). Like the
 /// stored form's writer, it stops one level past [`MAX_NESTING`](crate::MAX_NESTING) with an
 /// empty array or entity, which the limits check refuses there.
-pub(crate) fn wire_value(
-    value: ValueView<'_>,
-    excluded: bool,
-    partitions: &Partitions,
-) -> pb::Value {
+pub fn wire_value(value: ValueView<'_>, excluded: bool, partitions: &Partitions) -> pb::Value {
     wire_value_at(value, excluded, AnnotationsView::None, partitions, 0)
 }
 
@@ -129,7 +125,7 @@ fn received_vector(values: &[pb::Value]) -> Option<Vector> {
 
 /// An embedded entity as the service holds it: a key among its properties
 /// ([`KEY_PROPERTY`]) is the entity's own key.
-pub(crate) fn wire_entity(mut properties: HashMap<String, pb::Value>) -> pb::Entity {
+pub fn wire_entity(mut properties: HashMap<String, pb::Value>) -> pb::Entity {
     let key = match properties.remove(KEY_PROPERTY) {
         Some(pb::Value {
             value_type: Some(V::KeyValue(key)),
@@ -145,7 +141,7 @@ pub(crate) fn wire_entity(mut properties: HashMap<String, pb::Value>) -> pb::Ent
 }
 
 /// Viewed properties as the service's map (all excluded when `excluded`).
-pub(crate) fn wire_properties<'a>(
+pub fn wire_properties<'a>(
     properties: impl Iterator<Item = Viewed<'a>>,
     excluded: bool,
     partitions: &Partitions,
@@ -160,10 +156,7 @@ pub(crate) fn wire_properties<'a>(
 }
 
 /// A value from the service, owned: strings and byte strings are moved, not copied.
-pub(crate) fn property_from_wire(
-    value: pb::Value,
-    partitions: &Partitions,
-) -> Result<Property, Error> {
+pub fn property_from_wire(value: pb::Value, partitions: &Partitions) -> Result<Property, Error> {
     let excluded = value.exclude_from_indexes;
     let annotations = match value.meaning {
         0 => Annotations::None,
@@ -233,7 +226,7 @@ fn not_a_vector() -> Error {
 }
 
 /// Properties from the service, decoded.
-pub(crate) fn from_wire_properties(
+pub fn from_wire_properties(
     properties: HashMap<String, pb::Value>,
     partitions: &Partitions,
 ) -> Result<PropertyMap, Error> {
@@ -252,7 +245,7 @@ pub(crate) fn from_wire_properties(
 /// Whether a value from the service converts: what [`property_from_wire`] could refuse (a geo point
 /// out of range, a key the crate cannot hold, a timestamp outside the service's range),
 /// found without converting anything else.
-pub(crate) fn check_wire(value: &pb::Value, partitions: &Partitions) -> Result<(), Error> {
+pub fn check_wire(value: &pb::Value, partitions: &Partitions) -> Result<(), Error> {
     match &value.value_type {
         Some(V::GeoPointValue(g)) => GeoPoint::new(g.latitude, g.longitude).map(drop),
         Some(V::TimestampValue(t)) => match checked_timestamp(t) {

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use tonic::Status;
 
 use super::request::invalid;
-use crate::backend::TransactionId;
-use crate::backend::cloud::wire::Partitions;
+use datastore_entity::backend::TransactionId;
+use datastore_entity::backend::cloud::wire::Partitions;
 
 /// The bytes of an id the API issues.
 const ID_LEN: usize = 16;

@@ -6,8 +6,8 @@
 use gcloud_sdk::google::datastore::v1 as pb;
 use tonic::Status;
 
-use crate::backend::serve::gql::lexer::{Pos, Symbol, Tok, Token, error};
-use crate::backend::serve::request::invalid;
+use crate::serve::gql::lexer::{Pos, Symbol, Tok, Token, error};
+use crate::serve::request::invalid;
 use pb::gql_query_parameter::ParameterType;
 
 /// How deep parentheses and `ARRAY(…)` may nest: past it a text is refused, so that no

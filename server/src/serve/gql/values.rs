@@ -6,9 +6,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use gcloud_sdk::google::datastore::v1 as pb;
 use tonic::Status;
 
-use crate::backend::cloud::wire::timestamp;
-use crate::backend::serve::gql::lexer::{Pos, Symbol, Tok, error};
-use crate::backend::serve::gql::reader::{Bound, Reader};
+use crate::serve::gql::lexer::{Pos, Symbol, Tok, error};
+use crate::serve::gql::reader::{Bound, Reader};
+use datastore_entity::backend::cloud::wire::timestamp;
 use datastore_entity_core::model::scalar::Timestamp;
 use pb::key::path_element::IdType;
 use pb::value::ValueType;

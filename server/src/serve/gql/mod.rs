@@ -19,7 +19,7 @@ use tonic::Status;
 
 use self::reader::Reader;
 use self::statement::{Statement, statement};
-use crate::backend::serve::request::invalid;
+use crate::serve::request::invalid;
 
 /// The text of `gql` read, its bindings resolved; keys without a partition of their own are in
 /// `partition` (the request's).

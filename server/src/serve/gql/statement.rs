@@ -15,9 +15,9 @@
 use gcloud_sdk::google::datastore::v1 as pb;
 use tonic::Status;
 
-use crate::backend::serve::gql::lexer::{Pos, Symbol, Tok, error};
-use crate::backend::serve::gql::reader::{Bound, Reader};
-use crate::backend::serve::gql::values::{at_value, null, value};
+use crate::serve::gql::lexer::{Pos, Symbol, Tok, error};
+use crate::serve::gql::reader::{Bound, Reader};
+use crate::serve::gql::values::{at_value, null, value};
 use pb::aggregation_query::Aggregation;
 use pb::aggregation_query::aggregation::{Avg, Count, Operator, Sum};
 use pb::composite_filter::Operator as Composite;

@@ -6,7 +6,7 @@ use std::fmt;
 
 use tonic::Status;
 
-use crate::backend::serve::request::invalid;
+use crate::serve::request::invalid;
 
 /// Where a token starts: line and column, both from 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use gcloud_sdk::google::datastore::v1 as pb;
 use tonic::{Code, Status};
 
-use crate::backend::cloud::wire::{Partitions, checked_timestamp};
-use crate::backend::cloud::wire_form::from_wire;
-use crate::backend::cloud::wire_map::property_from_wire;
-use crate::backend::{
+use datastore_entity::backend::cloud::wire::{Partitions, checked_timestamp};
+use datastore_entity::backend::cloud::wire_form::from_wire;
+use datastore_entity::backend::cloud::wire_map::property_from_wire;
+use datastore_entity::backend::{
     Aggregation, Change, Condition, Distance, FilterNode, FindNearest, Mask, Mutation, OnConflict,
     PropertyFilter, PropertyOrder, PropertyTransform, QuerySpec, ResultShape, TransactionId,
     TransactionMode, TransformKind,

@@ -5,9 +5,9 @@ use gcloud_sdk::prost_types;
 use tonic::Status;
 
 use super::request::{Paging, Scope};
-use crate::backend::cloud::wire::timestamp;
-use crate::backend::cloud::wire_form::into_wire;
-use crate::backend::{QueryBatch, QueryResult, ResultShape, Stamp};
+use datastore_entity::backend::cloud::wire::timestamp;
+use datastore_entity::backend::cloud::wire_form::into_wire;
+use datastore_entity::backend::{QueryBatch, QueryResult, ResultShape, Stamp};
 use datastore_entity_core::model::key::RawKey;
 use datastore_entity_core::model::value::PropertyMap;
 use datastore_entity_core::query::explain::Explanation;

@@ -3,8 +3,8 @@
 use gcloud_sdk::google::datastore::v1 as pb;
 use tonic::Code;
 
-use crate::backend::serve::gql::reader::MAX_DEPTH;
-use crate::backend::serve::gql::{aggregation, query};
+use crate::serve::gql::reader::MAX_DEPTH;
+use crate::serve::gql::{aggregation, query};
 use pb::filter::FilterType;
 use pb::gql_query_parameter::ParameterType;
 use pb::value::ValueType;

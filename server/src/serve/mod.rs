@@ -1,8 +1,8 @@
 //! Google's Datastore API answered by any [`Backend`]: the calls of the service's gRPC
 //! interface (`google.datastore.v1.Datastore`) on its own messages, so that every client
 //! written for the service — Google's, in any language, and this crate's cloud backend — can
-//! use the embedded engine (or any backend) as it uses the service. The
-//! `datastore-entity-server` crate serves it over the network.
+//! use the embedded engine (or any backend) as it uses the service. The server
+//! serves it over the network (`lib.rs`: gRPC; `rest.rs`: REST).
 //!
 //! Each request is checked as the service checks it and translated into the backend's calls;
 //! GQL is read into a structured query first (`gql/`). What a backend cannot do (a conflict
@@ -12,7 +12,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use datastore_entity::backend::embedded::Embedded;
-//! use datastore_entity::backend::serve::Service;
+//! use datastore_entity_server::serve::Service;
 //! use gcloud_sdk::google::datastore::v1 as pb;
 //!
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -45,9 +45,9 @@ use tonic::Status;
 pub(crate) use self::request::status;
 use self::request::{Read, Scope, invalid, path, transaction_mode};
 use self::transactions::{Registry, Use};
-use crate::backend::cloud::wire::timestamp;
-use crate::backend::cloud::wire_map::wire_value;
-use crate::backend::{
+use datastore_entity::backend::cloud::wire::timestamp;
+use datastore_entity::backend::cloud::wire_map::wire_value;
+use datastore_entity::backend::{
     Aggregation, Backend, FilterNode, QueryBatch, QueryResult, QuerySpec, ResultShape,
     TransactionId, TransactionMode,
 };
