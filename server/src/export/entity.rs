@@ -634,3 +634,120 @@ fn v3_user(entity: &pb::Entity) -> Result<DynamicMessage, String> {
     }
     Ok(user)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TARGET: Target<'static> = Target {
+        project: "p",
+        database: "",
+    };
+
+    fn sample() -> pb::Entity {
+        let value = |value_type| pb::Value {
+            meaning: 0,
+            exclude_from_indexes: false,
+            value_type: Some(value_type),
+        };
+        let key = pb::Key {
+            partition_id: Some(pb::PartitionId {
+                project_id: "p".into(),
+                namespace_id: "ns".into(),
+                ..pb::PartitionId::default()
+            }),
+            path: vec![
+                pb::key::PathElement {
+                    kind: "A".into(),
+                    id_type: Some(IdType::Name("a".into())),
+                },
+                pb::key::PathElement {
+                    kind: "B".into(),
+                    id_type: Some(IdType::Id(7)),
+                },
+            ],
+        };
+        let inner = pb::Entity {
+            key: None,
+            properties: [("x".to_owned(), value(ValueType::DoubleValue(0.5)))].into(),
+        };
+        pb::Entity {
+            key: Some(key.clone()),
+            properties: [
+                ("k".to_owned(), value(ValueType::KeyValue(key))),
+                ("e".to_owned(), value(ValueType::EntityValue(inner))),
+                ("s".to_owned(), value(ValueType::StringValue("s".into()))),
+                (
+                    "a".to_owned(),
+                    value(ValueType::ArrayValue(pb::ArrayValue {
+                        values: vec![
+                            value(ValueType::IntegerValue(1)),
+                            value(ValueType::BlobValue(vec![1, 2])),
+                        ],
+                    })),
+                ),
+            ]
+            .into(),
+        }
+    }
+
+    #[test]
+    fn an_entity_comes_back_as_it_went() {
+        let entity = sample();
+        assert_eq!(from_v3(&to_v3(&entity).unwrap(), &TARGET).unwrap(), entity);
+    }
+
+    #[test]
+    fn an_application_prefix_is_not_the_project() {
+        assert_eq!(project_of("s~my-app"), "my-app");
+        assert_eq!(project_of("dev~my-app"), "my-app");
+        assert_eq!(project_of("my-app"), "my-app");
+    }
+
+    #[test]
+    fn embedded_entities_nested_too_deep_are_refused_not_followed() {
+        let mut entity = pb::Entity::default();
+        for _ in 0..MAX_DEPTH + 2 {
+            entity = pb::Entity {
+                key: None,
+                properties: [(
+                    "e".to_owned(),
+                    pb::Value {
+                        value_type: Some(ValueType::EntityValue(entity)),
+                        ..pb::Value::default()
+                    },
+                )]
+                .into(),
+            };
+        }
+        let error = to_v3(&pb::Entity {
+            key: sample().key,
+            properties: entity.properties,
+        })
+        .unwrap_err();
+        assert!(error.contains("nested deeper"), "{error}");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+
+        /// Any bytes decoded as an entity: an entity or an error, never a panic.
+        #[test]
+        fn any_bytes_decode_without_panic(bytes in proptest::collection::vec(0u8..=255, 0..600)) {
+            let _ = from_v3(&bytes, &TARGET);
+        }
+
+        /// A real record with bytes changed: an entity or an error, never a panic.
+        #[test]
+        fn a_changed_record_decodes_without_panic(
+            flips in proptest::collection::vec((0usize..10_000, 0u8..=255), 1..6),
+        ) {
+            let mut bytes = to_v3(&sample()).unwrap();
+            for (at, xor) in flips {
+                let at = at % bytes.len();
+                bytes[at] ^= xor;
+            }
+            let _ = from_v3(&bytes, &TARGET);
+        }
+    }
+}

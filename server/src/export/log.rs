@@ -355,4 +355,43 @@ mod tests {
             other => panic!("{other:?}"),
         }
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// Any bytes read as a log: records or an error, never a panic.
+        #[test]
+        fn any_bytes_read_without_panic(bytes in proptest::collection::vec(0u8..=255, 0..80_000)) {
+            let _ = records(&bytes);
+        }
+
+        /// A log written, then damaged here and there or cut: the records written, or an
+        /// error, never a panic; undamaged, exactly the records written.
+        #[test]
+        fn a_damaged_log_reads_without_panic(
+            written in proptest::collection::vec(proptest::collection::vec(0u8..=255, 0..40_000), 0..6),
+            flips in proptest::collection::vec((0usize..200_000, 0u8..=255), 0..4),
+            cut in proptest::option::of(0usize..200_000),
+        ) {
+            let mut writer = LogWriter::new(Vec::new());
+            for record in &written {
+                writer.append(record).unwrap();
+            }
+            let mut bytes = writer.finish().unwrap();
+            if flips.is_empty() && cut.is_none() {
+                proptest::prop_assert_eq!(records(&bytes).unwrap(), written);
+                return Ok(());
+            }
+            for (at, xor) in flips {
+                if !bytes.is_empty() {
+                    let at = at % bytes.len();
+                    bytes[at] ^= xor;
+                }
+            }
+            if let Some(cut) = cut {
+                bytes.truncate(cut.min(bytes.len()));
+            }
+            let _ = records(&bytes);
+        }
+    }
 }
