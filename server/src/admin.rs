@@ -112,10 +112,7 @@ pub(crate) async fn export_entities(
         service,
         &request.project_id,
         &prefix,
-        &Filter {
-            kinds: filter.kinds.clone(),
-            namespaces: filter.namespace_ids.clone(),
-        },
+        &filter_of(&filter),
         &mut |_| {},
     )
     .await
@@ -151,10 +148,7 @@ pub(crate) async fn import_entities(
         service,
         &request.project_id,
         &input,
-        &Filter {
-            kinds: filter.kinds.clone(),
-            namespaces: filter.namespace_ids.clone(),
-        },
+        &filter_of(&filter),
         &mut |_| {},
     )
     .await
@@ -174,6 +168,14 @@ pub(crate) async fn import_entities(
             value: Vec::new(),
         },
     ))
+}
+
+/// The admin API's entity filter as the exports take it.
+fn filter_of(filter: &admin::EntityFilter) -> Filter {
+    Filter {
+        kinds: filter.kinds.clone(),
+        namespaces: filter.namespace_ids.clone(),
+    }
 }
 
 /// A path on this machine from a URL of the admin API: an absolute path, or a `file://` URL

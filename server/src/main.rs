@@ -79,39 +79,16 @@ fn command() -> Result<Command, String> {
         args.next();
         return export_args(args).map(Command::Export);
     }
-    let mut import = None::<PathBuf>;
-    let mut project = None;
-    let mut rest = Vec::new();
-    while let Some(arg) = args.next() {
-        let (name, inline) = match arg.split_once('=') {
-            Some((name, value)) => (name.to_owned(), Some(value.to_owned())),
-            None => (arg.clone(), None),
-        };
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| args.next())
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
-        match name.as_str() {
-            "--import" => import = Some(PathBuf::from(value()?)),
-            "--project" => project = Some(value()?),
-            _ => rest.push(arg),
-        }
-    }
-    if project.is_some() && import.is_none() {
-        return Err("--project is the project of --import, which is missing".to_owned());
-    }
-    let options = options(rest.into_iter())?;
-    Ok(Command::Serve(
-        options,
-        import.map(|path| Import { path, project }),
-    ))
+    serve_args(args)
 }
 
-fn export_args(mut args: impl Iterator<Item = String>) -> Result<ExportArgs, String> {
-    let mut out = ExportArgs::default();
-    let list = |text: String| text.split(',').map(str::to_owned).collect::<Vec<_>>();
+/// Walks the flags of `args` (`--name value` or `--name=value`), handing each name to `each`
+/// with whether its value was inline and a way to take its value; `--help` stops with an
+/// empty error.
+fn each_flag(
+    mut args: impl Iterator<Item = String>,
+    mut each: impl FnMut(&str, bool, &mut dyn FnMut() -> Result<String, String>) -> Result<(), String>,
+) -> Result<(), String> {
     while let Some(arg) = args.next() {
         let (name, inline) = match arg.split_once('=') {
             Some((name, value)) => (name.to_owned(), Some(value.to_owned())),
@@ -120,13 +97,23 @@ fn export_args(mut args: impl Iterator<Item = String>) -> Result<ExportArgs, Str
         if name == "--help" || name == "-h" {
             return Err(String::new());
         }
+        let inlined = inline.is_some();
         let mut value = || {
             inline
                 .clone()
                 .or_else(|| args.next())
                 .ok_or_else(|| format!("{name} needs a value"))
         };
-        match name.as_str() {
+        each(&name, inlined, &mut value)?;
+    }
+    Ok(())
+}
+
+fn export_args(args: impl Iterator<Item = String>) -> Result<ExportArgs, String> {
+    let mut out = ExportArgs::default();
+    let list = |text: String| text.split(',').map(str::to_owned).collect::<Vec<_>>();
+    each_flag(args, |name, _, value| {
+        match name {
             "--data" => out.data = Some(PathBuf::from(value()?)),
             "--to" => out.to = Some(PathBuf::from(value()?)),
             "--project" => out.project = Some(value()?),
@@ -134,27 +121,16 @@ fn export_args(mut args: impl Iterator<Item = String>) -> Result<ExportArgs, Str
             "--namespaces" => out.filter.namespaces = list(value()?),
             other => return Err(format!("unknown argument of export: {other}")),
         }
-    }
+        Ok(())
+    })?;
     Ok(out)
 }
 
-fn options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
+fn serve_args(args: impl Iterator<Item = String>) -> Result<Command, String> {
     let mut options = Options::default();
-    while let Some(arg) = args.next() {
-        let (name, inline) = match arg.split_once('=') {
-            Some((name, value)) => (name.to_owned(), Some(value.to_owned())),
-            None => (arg.clone(), None),
-        };
-        if name == "--help" || name == "-h" {
-            return Err(String::new());
-        }
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| args.next())
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
-        match name.as_str() {
+    let (mut import, mut project) = (None::<PathBuf>, None);
+    each_flag(args, |name, inlined, value| {
+        match name {
             "--host" => options.host = value()?,
             "--port" => {
                 let text = value()?;
@@ -164,8 +140,8 @@ fn options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
             }
             "--data" => options.data = Some(PathBuf::from(value()?)),
             "--require-indexes" => options.require_indexes = Some(PathBuf::from(value()?)),
-            "--build-indexes" if inline.is_none() => options.build_indexes = true,
-            "--cache-mib" => options.cache_bytes = Some(mib(&name, value()?)?),
+            "--build-indexes" if !inlined => options.build_indexes = true,
+            "--cache-mib" => options.cache_bytes = Some(mib(name, value()?)?),
             "--keep-versions" => {
                 let text = value()?;
                 let seconds: u64 = text
@@ -173,11 +149,20 @@ fn options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
                     .map_err(|_| format!("--keep-versions {text}: not a number of seconds"))?;
                 options.keep_versions = Some(std::time::Duration::from_secs(seconds));
             }
-            "--versions-mib" => options.versions_bytes = mib(&name, value()?)?,
+            "--versions-mib" => options.versions_bytes = mib(name, value()?)?,
+            "--import" => import = Some(PathBuf::from(value()?)),
+            "--project" => project = Some(value()?),
             other => return Err(format!("unknown argument {other}")),
         }
+        Ok(())
+    })?;
+    if project.is_some() && import.is_none() {
+        return Err("--project is the project of --import, which is missing".to_owned());
     }
-    Ok(options)
+    Ok(Command::Serve(
+        options,
+        import.map(|path| Import { path, project }),
+    ))
 }
 
 /// The bytes of option `name`'s `text`, a number of MiB.

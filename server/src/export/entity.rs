@@ -431,39 +431,50 @@ fn v3_reference(key: Option<&pb::Key>) -> Result<(DynamicMessage, DynamicMessage
     let mut reference = new(&format!("{ENTITY}.Reference"))?;
     let mut path = new(&format!("{ENTITY}.Path"))?;
     let mut group = new(&format!("{ENTITY}.Path"))?;
-    let partition = key.and_then(|k| k.partition_id.clone()).unwrap_or_default();
-    set(&mut reference, "app", Value::String(partition.project_id))?;
-    if !partition.namespace_id.is_empty() {
-        set(
-            &mut reference,
-            "name_space",
-            Value::String(partition.namespace_id),
-        )?;
-    }
-    if !partition.database_id.is_empty() {
-        set(
-            &mut reference,
-            "database_id",
-            Value::String(partition.database_id),
-        )?;
-    }
-    let mut elements = Vec::new();
-    for element in key.map(|k| k.path.as_slice()).unwrap_or_default() {
-        let mut out = new(&format!("{ENTITY}.Path.Element"))?;
-        set(&mut out, "type", Value::String(element.kind.clone()))?;
-        match &element.id_type {
-            Some(IdType::Id(id)) => set(&mut out, "id", Value::I64(*id))?,
-            Some(IdType::Name(name)) => set(&mut out, "name", Value::String(name.clone()))?,
-            None => {}
-        }
-        elements.push(Value::Message(out));
-    }
+    let empty = pb::Key::default();
+    let key = key.unwrap_or(&empty);
+    set_partition(&mut reference, key)?;
+    let elements = path_values(key, &format!("{ENTITY}.Path.Element"))?;
     if let Some(first) = elements.first() {
         set(&mut group, "element", Value::List(vec![first.clone()]))?;
     }
     set(&mut path, "element", Value::List(elements))?;
     set(&mut reference, "path", Value::Message(path))?;
     Ok((reference, group))
+}
+
+/// A key's partition on a `Reference` or a `ReferenceValue` (their fields are named alike):
+/// the application, and the namespace and database unless they are the default ones.
+fn set_partition(reference: &mut DynamicMessage, key: &pb::Key) -> Result<(), String> {
+    let partition = key.partition_id.clone().unwrap_or_default();
+    set(reference, "app", Value::String(partition.project_id))?;
+    for (field, value) in [
+        ("name_space", partition.namespace_id),
+        ("database_id", partition.database_id),
+    ] {
+        if !value.is_empty() {
+            set(reference, field, Value::String(value))?;
+        }
+    }
+    Ok(())
+}
+
+/// A key's path as messages `element` (a `Path.Element` or a `ReferenceValue.PathElement`:
+/// their fields are named alike).
+fn path_values(key: &pb::Key, element: &str) -> Result<Vec<Value>, String> {
+    key.path
+        .iter()
+        .map(|step| {
+            let mut out = new(element)?;
+            set(&mut out, "type", Value::String(step.kind.clone()))?;
+            match &step.id_type {
+                Some(IdType::Id(id)) => set(&mut out, "id", Value::I64(*id))?,
+                Some(IdType::Name(name)) => set(&mut out, "name", Value::String(name.clone()))?,
+                None => {}
+            }
+            Ok(Value::Message(out))
+        })
+        .collect()
 }
 
 /// One value as a `Property` (`v1_to_v3_property`).
@@ -499,35 +510,11 @@ fn v3_property(
         }
         Some(ValueType::KeyValue(key)) => {
             let mut reference = new(&format!("{ENTITY}.PropertyValue.ReferenceValue"))?;
-            let partition = key.partition_id.clone().unwrap_or_default();
-            set(&mut reference, "app", Value::String(partition.project_id))?;
-            if !partition.namespace_id.is_empty() {
-                set(
-                    &mut reference,
-                    "name_space",
-                    Value::String(partition.namespace_id),
-                )?;
-            }
-            if !partition.database_id.is_empty() {
-                set(
-                    &mut reference,
-                    "database_id",
-                    Value::String(partition.database_id),
-                )?;
-            }
-            let mut elements = Vec::new();
-            for element in &key.path {
-                let mut out = new(&format!(
-                    "{ENTITY}.PropertyValue.ReferenceValue.PathElement"
-                ))?;
-                set(&mut out, "type", Value::String(element.kind.clone()))?;
-                match &element.id_type {
-                    Some(IdType::Id(id)) => set(&mut out, "id", Value::I64(*id))?,
-                    Some(IdType::Name(n)) => set(&mut out, "name", Value::String(n.clone()))?,
-                    None => {}
-                }
-                elements.push(Value::Message(out));
-            }
+            set_partition(&mut reference, key)?;
+            let elements = path_values(
+                key,
+                &format!("{ENTITY}.PropertyValue.ReferenceValue.PathElement"),
+            )?;
             set(&mut reference, "pathelement", Value::List(elements))?;
             set(&mut out, "referencevalue", Value::Message(reference))?;
         }

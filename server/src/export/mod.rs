@@ -47,6 +47,10 @@
 //! failure (each whole: [`ExportError::Refused`] and the progress reported say how many),
 //! and nothing after it; importing the export again upserts the same entities.
 //!
+//! An export reads a page of [`BATCH_ENTITIES`] entities at a time, each at its own time, so
+//! (as the service's managed exports) it is no snapshot: an entity written while it runs may
+//! or may not be in it.
+//!
 //! Entity keys take the project imported into (a key value naming the export's own
 //! application too); an export writes the project as the entities' application. An array
 //! whose elements are indexed and excluded alike comes back with its indexed elements first:
