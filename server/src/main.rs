@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use datastore_entity::backend::embedded::Embedded;
 use datastore_entity::backend::serve::Service;
 use datastore_entity_server::export::{self, ExportError, Filter, Progress};
-use datastore_entity_server::{Options, Server};
+use datastore_entity_server::{DEFAULT_CACHE_BYTES, Options, Server};
 
 const USAGE: &str = "usage: datastore-entity-server [--host HOST] [--port PORT] [--data FILE]
        datastore-entity-server export --data FILE --to DIR --project PROJECT
@@ -263,7 +263,8 @@ async fn export(args: ExportArgs) -> ExitCode {
         eprintln!("export needs --data FILE, --to DIR and --project PROJECT\n\n{USAGE}");
         return ExitCode::from(2);
     };
-    let engine = match Embedded::open(&data) {
+    // The server's page cache, not redb's default (1 GiB): an export reads each page once.
+    let engine = match Embedded::open_with_cache(&data, Some(DEFAULT_CACHE_BYTES)) {
         Ok(engine) => engine,
         Err(error) => {
             eprintln!("datastore-entity-server: {}: {error}", data.display());

@@ -900,3 +900,72 @@ async fn write_service(
             .unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_line_exports_a_file_and_imports_at_start() {
+    use std::io::BufRead as _;
+    let entities = entities();
+    let folder = scratch("cli");
+    std::fs::create_dir_all(&folder).unwrap();
+    let data = folder.join("data.db");
+    let server = Server::start(Options {
+        port: 0,
+        data: Some(data.clone()),
+        ..Options::default()
+    })
+    .await
+    .unwrap();
+    write(server.addr().port(), "cli", &entities).await;
+    let expected = lookup(server.addr().port(), "cli", &keys(&entities)).await;
+    server.stop().await;
+
+    let binary = env!("CARGO_BIN_EXE_datastore-entity-server");
+    let out = Command::new(binary)
+        .args(["export", "--data"])
+        .arg(&data)
+        .arg("--to")
+        .arg(folder.join("out"))
+        .args(["--project", "cli"])
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{printed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        printed.contains(&format!("exported {} entities", entities.len())),
+        "{printed}"
+    );
+    let overall = overall_under(&folder.join("out"));
+    assert!(
+        printed.contains(&overall.display().to_string()),
+        "{printed}"
+    );
+
+    // Imported at start into the export's own project, the progress printed.
+    let mut child = Command::new(binary)
+        .args(["--port", "0", "--import"])
+        .arg(overall.parent().unwrap())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut port = None;
+    let done = format!("imported {} entities", entities.len());
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some(at) = line.find("http://127.0.0.1:") {
+            port = line[at + 17..].trim().parse::<u16>().ok();
+        }
+        if line.contains(&done) {
+            break;
+        }
+    }
+    let port = port.expect("the server said where it listens");
+    assert_eq!(lookup(port, "cli", &keys(&entities)).await, expected);
+    let _ = post(port, "/shutdown", &serde_json::json!({}));
+    assert!(child.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(&folder);
+}
