@@ -266,9 +266,9 @@ impl Reading<'_> {
                     }
                 }
                 Some(("pointvalue", Some(Value::Message(point)))) => {
-                    if meaning != GEORSS_POINT {
-                        out_meaning = POINT_WITHOUT_V3_MEANING;
-                    }
+                    // Google marks a point without `GEORSS_POINT` with meaning 23, which the
+                    // service (and so the server) refuses on a write: it is imported as a
+                    // plain geo point, and exported back with `GEORSS_POINT`.
                     meaning = 0;
                     ValueType::GeoPointValue(gcloud_sdk::google::r#type::LatLng {
                         latitude: float(&point, "x"),
@@ -682,6 +682,30 @@ mod tests {
     fn an_entity_comes_back_as_it_went() {
         let entity = sample();
         assert_eq!(from_v3(&to_v3(&entity).unwrap(), &TARGET).unwrap(), entity);
+    }
+
+    #[test]
+    fn a_point_without_its_meaning_imports_as_a_plain_geo_point() {
+        let mut entity = sample();
+        let point = pb::Value {
+            meaning: POINT_WITHOUT_V3_MEANING,
+            exclude_from_indexes: false,
+            value_type: Some(ValueType::GeoPointValue(
+                gcloud_sdk::google::r#type::LatLng {
+                    latitude: 1.5,
+                    longitude: -2.5,
+                },
+            )),
+        };
+        entity.properties.insert("pt".into(), point.clone());
+        let back = from_v3(&to_v3(&entity).unwrap(), &TARGET).unwrap();
+        assert_eq!(
+            back.properties["pt"],
+            pb::Value {
+                meaning: 0,
+                ..point
+            }
+        );
     }
 
     #[test]

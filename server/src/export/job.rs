@@ -32,12 +32,13 @@ impl Filter {
 }
 
 /// How far an import or an export has got: the entities committed (or written) and the
-/// bytes of the export's files read (or written) so far.
+/// bytes of their records read (or, with the records' headers, written) so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Progress {
     /// Entities committed by an import, written by an export.
     pub entities: u64,
-    /// Bytes of the export's `output-N` files read or written.
+    /// Bytes of the `output-N` files' records read (their entities), or of the files
+    /// written.
     pub bytes: u64,
 }
 
