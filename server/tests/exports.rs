@@ -45,7 +45,17 @@ impl Drop for Legacy {
 impl Legacy {
     /// The emulator, started; `None` (the reason printed) when it is not installed outside CI.
     fn start() -> Option<Legacy> {
-        match Legacy::try_start() {
+        // A port free when chosen can be taken before the emulator binds it: another then.
+        let mut started = Legacy::try_start();
+        for _ in 0..4 {
+            match &started {
+                Err(reason) if reason.contains("Address already in use") => {
+                    started = Legacy::try_start();
+                }
+                _ => break,
+            }
+        }
+        match started {
             Ok(legacy) => Some(legacy),
             Err(reason) if std::env::var_os("CI").is_some() => {
                 panic!("CI needs the legacy Datastore emulator: {reason}")
@@ -95,9 +105,12 @@ impl Legacy {
         let legacy = Legacy { port, child, dir };
         let started = Instant::now();
         while !matches!(get(port, "/"), Some(ref body) if body.trim() == "Ok") {
-            if started.elapsed() > Duration::from_secs(90) {
-                let log = std::fs::read_to_string(legacy.dir.join("log")).unwrap_or_default();
-                return Err(format!("the emulator did not answer within 90 s:\n{log}"));
+            let log = std::fs::read_to_string(legacy.dir.join("log")).unwrap_or_default();
+            if log.contains("Address already in use") || started.elapsed() > Duration::from_secs(90)
+            {
+                return Err(format!(
+                    "the emulator did not answer on port {port}:\n{log}"
+                ));
             }
             std::thread::sleep(Duration::from_millis(200));
         }
