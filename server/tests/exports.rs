@@ -579,7 +579,20 @@ async fn the_legacy_emulators_export_imports_equal_and_queryable() {
     let Some(legacy) = Legacy::start() else {
         return;
     };
-    let entities = entities();
+    let mut entities = entities();
+    // An array of indexed and excluded values: the legacy emulator holds (and answers) its
+    // indexed ones first, as the format keeps them.
+    entities.push(entity(
+        Some(key("", &[("Mixed", name("m"))])),
+        vec![(
+            "a",
+            array(vec![
+                value(ValueType::IntegerValue(1)),
+                excluded(value(ValueType::IntegerValue(2))),
+                value(ValueType::IntegerValue(3)),
+            ]),
+        )],
+    ));
     write(legacy.port, "exp", &entities).await;
     let folder = scratch("legacy-out");
     let (status, answer) = post(

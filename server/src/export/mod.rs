@@ -54,7 +54,8 @@
 //! Entity keys take the project imported into (a key value naming the export's own
 //! application too); an export writes the project as the entities' application. An array
 //! whose elements are indexed and excluded alike comes back with its indexed elements first:
-//! the format keeps indexed and excluded values in two lists.
+//! the format keeps indexed and excluded values in two lists (the legacy emulator, which
+//! holds entities in that form, answers such an array so even before an export).
 
 mod entity;
 mod job;
