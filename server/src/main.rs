@@ -43,8 +43,8 @@ const USAGE: &str = "usage: datastore-entity-server [--host HOST] [--port PORT] 
                 the project --import goes into (default: the export's own)
 
 export: writes the entities of PROJECT in the --data FILE (the server not running on it)
-as a managed export in a new folder under DIR, which --import, the legacy emulator's
-:import and gcloud datastore import read. --kinds and --namespaces (\"\" for the
+as a managed export in a new folder under DIR, which --import and the legacy emulator's
+:import read (and gcloud datastore import, once copied to a bucket). --kinds and --namespaces (\"\" for the
 default one) take only those, as the admin API's entity filter.
 
 Serves the Datastore API over gRPC and, on the same port, its REST form:
@@ -263,6 +263,13 @@ async fn export(args: ExportArgs) -> ExitCode {
         eprintln!("export needs --data FILE, --to DIR and --project PROJECT\n\n{USAGE}");
         return ExitCode::from(2);
     };
+    if !data.is_file() {
+        eprintln!(
+            "datastore-entity-server: {}: no such data file",
+            data.display()
+        );
+        return ExitCode::FAILURE;
+    }
     // The server's page cache, not redb's default (1 GiB): an export reads each page once.
     let engine = match Embedded::open_with_cache(&data, Some(DEFAULT_CACHE_BYTES)) {
         Ok(engine) => engine,
