@@ -221,6 +221,7 @@ pub async fn export(
                 return Ok(());
             }
         }
+        let _ = sender.send(Page::Done).await;
         Ok(())
     }
     .await;
@@ -239,9 +240,12 @@ enum Page {
     Set(EntitySet),
     Entities(Vec<pb::Entity>),
     EndSet,
+    /// Every set was read: the overall metadata may be written.
+    Done,
 }
 
-/// Writes the pages received until the sender is done.
+/// Writes the pages received until the sender is done. An export stopped before its end (a
+/// query refused, its caller gone) writes no overall metadata: no import takes it for whole.
 fn write_pages(
     mut writer: write::Writer,
     pages: &mut mpsc::Receiver<Page>,
@@ -266,12 +270,17 @@ fn write_pages(
                     writer.finish_set(set)?;
                 }
             }
+            Page::Done => {
+                let progress = writer.progress;
+                return Ok(Exported {
+                    overall: writer.finish()?,
+                    progress,
+                });
+            }
         }
     }
-    let progress = writer.progress;
-    Ok(Exported {
-        overall: writer.finish()?,
-        progress,
+    Err(ExportError::Invalid {
+        reason: "the export stopped before its end; its files are incomplete".to_owned(),
     })
 }
 
