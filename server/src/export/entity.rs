@@ -709,6 +709,37 @@ mod tests {
     }
 
     #[test]
+    fn keys_of_the_exports_application_take_the_target_project_others_keep_theirs() {
+        let mut entity = sample();
+        let path = entity.key.clone().unwrap().path;
+        let key_in = |project: &str| pb::Key {
+            partition_id: Some(pb::PartitionId {
+                project_id: project.into(),
+                ..pb::PartitionId::default()
+            }),
+            path: path.clone(),
+        };
+        entity.key = Some(key_in("s~prod-app"));
+        let value = |key| pb::Value {
+            value_type: Some(ValueType::KeyValue(key)),
+            ..pb::Value::default()
+        };
+        entity.properties = [
+            ("own".to_owned(), value(key_in("s~prod-app"))),
+            ("other".to_owned(), value(key_in("e~other-app"))),
+        ]
+        .into();
+        let read = from_v3(&to_v3(&entity).unwrap(), &TARGET).unwrap();
+        let project = |v: Option<&pb::Value>| match v.and_then(|v| v.value_type.as_ref()) {
+            Some(ValueType::KeyValue(key)) => key.partition_id.clone().unwrap().project_id,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(read.key.unwrap().partition_id.unwrap().project_id, "p");
+        assert_eq!(project(read.properties.get("own")), "p");
+        assert_eq!(project(read.properties.get("other")), "other-app");
+    }
+
+    #[test]
     fn an_application_prefix_is_not_the_project() {
         assert_eq!(project_of("s~my-app"), "my-app");
         assert_eq!(project_of("dev~my-app"), "my-app");
