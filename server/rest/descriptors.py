@@ -1,4 +1,5 @@
-"""Writes datastore_v1.bin: the descriptors of Google's Datastore v1 messages (a
+"""Writes datastore_v1.bin: the descriptors of Google's Datastore v1 messages, and of the admin
+API's export and import messages with the long-running `Operation` that answers them (a
 FileDescriptorSet), which the server's REST front end maps to and from JSON (proto3's JSON
 mapping). Taken from Google's own Python client, so that the names, numbers and JSON names are
 the service's:
@@ -9,7 +10,9 @@ the service's:
 
 import pathlib
 
+from google.cloud.datastore_admin_v1.types import datastore_admin
 from google.cloud.datastore_v1.types import datastore
+from google.longrunning import operations_pb2
 from google.protobuf import descriptor_pb2
 
 files = {}
@@ -24,6 +27,8 @@ def walk(file):
 
 
 walk(datastore.LookupRequest.pb().DESCRIPTOR.file)
+walk(datastore_admin.ExportEntitiesRequest.pb().DESCRIPTOR.file)
+walk(operations_pb2.Operation.DESCRIPTOR.file)
 out = descriptor_pb2.FileDescriptorSet()
 for file in files.values():
     out.file.append(descriptor_pb2.FileDescriptorProto.FromString(file.serialized_pb))

@@ -45,6 +45,7 @@ use tonic::server::{Grpc, UnaryService};
 
 mod admin;
 mod body;
+pub mod export;
 mod index_yaml;
 mod rest;
 /// The Datastore API answered by any backend: the calls both transports (gRPC and REST) reach,
@@ -114,11 +115,20 @@ impl Default for Options {
 
 /// A running server; [`stop`](Server::stop) it to end it gracefully (requests in flight are
 /// answered, every acknowledged write is in the file).
-#[derive(Debug)]
 pub struct Server {
     addr: SocketAddr,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    /// What the connections share (held by them; gone once the server stopped).
+    shared: std::sync::Weak<Shared>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What every connection shares: the API over the current backend, and how to start over.
@@ -193,9 +203,15 @@ impl Server {
             stop: stop.clone(),
             abandon: watch::Sender::new(false),
         });
+        let weak = Arc::downgrade(&shared);
         let task = tokio::spawn(accept(listener, shared, stopped));
         tracing::info!(%addr, "datastore-entity-server listening");
-        Ok(Server { addr, stop, task })
+        Ok(Server {
+            addr,
+            stop,
+            task,
+            shared: weak,
+        })
     }
 
     /// The address it listens on.
@@ -206,6 +222,26 @@ impl Server {
     /// What `DATASTORE_EMULATOR_HOST` should be set to: `host:port`.
     pub fn emulator_host(&self) -> String {
         self.addr.to_string()
+    }
+
+    /// Imports the export `input` (its `.overall_export_metadata`, or its folder) into
+    /// `project`, through the API the server serves (clients see the entities as each batch
+    /// commits), telling `progress` after each batch: [`export::import`].
+    pub async fn import(
+        &self,
+        project: &str,
+        input: &std::path::Path,
+        filter: &export::Filter,
+        progress: &mut (dyn FnMut(export::Progress) + Send),
+    ) -> Result<export::Progress, export::ExportError> {
+        let service = self
+            .shared
+            .upgrade()
+            .and_then(|shared| shared.api.read().ok().map(|api| api.service.clone()))
+            .ok_or_else(|| export::ExportError::Invalid {
+                reason: "the server has stopped".to_owned(),
+            })?;
+        export::import(&service, project, input, filter, progress).await
     }
 
     /// Resolves when the server was asked to stop (`POST /shutdown`, or [`stop`](Server::stop)).
@@ -507,6 +543,7 @@ async fn call(api: Api, room: &body::Room, request: Request<Incoming>) -> Respon
     };
     let request = Request::from_parts(parts, Full::new(read.bytes.clone()));
     let Api { service, engine } = api;
+    let (exports, imports) = (service.clone(), service.clone());
     macro_rules! routes {
         ($($path:literal, $req:ty => $res:ty, $handle:expr;)*) => {
             match request.uri().path() {
@@ -518,7 +555,7 @@ async fn call(api: Api, room: &body::Room, request: Request<Incoming>) -> Respon
                 })*
                 path => Status::unimplemented(format!(
                     "{path} is not a method this server serves (google.datastore.v1.Datastore, \
-                     and the index calls of google.datastore.admin.v1.DatastoreAdmin)"
+                     and google.datastore.admin.v1.DatastoreAdmin's indexes, exports and imports)"
                 ))
                 .into_http(),
             }
@@ -545,6 +582,12 @@ async fn call(api: Api, room: &body::Room, request: Request<Incoming>) -> Respon
         "/google.datastore.v1.Datastore/ReserveIds",
             pb::ReserveIdsRequest => pb::ReserveIdsResponse,
             move |r| async move { service.reserve_ids(r).await };
+        "/google.datastore.admin.v1.DatastoreAdmin/ExportEntities",
+            admin_pb::ExportEntitiesRequest => gcloud_sdk::google::longrunning::Operation,
+            move |r| async move { admin::export_entities(&exports, r).await };
+        "/google.datastore.admin.v1.DatastoreAdmin/ImportEntities",
+            admin_pb::ImportEntitiesRequest => gcloud_sdk::google::longrunning::Operation,
+            move |r| async move { admin::import_entities(&imports, r).await };
         "/google.datastore.admin.v1.DatastoreAdmin/ListIndexes",
             admin_pb::ListIndexesRequest => admin_pb::ListIndexesResponse,
             move |r| async move { admin::list(&engine, r) };

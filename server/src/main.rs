@@ -4,10 +4,17 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use datastore_entity_server::{Options, Server};
+use datastore_entity::backend::embedded::Embedded;
+use datastore_entity_server::export::{self, ExportError, Filter, Progress};
+use datastore_entity_server::serve::Service;
+use datastore_entity_server::{DEFAULT_CACHE_BYTES, Options, Server};
 
 const USAGE: &str = "usage: datastore-entity-server [--host HOST] [--port PORT] [--data FILE]
+       datastore-entity-server export --data FILE --to DIR --project PROJECT
+                                      [--kinds K1,K2] [--namespaces N1,N2]
 
   --host HOST   the address to listen on (default 127.0.0.1)
   --port PORT   the port (default 8081; 0 picks a free one)
@@ -27,14 +34,61 @@ const USAGE: &str = "usage: datastore-entity-server [--host HOST] [--port PORT] 
   --versions-mib MIB
                 the most memory past versions take, in MiB (default 64): past it the
                 oldest go first, and a transaction whose snapshot needs more aborts
+  --import PATH
+                import a managed export (its .overall_export_metadata, or the folder
+                holding it: what gcloud datastore export and the emulators write) once
+                the server listens, printing the entities and bytes read so far; a
+                damaged file stops it (the batches committed before stay)
+  --project PROJECT
+                the project --import goes into (default: the export's own)
+
+export: writes the entities of PROJECT in the --data FILE (the server not running on it)
+as a managed export in a new folder under DIR, which --import and the legacy emulator's
+:import read (and gcloud datastore import, once copied to a bucket). --kinds and --namespaces (\"\" for the
+default one) take only those, as the admin API's entity filter.
 
 Serves the Datastore API over gRPC and, on the same port, its REST form:
-POST /v1/projects/{project}:{method} (lookup, runQuery, commit, ...).
+POST /v1/projects/{project}:{method} (lookup, runQuery, commit, ..., and :export with
+{\"outputUrlPrefix\": \"/abs/dir\"}, :import with {\"inputUrl\": \"/abs/...metadata\"}).
 Stops on Ctrl-C or POST /shutdown; POST /reset drops all data; GET / answers Ok.";
 
-fn options() -> Result<Options, String> {
-    let mut options = Options::default();
-    let mut args = std::env::args().skip(1);
+/// What the command line asks.
+enum Command {
+    /// Serve, importing an export first if asked.
+    Serve(Options, Option<Import>),
+    /// Write an export of a data file.
+    Export(ExportArgs),
+}
+
+struct Import {
+    path: PathBuf,
+    project: Option<String>,
+}
+
+#[derive(Default)]
+struct ExportArgs {
+    data: Option<PathBuf>,
+    to: Option<PathBuf>,
+    project: Option<String>,
+    filter: Filter,
+}
+
+fn command() -> Result<Command, String> {
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some("export") {
+        args.next();
+        return export_args(args).map(Command::Export);
+    }
+    serve_args(args)
+}
+
+/// Walks the flags of `args` (`--name value` or `--name=value`), handing each name to `each`
+/// with whether its value was inline and a way to take its value; `--help` stops with an
+/// empty error.
+fn each_flag(
+    mut args: impl Iterator<Item = String>,
+    mut each: impl FnMut(&str, bool, &mut dyn FnMut() -> Result<String, String>) -> Result<(), String>,
+) -> Result<(), String> {
     while let Some(arg) = args.next() {
         let (name, inline) = match arg.split_once('=') {
             Some((name, value)) => (name.to_owned(), Some(value.to_owned())),
@@ -43,13 +97,40 @@ fn options() -> Result<Options, String> {
         if name == "--help" || name == "-h" {
             return Err(String::new());
         }
+        let inlined = inline.is_some();
         let mut value = || {
             inline
                 .clone()
                 .or_else(|| args.next())
                 .ok_or_else(|| format!("{name} needs a value"))
         };
-        match name.as_str() {
+        each(&name, inlined, &mut value)?;
+    }
+    Ok(())
+}
+
+fn export_args(args: impl Iterator<Item = String>) -> Result<ExportArgs, String> {
+    let mut out = ExportArgs::default();
+    let list = |text: String| text.split(',').map(str::to_owned).collect::<Vec<_>>();
+    each_flag(args, |name, _, value| {
+        match name {
+            "--data" => out.data = Some(PathBuf::from(value()?)),
+            "--to" => out.to = Some(PathBuf::from(value()?)),
+            "--project" => out.project = Some(value()?),
+            "--kinds" => out.filter.kinds = list(value()?),
+            "--namespaces" => out.filter.namespaces = list(value()?),
+            other => return Err(format!("unknown argument of export: {other}")),
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+fn serve_args(args: impl Iterator<Item = String>) -> Result<Command, String> {
+    let mut options = Options::default();
+    let (mut import, mut project) = (None::<PathBuf>, None);
+    each_flag(args, |name, inlined, value| {
+        match name {
             "--host" => options.host = value()?,
             "--port" => {
                 let text = value()?;
@@ -59,8 +140,8 @@ fn options() -> Result<Options, String> {
             }
             "--data" => options.data = Some(PathBuf::from(value()?)),
             "--require-indexes" => options.require_indexes = Some(PathBuf::from(value()?)),
-            "--build-indexes" if inline.is_none() => options.build_indexes = true,
-            "--cache-mib" => options.cache_bytes = Some(mib(&name, value()?)?),
+            "--build-indexes" if !inlined => options.build_indexes = true,
+            "--cache-mib" => options.cache_bytes = Some(mib(name, value()?)?),
             "--keep-versions" => {
                 let text = value()?;
                 let seconds: u64 = text
@@ -68,11 +149,20 @@ fn options() -> Result<Options, String> {
                     .map_err(|_| format!("--keep-versions {text}: not a number of seconds"))?;
                 options.keep_versions = Some(std::time::Duration::from_secs(seconds));
             }
-            "--versions-mib" => options.versions_bytes = mib(&name, value()?)?,
+            "--versions-mib" => options.versions_bytes = mib(name, value()?)?,
+            "--import" => import = Some(PathBuf::from(value()?)),
+            "--project" => project = Some(value()?),
             other => return Err(format!("unknown argument {other}")),
         }
+        Ok(())
+    })?;
+    if project.is_some() && import.is_none() {
+        return Err("--project is the project of --import, which is missing".to_owned());
     }
-    Ok(options)
+    Ok(Command::Serve(
+        options,
+        import.map(|path| Import { path, project }),
+    ))
 }
 
 /// The bytes of option `name`'s `text`, a number of MiB.
@@ -93,8 +183,8 @@ fn say(text: &str) {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let options = match options() {
-        Ok(options) => options,
+    let command = match command() {
+        Ok(command) => command,
         Err(message) if message.is_empty() => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -103,6 +193,10 @@ async fn main() -> ExitCode {
             eprintln!("{message}\n\n{USAGE}");
             return ExitCode::from(2);
         }
+    };
+    let (options, import) = match command {
+        Command::Serve(options, import) => (options, import),
+        Command::Export(args) => return export(args).await,
     };
     let server = match Server::start(options).await {
         Ok(server) => server,
@@ -118,6 +212,13 @@ async fn main() -> ExitCode {
          running.",
         host = server.emulator_host()
     ));
+    if let Some(import) = import
+        && let Err(error) = import_export(&server, import).await
+    {
+        eprintln!("datastore-entity-server: import failed: {error}");
+        server.stop().await;
+        return ExitCode::FAILURE;
+    }
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         () = server.stopping() => {}
@@ -125,4 +226,87 @@ async fn main() -> ExitCode {
     server.stop().await;
     say("[datastore-entity] stopped");
     ExitCode::SUCCESS
+}
+
+/// Imports `import` into the running `server`, printing the progress.
+async fn import_export(server: &Server, import: Import) -> Result<(), ExportError> {
+    let project = match import.project {
+        Some(project) => project,
+        None => export::project_of_export(&import.path)?.ok_or_else(|| ExportError::Invalid {
+            reason: format!(
+                "{} holds no entity to take the project from: give --project",
+                import.path.display()
+            ),
+        })?,
+    };
+    say(&format!(
+        "[datastore-entity] importing {} into project {project}",
+        import.path.display()
+    ));
+    let started = Instant::now();
+    let mut last = Instant::now();
+    let done = server
+        .import(&project, &import.path, &Filter::default(), &mut |p| {
+            if last.elapsed() >= Duration::from_secs(1) {
+                last = Instant::now();
+                say(&progress_line("imported", p, started));
+            }
+        })
+        .await?;
+    say(&progress_line("imported", done, started));
+    Ok(())
+}
+
+/// `export`: the entities of a data file written as a managed export.
+async fn export(args: ExportArgs) -> ExitCode {
+    let (Some(data), Some(to), Some(project)) = (args.data, args.to, args.project) else {
+        eprintln!("export needs --data FILE, --to DIR and --project PROJECT\n\n{USAGE}");
+        return ExitCode::from(2);
+    };
+    if !data.is_file() {
+        eprintln!(
+            "datastore-entity-server: {}: no such data file",
+            data.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    // The server's page cache, not redb's default (1 GiB): an export reads each page once.
+    let engine = match Embedded::open_with_cache(&data, Some(DEFAULT_CACHE_BYTES)) {
+        Ok(engine) => engine,
+        Err(error) => {
+            eprintln!("datastore-entity-server: {}: {error}", data.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    let service = Service::new(Arc::new(engine));
+    let started = Instant::now();
+    let mut last = Instant::now();
+    let to = std::path::absolute(&to).unwrap_or(to);
+    let exported = export::export(&service, &project, &to, &args.filter, &mut |p| {
+        if last.elapsed() >= Duration::from_secs(1) {
+            last = Instant::now();
+            say(&progress_line("exported", p, started));
+        }
+    })
+    .await;
+    match exported {
+        Ok(exported) => {
+            say(&progress_line("exported", exported.progress, started));
+            say(&format!("{}", exported.overall.display()));
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("datastore-entity-server: export failed: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn progress_line(what: &str, progress: Progress, started: Instant) -> String {
+    format!(
+        "[datastore-entity] {what} {} entities, {:.1} MiB in {:.1} s",
+        progress.entities,
+        progress.bytes as f64 / (1 << 20) as f64,
+        started.elapsed().as_secs_f64()
+    )
 }

@@ -14,12 +14,15 @@ use std::sync::LazyLock;
 use crate::serve::Service;
 use bytes::Bytes;
 use gcloud_sdk::google::datastore::v1 as pb;
+use gcloud_sdk::google::longrunning::Operation;
 use gcloud_sdk::prost::Message;
 use http_body_util::Full;
 use hyper::{Response, StatusCode};
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, SerializeOptions};
 use tonic::body::Body;
 use tonic::{Code, Status};
+
+use crate::admin;
 
 /// The descriptors of the Datastore API's messages.
 static POOL: LazyLock<Result<DescriptorPool, String>> = LazyLock::new(|| {
@@ -60,10 +63,27 @@ pub(crate) async fn call(
                 _ => error(&Status::not_found(format!(
                     "Method not found: {method} is not a method of the Datastore API's REST \
                      form (lookup, runQuery, runAggregationQuery, beginTransaction, commit, \
-                     rollback, allocateIds, reserveIds)."
+                     rollback, allocateIds, reserveIds, export, import)."
                 ))),
             }
         };
+    }
+    // The admin API's exports and imports, at the same paths as the legacy emulator serves
+    // them: a finished long-running operation.
+    match method {
+        "export" => {
+            return match decode(EXPORT_REQUEST, body, project) {
+                Ok(request) => operation(admin::export_entities(&service, request).await),
+                Err(status) => error(&status),
+            };
+        }
+        "import" => {
+            return match decode(IMPORT_REQUEST, body, project) {
+                Ok(request) => operation(admin::import_entities(&service, request).await),
+                Err(status) => error(&status),
+            };
+        }
+        _ => {}
     }
     methods! {
         "lookup" => lookup, pb::LookupRequest, "LookupRequest", "LookupResponse";
@@ -81,10 +101,27 @@ pub(crate) async fn call(
     }
 }
 
-/// The descriptor of the API's message `name`.
+/// The admin API's export request, its import request, and the operation answering both.
+const EXPORT_REQUEST: &str = "google.datastore.admin.v1.ExportEntitiesRequest";
+const IMPORT_REQUEST: &str = "google.datastore.admin.v1.ImportEntitiesRequest";
+const OPERATION: &str = "google.longrunning.Operation";
+
+/// An export's or import's answer as its JSON.
+fn operation(answer: Result<Operation, Status>) -> Response<Body> {
+    match answer {
+        Ok(operation) => encode(OPERATION, &operation),
+        Err(status) => error(&status),
+    }
+}
+
+/// The descriptor of message `name`: the API's (`LookupRequest`), or any by its full name.
 fn descriptor(name: &str) -> Result<MessageDescriptor, Status> {
     let pool = POOL.as_ref().map_err(|e| Status::internal(e.clone()))?;
-    pool.get_message_by_name(&format!("{PACKAGE}.{name}"))
+    let full = match name.contains('.') {
+        true => name.to_owned(),
+        false => format!("{PACKAGE}.{name}"),
+    };
+    pool.get_message_by_name(&full)
         .ok_or_else(|| Status::internal(format!("no descriptor of {name}")))
 }
 
