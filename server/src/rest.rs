@@ -25,10 +25,8 @@ use tonic::{Code, Status};
 use crate::admin;
 
 /// The descriptors of the Datastore API's messages.
-static POOL: LazyLock<Result<DescriptorPool, String>> = LazyLock::new(|| {
-    DescriptorPool::decode(include_bytes!("../rest/datastore_v1.bin").as_slice())
-        .map_err(|e| e.to_string())
-});
+static POOL: LazyLock<Result<DescriptorPool, prost_reflect::DescriptorError>> =
+    LazyLock::new(|| DescriptorPool::decode(include_bytes!("../rest/datastore_v1.bin").as_slice()));
 
 /// The package of the API's messages.
 const PACKAGE: &str = "google.datastore.v1";
@@ -116,7 +114,7 @@ fn operation(answer: Result<Operation, Status>) -> Response<Body> {
 
 /// The descriptor of message `name`: the API's (`LookupRequest`), or any by its full name.
 fn descriptor(name: &str) -> Result<MessageDescriptor, Status> {
-    let pool = POOL.as_ref().map_err(|e| Status::internal(e.clone()))?;
+    let pool = POOL.as_ref().map_err(|e| Status::internal(e.to_string()))?;
     let full = match name.contains('.') {
         true => name.to_owned(),
         false => format!("{PACKAGE}.{name}"),

@@ -17,7 +17,7 @@ use pb::key::path_element::IdType;
 use pb::value::ValueType;
 use prost_reflect::{DynamicMessage, Value};
 
-use super::proto::{ENTITY, field, int, messages, new, set, text};
+use super::proto::{ENTITY, Malformed, field, int, messages, new, set, text};
 
 // `Property.Meaning`'s values, and those the API's values carry beside them.
 const GD_WHEN: i32 = 7;
@@ -49,11 +49,11 @@ pub(crate) struct Target<'a> {
 }
 
 /// An `EntityProto`'s bytes as the API's entity, its key in `target`.
-pub(crate) fn from_v3(bytes: &[u8], target: &Target<'_>) -> Result<pb::Entity, String> {
+pub(crate) fn from_v3(bytes: &[u8], target: &Target<'_>) -> Result<pb::Entity, Malformed> {
     let entity = decode(bytes)?;
     let own_app = match field(&entity, "key") {
         Some(Value::Message(key)) => text(&key, "app"),
-        _ => return Err("an entity without its key".to_owned()),
+        _ => return Err(Malformed::Missing("an entity without its key")),
     };
     let reading = Reading {
         target,
@@ -62,27 +62,32 @@ pub(crate) fn from_v3(bytes: &[u8], target: &Target<'_>) -> Result<pb::Entity, S
     let converted = reading.entity(&entity, 0)?;
     match converted.key {
         Some(_) => Ok(converted),
-        None => Err("an entity whose key names no application".to_owned()),
+        None => Err(Malformed::Missing(
+            "an entity whose key names no application",
+        )),
     }
 }
 
 /// The project an `EntityProto`'s key names: its application without a `s~` prefix.
-pub(crate) fn application(bytes: &[u8]) -> Result<String, String> {
+pub(crate) fn application(bytes: &[u8]) -> Result<String, Malformed> {
     match field(&decode(bytes)?, "key") {
         Some(Value::Message(key)) => Ok(project_of(&text(&key, "app")).to_owned()),
-        _ => Err("an entity without its key".to_owned()),
+        _ => Err(Malformed::Missing("an entity without its key")),
     }
 }
 
 /// The API's entity (with its key) as an `EntityProto`'s bytes, its application the key's
 /// project.
-pub(crate) fn to_v3(entity: &pb::Entity) -> Result<Vec<u8>, String> {
+pub(crate) fn to_v3(entity: &pb::Entity) -> Result<Vec<u8>, Malformed> {
     Ok(v3_entity(entity, 0)?.encode_to_vec())
 }
 
-fn decode(bytes: &[u8]) -> Result<DynamicMessage, String> {
+fn decode(bytes: &[u8]) -> Result<DynamicMessage, Malformed> {
     let descriptor = super::proto::message(&format!("{ENTITY}.EntityProto"))?;
-    DynamicMessage::decode(descriptor, bytes).map_err(|e| format!("not an EntityProto: {e}"))
+    DynamicMessage::decode(descriptor, bytes).map_err(|source| Malformed::NotA {
+        expected: "an EntityProto",
+        source,
+    })
 }
 
 /// A project from an application id: `s~app` → `app` (App Engine's partition prefixes).
@@ -97,9 +102,9 @@ struct Reading<'a> {
 }
 
 impl Reading<'_> {
-    fn entity(&self, entity: &DynamicMessage, depth: usize) -> Result<pb::Entity, String> {
+    fn entity(&self, entity: &DynamicMessage, depth: usize) -> Result<pb::Entity, Malformed> {
         if depth > MAX_DEPTH {
-            return Err(format!("embedded entities nested deeper than {MAX_DEPTH}"));
+            return Err(Malformed::TooDeep(MAX_DEPTH));
         }
         let key = match field(entity, "key") {
             Some(Value::Message(reference)) => self.reference(
@@ -176,16 +181,13 @@ impl Reading<'_> {
         property: &DynamicMessage,
         indexed: bool,
         depth: usize,
-    ) -> Result<pb::Value, String> {
+    ) -> Result<pb::Value, Malformed> {
         let stated = i32::try_from(int(property, "meaning")).unwrap_or(0);
         let zlib_uri = text(property, "meaning_uri") == URI_ZLIB;
         let value = match field(property, "value") {
             Some(Value::Message(value)) => value,
             _ => {
-                return Err(format!(
-                    "property {:?} without its value",
-                    text(property, "name")
-                ));
+                return Err(Malformed::NoValue(text(property, "name")));
             }
         };
         let set: Vec<&str> = [
@@ -245,8 +247,7 @@ impl Reading<'_> {
                 Some((_, Some(Value::Bytes(bytes)))) => {
                     if meaning == ENTITY_PROTO {
                         meaning = 0;
-                        let inner = decode(&bytes)
-                            .map_err(|e| format!("an embedded entity that is {e}"))?;
+                        let inner = decode(&bytes).map_err(|e| Malformed::Embedded(Box::new(e)))?;
                         ValueType::EntityValue(self.entity(&inner, depth + 1)?)
                     } else if meaning == BLOB || meaning == BYTESTRING {
                         if indexed || meaning == BLOB {
@@ -318,7 +319,7 @@ fn float(message: &DynamicMessage, name: &str) -> f64 {
 }
 
 /// A reference's path (its `Path` of `Element` groups).
-fn path_elements(reference: &DynamicMessage) -> Result<Vec<pb::key::PathElement>, String> {
+fn path_elements(reference: &DynamicMessage) -> Result<Vec<pb::key::PathElement>, Malformed> {
     match field(reference, "path") {
         Some(Value::Message(path)) => messages(&path, "element").iter().map(element).collect(),
         _ => Ok(Vec::new()),
@@ -326,12 +327,12 @@ fn path_elements(reference: &DynamicMessage) -> Result<Vec<pb::key::PathElement>
 }
 
 /// One element of a path (a `Path.Element` or a `ReferenceValue.PathElement`).
-fn element(element: &DynamicMessage) -> Result<pb::key::PathElement, String> {
+fn element(element: &DynamicMessage) -> Result<pb::key::PathElement, Malformed> {
     let id_type = match (field(element, "id"), field(element, "name")) {
         (Some(Value::I64(id)), None) => Some(IdType::Id(id)),
         (None, Some(Value::String(name))) => Some(IdType::Name(name)),
         (None, None) => None,
-        _ => return Err("a key's element with both an id and a name".to_owned()),
+        _ => return Err(Malformed::IdAndName),
     };
     Ok(pb::key::PathElement {
         kind: text(element, "type"),
@@ -379,9 +380,9 @@ fn user_entity(user: &DynamicMessage) -> pb::Entity {
 
 /// The API's entity as an `EntityProto` (`v1_to_v3_entity`). A key-less (embedded) entity
 /// has an empty reference, as the legacy emulator writes it (the message requires one).
-fn v3_entity(entity: &pb::Entity, depth: usize) -> Result<DynamicMessage, String> {
+fn v3_entity(entity: &pb::Entity, depth: usize) -> Result<DynamicMessage, Malformed> {
     if depth > MAX_DEPTH {
-        return Err(format!("embedded entities nested deeper than {MAX_DEPTH}"));
+        return Err(Malformed::TooDeep(MAX_DEPTH));
     }
     let mut out = new(&format!("{ENTITY}.EntityProto"))?;
     let mut names: Vec<&String> = entity.properties.keys().collect();
@@ -427,7 +428,7 @@ fn v3_entity(entity: &pb::Entity, depth: usize) -> Result<DynamicMessage, String
 }
 
 /// A key as a `Reference`, and its entity group (a `Path` of its first element).
-fn v3_reference(key: Option<&pb::Key>) -> Result<(DynamicMessage, DynamicMessage), String> {
+fn v3_reference(key: Option<&pb::Key>) -> Result<(DynamicMessage, DynamicMessage), Malformed> {
     let mut reference = new(&format!("{ENTITY}.Reference"))?;
     let mut path = new(&format!("{ENTITY}.Path"))?;
     let mut group = new(&format!("{ENTITY}.Path"))?;
@@ -445,7 +446,7 @@ fn v3_reference(key: Option<&pb::Key>) -> Result<(DynamicMessage, DynamicMessage
 
 /// A key's partition on a `Reference` or a `ReferenceValue` (their fields are named alike):
 /// the application, and the namespace and database unless they are the default ones.
-fn set_partition(reference: &mut DynamicMessage, key: &pb::Key) -> Result<(), String> {
+fn set_partition(reference: &mut DynamicMessage, key: &pb::Key) -> Result<(), Malformed> {
     let partition = key.partition_id.clone().unwrap_or_default();
     set(reference, "app", Value::String(partition.project_id))?;
     for (field, value) in [
@@ -461,7 +462,7 @@ fn set_partition(reference: &mut DynamicMessage, key: &pb::Key) -> Result<(), St
 
 /// A key's path as messages `element` (a `Path.Element` or a `ReferenceValue.PathElement`:
 /// their fields are named alike).
-fn path_values(key: &pb::Key, element: &str) -> Result<Vec<Value>, String> {
+fn path_values(key: &pb::Key, element: &str) -> Result<Vec<Value>, Malformed> {
     key.path
         .iter()
         .map(|step| {
@@ -483,7 +484,7 @@ fn v3_property(
     multiple: bool,
     value: &pb::Value,
     depth: usize,
-) -> Result<DynamicMessage, String> {
+) -> Result<DynamicMessage, Malformed> {
     let mut property = new(&format!("{ENTITY}.Property"))?;
     let mut out = new(&format!("{ENTITY}.PropertyValue"))?;
     let mut given = (value.meaning != 0).then_some(value.meaning);
@@ -504,7 +505,7 @@ fn v3_property(
                 .seconds
                 .checked_mul(1_000_000)
                 .and_then(|s| s.checked_add(i64::from(t.nanos) / 1000))
-                .ok_or_else(|| format!("property {name:?}: a timestamp out of range"))?;
+                .ok_or_else(|| Malformed::TimestampOutOfRange(name.to_owned()))?;
             set(&mut out, "int64Value", Value::I64(micros))?;
             meaning = Some(GD_WHEN);
         }
@@ -564,7 +565,7 @@ fn v3_property(
             given = None;
         }
         Some(ValueType::ArrayValue(_)) => {
-            return Err(format!("property {name:?}: an array inside an array"));
+            return Err(Malformed::ArrayInArray(name.to_owned()));
         }
         Some(ValueType::NullValue(_)) | None => {}
     }
@@ -581,7 +582,7 @@ fn v3_property(
 }
 
 /// A user entity (meaning 20) as a `UserValue` (`v1_entity_to_v3_user_value`).
-fn v3_user(entity: &pb::Entity) -> Result<DynamicMessage, String> {
+fn v3_user(entity: &pb::Entity) -> Result<DynamicMessage, Malformed> {
     let mut user = new(&format!("{ENTITY}.PropertyValue.UserValue"))?;
     let string = |name: &str| match entity
         .properties
@@ -767,7 +768,7 @@ mod tests {
             properties: entity.properties,
         })
         .unwrap_err();
-        assert!(error.contains("nested deeper"), "{error}");
+        assert!(matches!(error, Malformed::TooDeep(_)), "{error}");
     }
 
     proptest::proptest! {

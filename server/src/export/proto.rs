@@ -8,14 +8,73 @@
 
 use std::sync::LazyLock;
 
-use gcloud_sdk::prost::Message;
-use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, ReflectMessage, Value};
+use gcloud_sdk::prost::{DecodeError, Message};
+use prost_reflect::{
+    DescriptorError, DescriptorPool, DynamicMessage, MessageDescriptor, ReflectMessage,
+    SetFieldError, Value,
+};
 
 /// The descriptors of the export's messages.
-static POOL: LazyLock<Result<DescriptorPool, String>> = LazyLock::new(|| {
+static POOL: LazyLock<Result<DescriptorPool, DescriptorError>> = LazyLock::new(|| {
     DescriptorPool::decode(include_bytes!("../../export/export_v3.bin").as_slice())
-        .map_err(|e| format!("the export descriptors do not decode: {e}"))
 });
+
+/// What an export's message could not be read or written as: a mistake in a file (or, for
+/// the descriptors, a bug of the server), reported with its file and record by the caller.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum Malformed {
+    /// The descriptors built into the server do not decode (a bug of the server).
+    #[error("the export descriptors do not decode: {0}")]
+    Descriptors(&'static DescriptorError),
+    /// The descriptors built into the server lack a message (a bug of the server).
+    #[error("no descriptor of {0}")]
+    NoDescriptor(String),
+    /// The bytes are not the message they should be.
+    #[error("not {expected}: {source}")]
+    NotA {
+        /// The message expected.
+        expected: &'static str,
+        /// What decoding said.
+        source: DecodeError,
+    },
+    /// A field refused a value (a bug of the server's writer).
+    #[error("{field}: {source}")]
+    Field {
+        /// The message and field.
+        field: String,
+        /// What the descriptor said.
+        source: SetFieldError,
+    },
+    /// A part the message needs is missing.
+    #[error("{0}")]
+    Missing(&'static str),
+    /// A set of entities of a type this server does not know.
+    #[error("an entity set of {field} {value}")]
+    SetType {
+        /// `kind_type` or `namespace_type`.
+        field: &'static str,
+        /// Its value.
+        value: i64,
+    },
+    /// Embedded entities nested deeper than the server reads.
+    #[error("embedded entities nested deeper than {0}")]
+    TooDeep(usize),
+    /// A key's path element with both an id and a name.
+    #[error("a key's element with both an id and a name")]
+    IdAndName,
+    /// A property without its value.
+    #[error("property {0:?} without its value")]
+    NoValue(String),
+    /// A timestamp outside the range the service stores.
+    #[error("property {0:?}: a timestamp out of range")]
+    TimestampOutOfRange(String),
+    /// An array inside an array, which the format cannot hold.
+    #[error("property {0:?}: an array inside an array")]
+    ArrayInArray(String),
+    /// An embedded entity's bytes that are not an entity.
+    #[error("an embedded entity that is {0}")]
+    Embedded(Box<Malformed>),
+}
 
 /// The package of the entity's messages.
 pub(crate) const ENTITY: &str = "storage_onestore_v3_bytes";
@@ -29,10 +88,10 @@ const DATASTORE_ADMIN: &str = "apphosting.ext.datastore_admin";
 pub(crate) const OVERALL_VERSION: &[u8] = b"3";
 
 /// The descriptor of message `name` (its full name).
-pub(crate) fn message(name: &str) -> Result<MessageDescriptor, String> {
-    let pool = POOL.as_ref().map_err(Clone::clone)?;
+pub(crate) fn message(name: &str) -> Result<MessageDescriptor, Malformed> {
+    let pool = POOL.as_ref().map_err(Malformed::Descriptors)?;
     pool.get_message_by_name(name)
-        .ok_or_else(|| format!("no descriptor of {name}"))
+        .ok_or_else(|| Malformed::NoDescriptor(name.to_owned()))
 }
 
 /// A message's field `name`: its value, or `None` when it is not set.
@@ -75,15 +134,18 @@ pub(crate) fn messages(message: &DynamicMessage, name: &str) -> Vec<DynamicMessa
 }
 
 /// A new message of `name`.
-pub(crate) fn new(name: &str) -> Result<DynamicMessage, String> {
+pub(crate) fn new(name: &str) -> Result<DynamicMessage, Malformed> {
     message(name).map(DynamicMessage::new)
 }
 
 /// Sets field `name` of `message`, checked against its descriptor.
-pub(crate) fn set(message: &mut DynamicMessage, name: &str, value: Value) -> Result<(), String> {
+pub(crate) fn set(message: &mut DynamicMessage, name: &str, value: Value) -> Result<(), Malformed> {
     message
         .try_set_field_by_name(name, value)
-        .map_err(|e| format!("{}.{name}: {e}", message.descriptor().full_name()))
+        .map_err(|source| Malformed::Field {
+            field: format!("{}.{name}", message.descriptor().full_name()),
+            source,
+        })
 }
 
 /// Which entities a set of an export holds: one kind or all, one namespace or all.
@@ -126,7 +188,7 @@ pub(crate) struct Pointer {
 }
 
 /// The overall metadata's message.
-pub(crate) fn overall_to_bytes(pointers: &[Pointer]) -> Result<Vec<u8>, String> {
+pub(crate) fn overall_to_bytes(pointers: &[Pointer]) -> Result<Vec<u8>, Malformed> {
     let mut overall = new(&format!("{ADMIN_JOBS}.OverallExportMetadata"))?;
     let mut list = Vec::new();
     for pointer in pointers {
@@ -164,27 +226,39 @@ pub(crate) fn overall_to_bytes(pointers: &[Pointer]) -> Result<Vec<u8>, String> 
 }
 
 /// The overall metadata's pointers, from its message.
-pub(crate) fn overall_from_bytes(bytes: &[u8]) -> Result<Vec<Pointer>, String> {
+pub(crate) fn overall_from_bytes(bytes: &[u8]) -> Result<Vec<Pointer>, Malformed> {
     let descriptor = message(&format!("{ADMIN_JOBS}.OverallExportMetadata"))?;
-    let overall = DynamicMessage::decode(descriptor, bytes)
-        .map_err(|e| format!("not an OverallExportMetadata: {e}"))?;
+    let overall = DynamicMessage::decode(descriptor, bytes).map_err(|source| Malformed::NotA {
+        expected: "an OverallExportMetadata",
+        source,
+    })?;
     messages(&overall, "export_pointers")
         .iter()
         .map(|entry| {
             let spec = match field(entry, "entity_set_spec") {
                 Some(Value::Message(spec)) => spec,
-                _ => return Err("a pointer without its entity_set_spec".to_owned()),
+                _ => return Err(Malformed::Missing("a pointer without its entity_set_spec")),
             };
             let kind = match int(&spec, "kind_type") {
                 1 => Some(text(&spec, "kind")),
                 2 => None,
-                other => return Err(format!("an entity set of kind_type {other}")),
+                value => {
+                    return Err(Malformed::SetType {
+                        field: "kind_type",
+                        value,
+                    });
+                }
             };
             let namespace = match int(&spec, "namespace_type") {
                 1 => Some(String::new()),
                 2 => Some(text(&spec, "namespace")),
                 3 => None,
-                other => return Err(format!("an entity set of namespace_type {other}")),
+                value => {
+                    return Err(Malformed::SetType {
+                        field: "namespace_type",
+                        value,
+                    });
+                }
             };
             Ok(Pointer {
                 set: EntitySet { kind, namespace },
@@ -207,7 +281,7 @@ pub(crate) struct SetMetadata {
 }
 
 /// A set's metadata as its file's bytes.
-pub(crate) fn set_to_bytes(metadata: &SetMetadata) -> Result<Vec<u8>, String> {
+pub(crate) fn set_to_bytes(metadata: &SetMetadata) -> Result<Vec<u8>, Malformed> {
     let mut backup = new(&format!("{DATASTORE_ADMIN}.Backup"))?;
     let mut info = new(&format!("{DATASTORE_ADMIN}.BackupInfo"))?;
     set(
@@ -235,10 +309,12 @@ pub(crate) fn set_to_bytes(metadata: &SetMetadata) -> Result<Vec<u8>, String> {
 }
 
 /// A set's metadata from its file's bytes.
-pub(crate) fn set_from_bytes(bytes: &[u8]) -> Result<SetMetadata, String> {
+pub(crate) fn set_from_bytes(bytes: &[u8]) -> Result<SetMetadata, Malformed> {
     let descriptor = message(&format!("{DATASTORE_ADMIN}.Backup"))?;
-    let backup = DynamicMessage::decode(descriptor, bytes)
-        .map_err(|e| format!("not an export_metadata (Backup) message: {e}"))?;
+    let backup = DynamicMessage::decode(descriptor, bytes).map_err(|source| Malformed::NotA {
+        expected: "an export_metadata (Backup) message",
+        source,
+    })?;
     let info = match field(&backup, "backup_info") {
         Some(Value::Message(info)) => info,
         _ => DynamicMessage::new(message(&format!("{DATASTORE_ADMIN}.BackupInfo"))?),

@@ -181,7 +181,7 @@ impl Reading<'_> {
                 path: path.to_owned(),
                 record: index,
                 offset,
-                reason,
+                reason: reason.to_string(),
             })?;
             self.bytes_read += record.len() as u64;
             index += 1;
@@ -241,7 +241,7 @@ fn pointers(overall: &Path) -> Result<Vec<Pointer>, ExportError> {
     let records = records_of(overall, 2)?;
     match records.as_slice() {
         [version, message] if version == OVERALL_VERSION => {
-            overall_from_bytes(message).map_err(metadata)
+            overall_from_bytes(message).map_err(|reason| metadata(reason.to_string()))
         }
         [version, _] => Err(metadata(format!(
             "an overall metadata of version {:?}; this server reads version 3",
@@ -264,7 +264,7 @@ fn output_files(overall: &Path, pointer: &Pointer) -> Result<Vec<PathBuf>, Expor
     })?;
     let set = set_from_bytes(&bytes).map_err(|reason| ExportError::Metadata {
         path: set_file.clone(),
-        reason,
+        reason: reason.to_string(),
     })?;
     let set_folder = set_file.parent().unwrap_or(folder);
     Ok(set
@@ -295,7 +295,7 @@ pub(crate) fn first_project(overall: &Path) -> Result<Option<String>, ExportErro
                 Ok(Some(offset)) => {
                     return application(&record)
                         .map(Some)
-                        .map_err(|r| damaged(offset, r));
+                        .map_err(|r| damaged(offset, r.to_string()));
                 }
                 Ok(None) => {}
                 Err(LogError::Io(source)) => {

@@ -148,7 +148,7 @@ impl Writer {
         let path = set.folder.join(&metadata_file);
         let bytes = set_to_bytes(&metadata).map_err(|reason| ExportError::Metadata {
             path: path.clone(),
-            reason,
+            reason: reason.to_string(),
         })?;
         std::fs::write(&path, bytes).map_err(io(&path))?;
         self.pointers.push(Pointer {
@@ -167,7 +167,7 @@ impl Writer {
             .join(format!("{}.overall_export_metadata", self.name));
         let message = overall_to_bytes(&self.pointers).map_err(|reason| ExportError::Metadata {
             path: path.clone(),
-            reason,
+            reason: reason.to_string(),
         })?;
         let file = File::create(&path).map_err(io(&path))?;
         let mut log = LogWriter::new(BufWriter::new(file));
