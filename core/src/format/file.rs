@@ -81,6 +81,7 @@ pub fn with_times(mut form: Vec<u8>, created: i64, updated: i64) -> Vec<u8> {
 
 /// An entities-table value split into the stored form and the create and update times;
 /// `None` if it is too short to hold them.
+#[inline]
 pub fn split_times(value: &[u8]) -> Option<(&[u8], i64, i64)> {
     let (form, times) = value.split_at_checked(value.len().checked_sub(TIMES)?)?;
     let (created, updated) = times.split_at(TIMES / 2);
