@@ -417,25 +417,27 @@ fn entities() -> Vec<pb::Entity> {
     all_entities
 }
 
+/// A non-transactional commit upserting `entities` into `project`.
+fn upserts(project: &str, entities: &[pb::Entity]) -> pb::CommitRequest {
+    pb::CommitRequest {
+        project_id: project.to_owned(),
+        mode: pb::commit_request::Mode::NonTransactional as i32,
+        mutations: entities
+            .iter()
+            .map(|e| pb::Mutation {
+                operation: Some(pb::mutation::Operation::Upsert(e.clone())),
+                ..pb::Mutation::default()
+            })
+            .collect(),
+        ..pb::CommitRequest::default()
+    }
+}
+
 /// Writes `entities` into `project` through gRPC, 500 at a time.
 async fn write(port: u16, project: &str, entities: &[pb::Entity]) {
     let mut client = client(port).await;
     for chunk in entities.chunks(500) {
-        client
-            .commit(pb::CommitRequest {
-                project_id: project.to_owned(),
-                mode: pb::commit_request::Mode::NonTransactional as i32,
-                mutations: chunk
-                    .iter()
-                    .map(|e| pb::Mutation {
-                        operation: Some(pb::mutation::Operation::Upsert(e.clone())),
-                        ..pb::Mutation::default()
-                    })
-                    .collect(),
-                ..pb::CommitRequest::default()
-            })
-            .await
-            .unwrap();
+        client.commit(upserts(project, chunk)).await.unwrap();
     }
 }
 
@@ -969,21 +971,7 @@ async fn write_service(
     entities: &[pb::Entity],
 ) {
     for chunk in entities.chunks(500) {
-        service
-            .commit(pb::CommitRequest {
-                project_id: project.to_owned(),
-                mode: pb::commit_request::Mode::NonTransactional as i32,
-                mutations: chunk
-                    .iter()
-                    .map(|e| pb::Mutation {
-                        operation: Some(pb::mutation::Operation::Upsert(e.clone())),
-                        ..pb::Mutation::default()
-                    })
-                    .collect(),
-                ..pb::CommitRequest::default()
-            })
-            .await
-            .unwrap();
+        service.commit(upserts(project, chunk)).await.unwrap();
     }
 }
 
