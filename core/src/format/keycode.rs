@@ -167,6 +167,35 @@ pub fn inverted(out: &mut Vec<u8>, encoded: &[u8]) {
     out.extend(encoded.iter().map(|b| !b));
 }
 
+/// The keys of one partition read one after another from their encoded paths into one
+/// [`RawKey`], which keeps its allocations from key to key ([`Reader::path_into`]): a page
+/// of results of one kind decodes its keys without allocating.
+pub struct Keys {
+    key: RawKey,
+    scratch: Vec<u8>,
+}
+
+impl Keys {
+    pub fn in_partition(partition: PartitionId) -> Self {
+        Keys {
+            key: RawKey::unread(partition),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The key whose path `path` encodes (exactly: nothing may follow it), checked as
+    /// [`RawKey::new`] checks.
+    pub fn read(&mut self, path: &[u8]) -> Result<&RawKey> {
+        let mut reader = Reader::new(path);
+        reader.path_into(self.key.path_mut(), &mut self.scratch)?;
+        if !reader.rest().is_empty() {
+            return Err(Malformed);
+        }
+        self.key.check_shape().map_err(|_| Malformed)?;
+        Ok(&self.key)
+    }
+}
+
 /// Reads what the functions above wrote.
 pub struct Reader<'a> {
     bytes: &'a [u8],
@@ -252,11 +281,25 @@ impl<'a> Reader<'a> {
 
     pub fn path(&mut self) -> Result<Vec<PathElement>> {
         let mut path = Vec::new();
+        self.path_into(&mut path, &mut Vec::new())?;
+        Ok(path)
+    }
+
+    /// A key path read into `path` in place: an element whose kind is unchanged keeps its
+    /// kind's allocation (`scratch` holds each kind as it is read), so the keys of one kind
+    /// read one after another allocate nothing but their names.
+    pub fn path_into(&mut self, path: &mut Vec<PathElement>, scratch: &mut Vec<u8>) -> Result<()> {
+        let mut read = 0;
         loop {
             match self.byte()? {
-                END => return Ok(path),
+                END => {
+                    path.truncate(read);
+                    return Ok(());
+                }
                 ELEMENT => {
-                    let kind = self.string()?;
+                    scratch.clear();
+                    self.escaped(|b| scratch.push(b))?;
+                    let kind = std::str::from_utf8(scratch).map_err(|_| Malformed)?;
                     let id_or_name = match self.byte()? {
                         INCOMPLETE => None,
                         ID => Some(IdOrName::Id(
@@ -267,7 +310,11 @@ impl<'a> Reader<'a> {
                     };
                     // Any key the service accepts reads back (a `/`, a negative id): lenient, as the
                     // service's reads are.
-                    path.push(PathElement::stored(kind, id_or_name));
+                    match path.get_mut(read) {
+                        Some(element) => element.reuse(kind, id_or_name),
+                        None => path.push(PathElement::stored(kind.to_owned(), id_or_name)),
+                    }
+                    read += 1;
                 }
                 _ => return Err(Malformed),
             }
@@ -498,6 +545,46 @@ mod tests {
             key(&mut eb, &b);
             prop_assert_eq!(ea.cmp(&eb), a.cmp(&b));
             prop_assert_eq!(Reader::new(&ea).key().unwrap(), a);
+        }
+
+        /// Keys read one after another into one [`Keys`] (kinds kept, depths changing) are
+        /// each the key a fresh read gives.
+        #[test]
+        fn keys_read_in_place_are_the_keys_read_fresh(keys in prop::collection::vec(arb_key(), 1..8)) {
+            let mut reused = Keys::in_partition(PartitionId::default());
+            for k in keys {
+                let mut encoded = Vec::new();
+                path(&mut encoded, k.path());
+                prop_assert_eq!(reused.read(&encoded).unwrap(), &k);
+            }
+        }
+    }
+
+    #[test]
+    fn keys_read_in_place_refuse_what_is_not_one_whole_key() {
+        let mut keys = Keys::in_partition(PartitionId::default());
+        let good = key_of(vec![(
+            "A".into(),
+            Some(IdOrName::Id(KeyId::new(1).unwrap())),
+        )]);
+        let mut encoded = Vec::new();
+        path(&mut encoded, good.path());
+        let incomplete_parent = {
+            let mut out = Vec::new();
+            let parent = PathElement::new("A", None).unwrap();
+            let child = PathElement::new("B", Some(IdOrName::Id(KeyId::new(2).unwrap()))).unwrap();
+            path(&mut out, &[parent, child]);
+            out
+        };
+        for bad in [
+            vec![END],                             // no element
+            [encoded.as_slice(), &[0]].concat(),   // something after the path
+            encoded[..encoded.len() - 1].to_vec(), // cut short
+            incomplete_parent,                     // an ancestor without id or name
+        ] {
+            assert_eq!(keys.read(&bad).map(drop), Err(Malformed), "{bad:?}");
+            // A refusal leaves nothing behind: the next key reads whole.
+            assert_eq!(keys.read(&encoded).unwrap(), &good);
         }
     }
 

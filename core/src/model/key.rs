@@ -151,6 +151,15 @@ impl PathElement {
         }
     }
 
+    /// Makes this element `kind` with `id_or_name`, keeping its kind's allocation when the
+    /// kind is the one it has (keys read one after another: [`crate::format::keycode::Keys`]).
+    pub(crate) fn reuse(&mut self, kind: &str, id_or_name: Option<IdOrName>) {
+        if self.kind != kind {
+            self.kind = Cow::Owned(kind.to_owned());
+        }
+        self.id_or_name = id_or_name;
+    }
+
     /// For kinds checked at compile time by the derive.
     pub fn trusted(kind: &'static str, id_or_name: Option<IdOrName>) -> Self {
         debug_assert!(validate(NameRole::Kind, kind).is_ok());
@@ -247,27 +256,48 @@ impl RawKey {
     /// incomplete; `None` leaves it without a partition.
     pub fn new(partition: Option<PartitionId>, path: Vec<PathElement>) -> Result<RawKey, Error> {
         let key = RawKey { partition, path };
-        if key.path.is_empty() || key.path.len() > MAX_KEY_DEPTH {
-            return Err(key.invalid(format!(
+        key.check_shape()?;
+        Ok(key)
+    }
+
+    /// What [`RawKey::new`] checks: the path's depth, that only its last element is
+    /// incomplete, and the namespace.
+    pub(crate) fn check_shape(&self) -> Result<(), Error> {
+        if self.path.is_empty() || self.path.len() > MAX_KEY_DEPTH {
+            return Err(self.invalid(format!(
                 "a key path has 1 to {MAX_KEY_DEPTH} elements, this one has {}",
-                key.path.len()
+                self.path.len()
             )));
         }
-        if key.path[..key.path.len() - 1]
+        if self.path[..self.path.len() - 1]
             .iter()
             .any(|e| e.id_or_name.is_none())
         {
-            return Err(key.invalid(
+            return Err(self.invalid(
                 "an ancestor has no id or name; put the parent first and use the key it returns"
                     .into(),
             ));
         }
-        if let Some(partition) = &key.partition
+        if let Some(partition) = &self.partition
             && !partition.namespace.is_empty()
         {
             validate(NameRole::Namespace, &partition.namespace)?;
         }
-        Ok(key)
+        Ok(())
+    }
+
+    /// A key of `partition` whose path is still to be read in place
+    /// ([`crate::format::keycode::Keys`]); not a key until it is.
+    pub(crate) fn unread(partition: PartitionId) -> RawKey {
+        RawKey {
+            partition: Some(partition),
+            path: Vec::new(),
+        }
+    }
+
+    /// The path, to be read in place ([`crate::format::keycode::Keys`]).
+    pub(crate) fn path_mut(&mut self) -> &mut Vec<PathElement> {
+        &mut self.path
     }
 
     /// A root key (no parent) or a child of `parent`, of a kind already validated.

@@ -208,9 +208,7 @@ impl StoredReads for Embedded {
         Box::pin(ready(answered.and_then(|answered| match answered {
             Answered::Batch(batch) => hand_over(batch, read),
             Answered::Stored(stored) => {
-                for (key, range) in &stored.results {
-                    read(key, FoundEntity::Stored(&stored.bytes[range.clone()]))?;
-                }
+                stored.hand_over(read)?;
                 Ok(BatchEnd {
                     end_cursor: stored.end_cursor,
                     more_results: stored.more_results,

@@ -3,7 +3,7 @@
 //! kind holds — and turns them into results; OR branches merged in order.
 
 use std::borrow::Cow;
-use std::ops::Bound;
+use std::ops::{Bound, Range};
 
 use super::bounds::{Bounds, after_prefix, as_ref, encoded, narrow};
 use super::candidates::{candidates, corrupt, other_plan, scanned};
@@ -11,10 +11,11 @@ use super::index::{self};
 use super::plan::{Access, equality_properties, projected};
 use super::scan::{Prepared, matches};
 use super::store::Store;
+use crate::backend::{FoundEntity, ReadResult};
 use datastore_entity_core::error::Error;
 use datastore_entity_core::format::file::{ENTITIES, KINDS, PROPERTIES};
-use datastore_entity_core::format::keycode::{self, Reader};
-use datastore_entity_core::model::key::RawKey;
+use datastore_entity_core::format::keycode::{self, Keys, Reader};
+use datastore_entity_core::model::key::{PartitionId, RawKey};
 use datastore_entity_core::model::schema::Direction;
 use datastore_entity_core::model::value::{Property, PropertyMap, Value};
 use datastore_entity_core::query::spec::{
@@ -93,14 +94,31 @@ pub(super) enum Hits {
     },
 }
 
-/// A whole-entity query's results as their entities lie in the store: every stored form
-/// copied into one buffer (one allocation for the page, where a map per result is one each),
-/// each result its key and its range of the buffer; no cursor but the batch's end.
+/// A whole-entity query's results as their entities lie in the store: every key path and
+/// stored form copied into one buffer (one allocation for the page, where a key and a map per
+/// result are several each), each result its ranges of the buffer; no cursor but the batch's
+/// end. The keys are read after the store's lock is let go, into one key ([`Keys`]).
 pub(super) struct StoredBatch {
-    pub(super) bytes: Vec<u8>,
-    pub(super) results: Vec<(RawKey, std::ops::Range<usize>)>,
+    partition: PartitionId,
+    bytes: Vec<u8>,
+    /// Each result's key path and stored form, as ranges of `bytes`.
+    results: Vec<(Range<usize>, Range<usize>)>,
     pub(super) end_cursor: Vec<u8>,
     pub(super) more_results: bool,
+}
+
+impl StoredBatch {
+    /// Hands each result to `read`, with its key.
+    pub(super) fn hand_over(&self, read: &mut ReadResult<'_>) -> Result<(), Error> {
+        let mut keys = Keys::in_partition(self.partition.clone());
+        for (path, entity) in &self.results {
+            let key = keys
+                .read(&self.bytes[path.clone()])
+                .map_err(|_| corrupt())?;
+            read(key, FoundEntity::Stored(&self.bytes[entity.clone()]))?;
+        }
+        Ok(())
+    }
 }
 
 /// A query's answer: its results with their properties and cursors, or as stored.
@@ -195,14 +213,22 @@ impl Hits {
         keycode::partition(&mut at, &query.partition);
         let partition = at.len();
         let mut bytes = Vec::new();
-        let mut results = Vec::with_capacity(found.len());
-        for found in &found {
+        let count = found.len();
+        let mut results = Vec::with_capacity(count);
+        for (i, found) in found.iter().enumerate() {
             at.truncate(partition);
             at.extend_from_slice(found.path());
-            let range = copy_stored(store, &at, &mut bytes)?.ok_or_else(corrupt)?;
-            results.push((key_of(prepared, found)?, range));
+            let path = bytes.len()..bytes.len() + found.path().len();
+            bytes.extend_from_slice(found.path());
+            let entity = copy_stored(store, &at, &mut bytes)?.ok_or_else(corrupt)?;
+            if i == 0 {
+                // Room for the rest, if they are about the size of the first.
+                bytes.reserve(bytes.len() * (count - 1));
+            }
+            results.push((path, entity));
         }
         Ok(Answered::Stored(StoredBatch {
+            partition: query.partition.clone(),
             bytes,
             results,
             end_cursor,
