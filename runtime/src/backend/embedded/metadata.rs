@@ -299,6 +299,30 @@ fn corrupt(table: &str) -> Error {
     Error::storage(format!("an entry of the {table} table is corrupt"))
 }
 
+/// Every partition (project, database, namespace) that holds an entity, in order: three
+/// nested walks of the kinds table, one seek per name.
+pub(super) fn partitions(
+    store: &dyn Store,
+    each: &mut dyn FnMut(&PartitionId) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let mut partition = PartitionId::default();
+    names_under(store, KINDS, &[], &mut |project| {
+        partition.project_id = project;
+        let mut databases = Vec::new();
+        keycode::bytes(&mut databases, partition.project_id.as_bytes());
+        names_under(store, KINDS, &databases, &mut |database| {
+            partition.database_id = database;
+            namespaces(store, &partition.clone(), &mut |namespace| {
+                partition.namespace = namespace;
+                each(&partition)?;
+                Ok(true)
+            })?;
+            Ok(true)
+        })?;
+        Ok(true)
+    })
+}
+
 /// Every namespace of `partition`'s database that holds an entity.
 fn namespaces(
     store: &dyn Store,

@@ -6,15 +6,17 @@
 use std::collections::HashSet;
 use std::path::Path;
 
+use super::bounds::Bounds;
 use super::candidates;
 use super::exec;
 use super::history::History;
 use super::ids::Ids;
 use super::index::{self, Composite};
+use super::metadata;
 use super::store::{Batch, Key, Store};
 use datastore_entity_core::error::Error;
 use datastore_entity_core::format::file::{
-    CLOCK_KEY, ENTITIES, FORMAT, FORMAT_KEY, IDENTITY_KEY, IDS_KEY, INDEX_PREFIX, META,
+    CLOCK_KEY, FORMAT, FORMAT_KEY, IDENTITY_KEY, IDS_KEY, INDEX_PREFIX, KINDS, META,
     RESERVED_PREFIX,
 };
 use datastore_entity_core::format::keycode;
@@ -137,37 +139,43 @@ pub(super) fn declaration(
     Ok(batch)
 }
 
-/// The entries of `indexes` (all of kind `kind`) for the entities already stored.
+/// The entries of `indexes` (all of kind `kind`) for the entities already stored: the kind's
+/// entities alone, found through the kinds table in each partition that holds data.
 fn backfill(
     store: &dyn Store,
     kind: &str,
     indexes: &[Composite],
     batch: &mut Batch,
 ) -> Result<(), Error> {
-    let mut keys = Vec::new();
-    store.scan(
-        ENTITIES,
-        (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded),
-        false,
-        &mut |k, _| {
-            keys.push(k.to_vec());
-            true
-        },
-    )?;
     let tables: HashSet<&str> = indexes.iter().map(|i| i.table.as_str()).collect();
-    for at in keys {
-        let key = keycode::Reader::new(&at)
-            .key()
-            .map_err(|_| candidates::corrupt())?;
-        if key.kind() != kind {
-            continue;
-        }
-        let (properties, _) = exec::load(store, &at)?.ok_or_else(candidates::corrupt)?;
-        for (table, entry) in index::entries(&key, &properties, indexes) {
-            if tables.contains(table.as_ref()) {
-                batch.put(table, entry, Vec::new());
+    metadata::partitions(store, &mut |partition| {
+        let prefix = index::kind_prefix(partition, kind);
+        let mut paths = Vec::new();
+        store.scan(
+            KINDS,
+            Bounds::prefix(prefix.clone()).range(),
+            false,
+            &mut |k, _| {
+                paths.push(k[prefix.len()..].to_vec());
+                true
+            },
+        )?;
+        let mut at = Vec::with_capacity(64);
+        keycode::partition(&mut at, partition);
+        let head = at.len();
+        for path in paths {
+            at.truncate(head);
+            at.extend_from_slice(&path);
+            let key = keycode::Reader::new(&at)
+                .key()
+                .map_err(|_| candidates::corrupt())?;
+            let (properties, _) = exec::load(store, &at)?.ok_or_else(candidates::corrupt)?;
+            for (table, entry) in index::entries(&key, &properties, indexes) {
+                if tables.contains(table.as_ref()) {
+                    batch.put(table, entry, Vec::new());
+                }
             }
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }

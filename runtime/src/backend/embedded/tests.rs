@@ -455,6 +455,84 @@ async fn outside_strict_mode_a_query_builds_the_composite_index_it_needs_once() 
     );
 }
 
+/// The build reads the kind's entities in every partition (projects, databases,
+/// namespaces), and no entity of another kind.
+#[tokio::test]
+async fn an_index_built_on_first_use_holds_its_kind_in_every_partition_and_reads_nothing_else() {
+    let (engine, counts) = orders(0).await;
+    let engine = engine.strict_indexes(false).build_indexes(true);
+    let calls: &dyn Backend = &engine;
+    let partitions = [
+        ("p", "", ""),
+        ("p", "", "ns"),
+        ("p", "db2", "ns"),
+        ("q", "", ""),
+    ]
+    .map(|(project, database, namespace)| PartitionId {
+        project_id: project.to_owned(),
+        database_id: database.to_owned(),
+        namespace: namespace.to_owned(),
+    });
+    let in_partition = |partition: &PartitionId, kind: &str, n: i64| {
+        let element = PathElement::new(kind, Some(IdOrName::Id(KeyId::new(n).unwrap())));
+        RawKey::new(Some(partition.clone()), vec![element.unwrap()]).unwrap()
+    };
+    for (p, partition) in partitions.iter().enumerate() {
+        let writes = (1..=40)
+            .flat_map(|i| {
+                let properties = PropertyMap::from([
+                    ("customer", Property::indexed(Value::Integer(i % 4))),
+                    (
+                        "total",
+                        Property::indexed(Value::Integer(i * 10 + p as i64)),
+                    ),
+                ]);
+                [
+                    Mutation::Upsert(
+                        in_partition(partition, "Order", i),
+                        properties.clone(),
+                        Mask::Whole,
+                    ),
+                    Mutation::Upsert(in_partition(partition, "Other", i), properties, Mask::Whole),
+                ]
+            })
+            .collect();
+        calls.commit(writes, None).await.unwrap();
+    }
+    counts.take();
+    let query = |partition: &PartitionId| QuerySpec {
+        partition: partition.clone(),
+        ..customer_page(1)
+    };
+    calls.run_query(&query(&partitions[0]), None).await.unwrap();
+    let (entities, _) = counts.take();
+    assert_eq!(engine.state().composites.values().flatten().count(), 1);
+    // 160 orders backfilled, plus the page's 10; none of the 160 others.
+    assert_eq!(
+        entities,
+        4 * 40 + 10,
+        "entities read by the build and the first page"
+    );
+    for (p, partition) in partitions.iter().enumerate() {
+        let page = calls.run_query(&query(partition), None).await.unwrap();
+        let (entities, entries) = counts.take();
+        let totals: Vec<i64> = (0..10).map(|k| (37 - 4 * k) * 10 + p as i64).collect();
+        let read: Vec<i64> = page
+            .results
+            .iter()
+            .map(|r| match r.properties.get("total").map(|p| &p.value) {
+                Some(Value::Integer(total)) => *total,
+                other => panic!("a total: {other:?}"),
+            })
+            .collect();
+        assert_eq!(read, totals, "customer 1's highest totals in {partition:?}");
+        assert!(
+            entities + entries <= 30,
+            "{entities} entities, {entries} entries read"
+        );
+    }
+}
+
 #[tokio::test]
 async fn an_index_built_on_first_use_is_kept_in_a_file() {
     let path = std::env::temp_dir().join(format!("built-index-{}.redb", std::process::id()));
