@@ -366,7 +366,7 @@ impl<'a> Answers<'a> {
             let (mut properties, stamp) = match keys_only {
                 true => (PropertyMap::new(), None),
                 false => {
-                    let loaded = exec::load(store, &index::entity_key(&key))?;
+                    let loaded = candidates::load(store, &index::entity_key(&key))?;
                     let (properties, stamp) = loaded.ok_or_else(candidates::corrupt)?;
                     (properties, Some(stamp))
                 }

@@ -130,3 +130,32 @@ pub(super) fn scanned(
     }
     Ok(batch)
 }
+
+/// The entity stored under `at` (an entities-table key), with its stamp.
+pub(crate) fn load(store: &dyn Store, at: &[u8]) -> Result<Option<(PropertyMap, Stamp)>, Error> {
+    let mut decoded = None;
+    let written_here = store.written_here();
+    store.get(ENTITIES, at, &mut |bytes| {
+        decoded = Some(index::decode_entity(bytes.to_vec(), written_here));
+    })?;
+    decoded.map(|d| d.ok_or_else(corrupt)).transpose()
+}
+
+/// Copies the stored form of the entity under `at` (an entities-table key) to the end of
+/// `bytes`, and says where it lies there; `None` if there is none.
+pub(crate) fn copy_stored(
+    store: &dyn Store,
+    at: &[u8],
+    bytes: &mut Vec<u8>,
+) -> Result<Option<std::ops::Range<usize>>, Error> {
+    let start = bytes.len();
+    let mut found = None;
+    store.get(ENTITIES, at, &mut |value| {
+        found = Some(index::split_entity(value).map(|(form, _)| bytes.extend_from_slice(form)));
+    })?;
+    match found {
+        None => Ok(None),
+        Some(None) => Err(corrupt()),
+        Some(Some(())) => Ok(Some(start..bytes.len())),
+    }
+}

@@ -6,20 +6,20 @@ use std::borrow::Cow;
 use std::ops::{Bound, Range};
 
 use super::bounds::{Bounds, after_prefix, as_ref, encoded, narrow};
-use super::candidates::{candidates, corrupt, other_plan, scanned};
+use super::candidates::{candidates, copy_stored, corrupt, load, other_plan, scanned};
 use super::index::{self};
 use super::plan::{Access, equality_properties, projected};
 use super::scan::{Prepared, matches};
 use super::store::Store;
 use crate::backend::{FoundEntity, ReadResult};
 use datastore_entity_core::error::Error;
-use datastore_entity_core::format::file::{ENTITIES, KINDS, PROPERTIES};
+use datastore_entity_core::format::file::{KINDS, PROPERTIES};
 use datastore_entity_core::format::keycode::{self, Keys, Reader};
 use datastore_entity_core::model::key::{PartitionId, RawKey};
 use datastore_entity_core::model::schema::Direction;
 use datastore_entity_core::model::value::{Property, PropertyMap, Value};
 use datastore_entity_core::query::spec::{
-    Operator, PropertyFilter, QueryBatch, QueryResult, ResultShape, Stamp,
+    Operator, PropertyFilter, QueryBatch, QueryResult, ResultShape,
 };
 
 /// An index range read entry by entry: what each entry holds after its fixed head.
@@ -389,35 +389,6 @@ pub(super) fn results(
         });
     }
     Ok(results)
-}
-
-/// The entity stored under `at` (an entities-table key), with its stamp.
-pub(crate) fn load(store: &dyn Store, at: &[u8]) -> Result<Option<(PropertyMap, Stamp)>, Error> {
-    let mut decoded = None;
-    let written_here = store.written_here();
-    store.get(ENTITIES, at, &mut |bytes| {
-        decoded = Some(index::decode_entity(bytes.to_vec(), written_here));
-    })?;
-    decoded.map(|d| d.ok_or_else(corrupt)).transpose()
-}
-
-/// Copies the stored form of the entity under `at` (an entities-table key) to the end of
-/// `bytes`, and says where it lies there; `None` if there is none.
-pub(super) fn copy_stored(
-    store: &dyn Store,
-    at: &[u8],
-    bytes: &mut Vec<u8>,
-) -> Result<Option<std::ops::Range<usize>>, Error> {
-    let start = bytes.len();
-    let mut found = None;
-    store.get(ENTITIES, at, &mut |value| {
-        found = Some(index::split_entity(value).map(|(form, _)| bytes.extend_from_slice(form)));
-    })?;
-    match found {
-        None => Ok(None),
-        Some(None) => Err(corrupt()),
-        Some(Some(())) => Ok(Some(start..bytes.len())),
-    }
 }
 
 /// The entries an index plan reads.

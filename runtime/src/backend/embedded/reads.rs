@@ -2,7 +2,8 @@
 //! one buffer) and queries (as a batch of results, or a whole-entity query's as stored).
 
 use super::State;
-use super::exec::{self, Answered};
+use super::candidates;
+use super::exec::Answered;
 use super::index;
 use crate::backend::{FoundStamped, TransactionId};
 use datastore_entity_core::error::Error;
@@ -27,7 +28,7 @@ impl State {
         let view = self.view(version);
         let found = at
             .iter()
-            .map(|at| exec::load(&view, at))
+            .map(|at| candidates::load(&view, at))
             .collect::<Result<_, _>>()?;
         self.record_reads(transaction, at)?;
         Ok(found)
@@ -52,7 +53,7 @@ impl State {
         for (i, key) in keys.iter().enumerate() {
             at.clear();
             keycode::key(&mut at, key);
-            if let Some(range) = exec::copy_stored(&view, &at, &mut bytes)? {
+            if let Some(range) = candidates::copy_stored(&view, &at, &mut bytes)? {
                 found.push((i, range));
             }
         }

@@ -8,7 +8,6 @@ use std::path::Path;
 
 use super::bounds::Bounds;
 use super::candidates;
-use super::exec;
 use super::history::History;
 use super::ids::Ids;
 use super::index::{self, Composite};
@@ -169,7 +168,7 @@ fn backfill(
             let key = keycode::Reader::new(&at)
                 .key()
                 .map_err(|_| candidates::corrupt())?;
-            let (properties, _) = exec::load(store, &at)?.ok_or_else(candidates::corrupt)?;
+            let (properties, _) = candidates::load(store, &at)?.ok_or_else(candidates::corrupt)?;
             for (table, entry) in index::entries(&key, &properties, indexes) {
                 if tables.contains(table.as_ref()) {
                     batch.put(table, entry, Vec::new());
