@@ -13,7 +13,8 @@ use std::path::Path;
 use std::process::Command;
 
 use datastore_entity::prelude::*;
-use datastore_entity_benches::{order, runtime};
+use datastore_entity_benches::process::{cpu_seconds, resident_mib};
+use datastore_entity_benches::{order, process, runtime};
 use datastore_entity_server::{Options, Server};
 use datastore_entity_tests::harness::{self, Backend, Emulator};
 use divan::Bencher;
@@ -37,52 +38,6 @@ fn workload(host: &str) {
         "the workload failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-}
-
-/// Processor time (user and system, in seconds) of `pid`, or of every process whose command
-/// line names `--port=PORT` (an emulator's wrapper and its `java`).
-fn cpu_seconds(port: u16, pid: Option<u32>) -> f64 {
-    processes(port, pid)
-        .iter()
-        .map(|path| {
-            let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
-            // After the command's closing parenthesis: state, then fields 4…; utime and
-            // stime are fields 14 and 15, in clock ticks (100 a second on Linux).
-            let fields: Vec<&str> = stat
-                .rsplit_once(')')
-                .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
-            let tick = |i: usize| {
-                fields
-                    .get(i)
-                    .and_then(|f| f.parse::<f64>().ok())
-                    .unwrap_or(0.0)
-            };
-            (tick(11) + tick(12)) / 100.0
-        })
-        .sum()
-}
-
-/// The `/proc` directories of `pid`, or of the processes whose command line names
-/// `--port=PORT` or `--port PORT`.
-fn processes(port: u16, pid: Option<u32>) -> Vec<std::path::PathBuf> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let path = entry.path();
-        let Some(this) = path
-            .file_name()
-            .and_then(|n| n.to_str()?.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let cmdline = std::fs::read(path.join("cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        let named = cmdline.contains(&format!("--port={port}"))
-            || cmdline.contains(&format!("--port {port}"));
-        if pid == Some(this) || (pid.is_none() && named) {
-            found.push(path);
-        }
-    }
-    found
 }
 
 #[divan::bench(sample_count = 5, sample_size = 1)]
@@ -142,23 +97,6 @@ async fn load(host: &str) {
     }
 }
 
-/// The resident size, in MiB, of `pid`, or of every process whose command line names
-/// `--port=PORT` (an emulator's wrapper and its `java`).
-fn resident_mib(port: u16, pid: Option<u32>) -> f64 {
-    let kib: u64 = processes(port, pid)
-        .iter()
-        .map(|path| {
-            let status = std::fs::read_to_string(path.join("status")).unwrap_or_default();
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-                .unwrap_or(0)
-        })
-        .sum();
-    kib as f64 / 1024.0
-}
-
 #[divan::bench(sample_count = 1, sample_size = 1)]
 fn million_into_the_server(bencher: Bencher) {
     million_into_a_server(bencher, None, &[]);
@@ -191,39 +129,15 @@ fn on_a_file(bencher: Bencher, args: &[&str]) {
 /// `args`.
 fn million_into_a_server(bencher: Bencher, data: Option<std::path::PathBuf>, args: &[&str]) {
     let runtime = runtime();
-    let binary =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/datastore-entity-server");
-    assert!(
-        binary.exists(),
-        "build the server first: cargo build --release -p datastore-entity-server"
-    );
     bencher.bench_local(|| {
         if let Some(data) = &data {
             let _ = std::fs::remove_file(data);
         }
-        let mut child = Command::new(&binary)
-            .args(["--port", "0"])
-            .args(args)
-            .args(
-                data.iter()
-                    .flat_map(|d| [std::ffi::OsStr::new("--data"), d.as_os_str()]),
-            )
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("the server starts");
-        let stdout = child.stdout.take().expect("its output");
-        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
-        let host = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .find_map(|l| {
-                l.split("DATASTORE_EMULATOR_HOST=")
-                    .nth(1)
-                    .map(str::to_owned)
-            })
-            .expect("the server says where it listens");
-        // Read on, so the server's later lines have somewhere to go.
-        std::thread::spawn(move || lines.for_each(drop));
+        let mut flags: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+        if let Some(data) = &data {
+            flags.extend([std::ffi::OsStr::new("--data"), data.as_os_str()]);
+        }
+        let (mut child, host) = process::server(&flags);
         runtime.block_on(load(&host));
         let file = data
             .as_ref()

@@ -241,3 +241,105 @@ pub mod sqlite {
         })
     }
 }
+
+/// The servers the benchmarks start as processes of their own, and what those processes
+/// spend (read from `/proc`).
+pub mod process {
+    use std::io::{BufRead, BufReader};
+    use std::path::Path;
+    use std::process::{Child, Command, Stdio};
+
+    /// `datastore-entity-server`'s release binary started with `--port 0` and `args`, and
+    /// the `host:port` it says it listens on.
+    pub fn server(args: &[&std::ffi::OsStr]) -> (Child, String) {
+        let binary =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/datastore-entity-server");
+        assert!(
+            binary.exists(),
+            "build the server first: cargo build --release -p datastore-entity-server"
+        );
+        let mut child = Command::new(&binary)
+            .args(["--port", "0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the server starts");
+        let stdout = child.stdout.take().expect("its output");
+        let mut lines = BufReader::new(stdout).lines();
+        let host = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| {
+                l.split("DATASTORE_EMULATOR_HOST=")
+                    .nth(1)
+                    .map(str::to_owned)
+            })
+            .expect("the server says where it listens");
+        // Read on, so the server's later lines have somewhere to go.
+        std::thread::spawn(move || lines.for_each(drop));
+        (child, host)
+    }
+
+    /// Processor time (user and system, in seconds) of `pid`, or of every process whose command
+    /// line names `--port=PORT` (an emulator's wrapper and its `java`).
+    pub fn cpu_seconds(port: u16, pid: Option<u32>) -> f64 {
+        processes(port, pid)
+            .iter()
+            .map(|path| {
+                let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
+                // After the command's closing parenthesis: state, then fields 4…; utime and
+                // stime are fields 14 and 15, in clock ticks (100 a second on Linux).
+                let fields: Vec<&str> = stat
+                    .rsplit_once(')')
+                    .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+                let tick = |i: usize| {
+                    fields
+                        .get(i)
+                        .and_then(|f| f.parse::<f64>().ok())
+                        .unwrap_or(0.0)
+                };
+                (tick(11) + tick(12)) / 100.0
+            })
+            .sum()
+    }
+
+    /// The `/proc` directories of `pid`, or of the processes whose command line names
+    /// `--port=PORT` or `--port PORT`.
+    fn processes(port: u16, pid: Option<u32>) -> Vec<std::path::PathBuf> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+            let path = entry.path();
+            let Some(this) = path
+                .file_name()
+                .and_then(|n| n.to_str()?.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let cmdline = std::fs::read(path.join("cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            let named = cmdline.contains(&format!("--port={port}"))
+                || cmdline.contains(&format!("--port {port}"));
+            if pid == Some(this) || (pid.is_none() && named) {
+                found.push(path);
+            }
+        }
+        found
+    }
+
+    /// The resident size, in MiB, of `pid`, or of every process whose command line names
+    /// `--port=PORT` (an emulator's wrapper and its `java`).
+    pub fn resident_mib(port: u16, pid: Option<u32>) -> f64 {
+        let kib: u64 = processes(port, pid)
+            .iter()
+            .map(|path| {
+                let status = std::fs::read_to_string(path.join("status")).unwrap_or_default();
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmRSS:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                    .unwrap_or(0)
+            })
+            .sum();
+        kib as f64 / 1024.0
+    }
+}
