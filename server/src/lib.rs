@@ -45,6 +45,7 @@ use tonic::server::{Grpc, UnaryService};
 
 mod admin;
 mod body;
+mod console;
 pub mod export;
 mod index_yaml;
 mod rest;
@@ -142,6 +143,8 @@ struct Shared {
     stop: watch::Sender<bool>,
     /// Set once the shutdown grace is over: the calls still unfinished give up.
     abandon: watch::Sender<bool>,
+    /// The console's pages (`/console`).
+    console: console::Console,
 }
 
 /// The API over the engine, and the engine itself (for the admin calls).
@@ -204,6 +207,7 @@ impl Server {
             store,
             stop: stop.clone(),
             abandon: watch::Sender::new(false),
+            console: console::Console::new(addr.port()),
         });
         let weak = Arc::downgrade(&shared);
         let task = tokio::spawn(accept(listener, shared, stopped));
@@ -400,6 +404,23 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
         };
         return rest::call(service, &project, &method, &read.bytes).await;
     }
+    if console::is_console(request.uri().path()) {
+        let api = shared.api.read().map(|s| s.clone()).ok();
+        let Some(api) = api else {
+            return plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the server's state is poisoned\n",
+            );
+        };
+        return console::handle(
+            &shared.console,
+            api.service,
+            &api.engine,
+            &shared.room,
+            request,
+        )
+        .await;
+    }
     match (request.method(), request.uri().path()) {
         (&Method::GET, "/") => plain(StatusCode::OK, "Ok\n"),
         (&Method::POST, "/reset") => match reset(shared).await {
@@ -413,7 +434,7 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
         _ => plain(
             StatusCode::NOT_FOUND,
             "Not found: this server answers gRPC, REST (POST /v1/projects/{project}:{method}), GET /, \
-             POST /reset and POST /shutdown\n",
+             POST /reset, POST /shutdown and its console (GET /console)\n",
         ),
     }
 }

@@ -142,17 +142,37 @@ fn decode<T: Message + Default>(name: &str, body: &[u8], project: &str) -> Resul
         .map_err(|e| Status::invalid_argument(format!("Invalid request: {e}")))
 }
 
+/// A message (the API's `name`, or any by its full name) as its JSON text.
+fn json_bytes<T: Message>(name: &str, message: &T) -> Result<Vec<u8>, Status> {
+    let message = DynamicMessage::decode(descriptor(name)?, message.encode_to_vec().as_slice())
+        .map_err(|e| Status::internal(e.to_string()))?;
+    let mut out = serde_json::Serializer::new(Vec::new());
+    message
+        .serialize_with_options(&mut out, &SerializeOptions::new())
+        .map_err(|e| Status::internal(e.to_string()))?;
+    Ok(out.into_inner())
+}
+
+/// A message as its JSON (the console shows values so).
+pub(crate) fn to_json<T: Message>(name: &str, message: &T) -> Result<serde_json::Value, Status> {
+    serde_json::from_slice(&json_bytes(name, message)?).map_err(|e| Status::internal(e.to_string()))
+}
+
+/// A message from its JSON (the console reads edited values so); `INVALID_ARGUMENT` with
+/// what is wrong otherwise.
+pub(crate) fn from_json<T: Message + Default>(
+    name: &str,
+    json: &serde_json::Value,
+) -> Result<T, Status> {
+    let message = DynamicMessage::deserialize(descriptor(name)?, json)
+        .map_err(|e| Status::invalid_argument(e.to_string()))?;
+    T::decode(message.encode_to_vec().as_slice())
+        .map_err(|e| Status::invalid_argument(e.to_string()))
+}
+
 /// An answer as its JSON.
 fn encode<T: Message>(name: &str, response: &T) -> Response<Body> {
-    let json = descriptor(name).and_then(|descriptor| {
-        let message = DynamicMessage::decode(descriptor, response.encode_to_vec().as_slice())
-            .map_err(|e| Status::internal(e.to_string()))?;
-        let mut out = serde_json::Serializer::new(Vec::new());
-        message
-            .serialize_with_options(&mut out, &SerializeOptions::new())
-            .map_err(|e| Status::internal(e.to_string()))?;
-        Ok(out.into_inner())
-    });
+    let json = json_bytes(name, response);
     match json {
         Ok(json) => respond(StatusCode::OK, json),
         Err(status) => error(&status),

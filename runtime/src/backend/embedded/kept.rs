@@ -1,9 +1,12 @@
 //! The composite indexes the engine keeps — declared, or built on a query's first use —
 //! listed ([`Embedded::indexes`]) and as the `index.yaml` that declares them to Google Cloud
-//! ([`Embedded::index_yaml`]).
+//! ([`Embedded::index_yaml`]); and the partitions that hold data ([`Embedded::partitions`]).
 
 use super::index::Composite;
+use super::metadata;
 use super::{Embedded, IndexDefinition};
+use datastore_entity_core::error::Error;
+use datastore_entity_core::model::key::PartitionId;
 
 impl Embedded {
     /// Every composite index the engine keeps — declared, or built on a query's first use
@@ -47,5 +50,24 @@ impl Embedded {
             yaml.push_str(&index.yaml());
         }
         yaml
+    }
+}
+
+impl Embedded {
+    /// Every partition (project, database, namespace) that holds an entity now, in order:
+    /// what a console lists before it asks each partition for its kinds.
+    ///
+    /// ```
+    /// # use datastore_entity::backend::embedded::Embedded;
+    /// assert!(Embedded::in_memory().partitions().unwrap().is_empty());
+    /// ```
+    pub fn partitions(&self) -> Result<Vec<PartitionId>, Error> {
+        let state = self.state();
+        let mut found = Vec::new();
+        metadata::partitions(&*state.store, &mut |partition| {
+            found.push(partition.clone());
+            Ok(())
+        })?;
+        Ok(found)
     }
 }
