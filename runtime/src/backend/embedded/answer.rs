@@ -169,11 +169,7 @@ impl<'a> Answers<'a> {
         }
         let prepared = Prepared::new(query)?;
         if prepared.branch_count() == 1 {
-            let access = plan::choose(
-                &prepared,
-                of_kind(self.composites, &query.kind),
-                self.strict,
-            )?;
+            let access = self.resuming(&prepared)?;
             if query.distinct_on.is_empty() || exec::reads_distinct(&prepared, &access) {
                 return made(exec::run(store, &prepared, &access)?, &prepared);
             }
@@ -386,6 +382,32 @@ impl<'a> Answers<'a> {
             end_cursor: Vec::new(),
             more_results: false,
         })
+    }
+
+    /// The plan of one-branch `prepared`: the best its kind's indexes allow — or, resumed
+    /// from a cursor that a plan needing no composite index made (before the index it now
+    /// gets was built on first use, or declared), that plan, which answers the rest of the
+    /// query the same: the cursors of a client paging through a query stay good.
+    fn resuming(&self, prepared: &Prepared<'_>) -> Result<plan::Access, Error> {
+        let access = plan::choose(
+            prepared,
+            of_kind(self.composites, &prepared.query.kind),
+            self.strict,
+        )?;
+        let Some(cursor) = prepared.query.start_cursor.as_deref() else {
+            return Ok(access);
+        };
+        let Ok((tag, _)) = prepared.decode_cursor(cursor) else {
+            return Ok(access);
+        };
+        let composite = matches!(access, plan::Access::Composite { .. });
+        if self.strict || !composite || tag == access.tag() {
+            return Ok(access);
+        }
+        match plan::choose(prepared, &[], false) {
+            Ok(before) if before.tag() == tag => Ok(before),
+            _ => Ok(access),
+        }
     }
 
     /// Each branch of `prepared`'s filter with the plan that answers it.

@@ -35,6 +35,7 @@ mod aggregate;
 mod analyze;
 mod answer;
 mod bounds;
+mod building;
 mod calls;
 mod candidates;
 mod commit;
@@ -150,6 +151,9 @@ struct State {
     build_indexes: bool,
     /// Declared composite indexes, by kind.
     composites: Map<String, Vec<Composite>>,
+    /// Composite indexes being built, a slice per query ([`building`]): every write keeps
+    /// them, no query reads them yet.
+    building: Vec<building::Building>,
     /// The schemas declared, by address (declaring again costs a lookup); their vector
     /// indexes are what strict mode checks a nearest-neighbour search against.
     declared: Map<usize, &'static Schema>,
@@ -451,6 +455,7 @@ impl State {
             strict: true,
             build_indexes: false,
             composites: Map::default(),
+            building: Vec::new(),
             declared: Map::default(),
             history: History::new(),
             transactions: Transactions::default(),
@@ -629,6 +634,8 @@ impl State {
         if !new.is_empty() {
             let batch = records::declaration(&*self.store, schema.kind, &new)?;
             self.apply(batch)?;
+            // Backfilled whole: a build of the same index has nothing left to do.
+            self.building.retain(|b| !new.contains(&b.index));
             self.composites
                 .entry(schema.kind.to_owned())
                 .or_default()
@@ -638,24 +645,33 @@ impl State {
         Ok(())
     }
 
-    /// Builds the composite indexes `query` needs that nobody declared, when strict index
-    /// mode is off and building them is on ([`Embedded::build_indexes`]): backfilled from the
-    /// stored entities once, then kept (and in a file recorded) as declared ones are.
+    /// Starts building the composite indexes `query` needs that nobody declared, when strict
+    /// index mode is off and building them is on ([`Embedded::build_indexes`]), and backfills
+    /// one slice of those being built ([`building`]): kept from their start, as declared ones
+    /// are, planned with (and in a file recorded) once whole.
     fn build_needed(&mut self, query: &QuerySpec) -> Result<(), Error> {
         if !self.build_indexes {
             return Ok(());
         }
-        let missing = self.answers().missing(query);
-        if missing.is_empty() {
-            return Ok(());
+        for index in self.answers().missing(query) {
+            if !self.building.iter().any(|b| b.index == index) {
+                tracing::debug!(kind = %index.kind, table = %index.table, "building a composite index");
+                self.building.push(building::Building::new(index));
+            }
         }
-        let batch = records::declaration(&*self.store, &query.kind, &missing)?;
-        self.apply(batch)?;
-        tracing::debug!(kind = %query.kind, built = missing.len(), "composite indexes built");
-        self.composites
-            .entry(query.kind.clone())
-            .or_default()
-            .extend(missing);
+        let Some(build) = self.building.first_mut() else {
+            return Ok(());
+        };
+        let slice = building::slice(&*self.store, build)?;
+        self.apply(slice.batch)?;
+        if slice.done {
+            let built = self.building.remove(0).index;
+            tracing::debug!(kind = %built.kind, table = %built.table, "composite index built");
+            let kept = self.composites.entry(built.kind.clone()).or_default();
+            if !kept.contains(&built) {
+                kept.push(built);
+            }
+        }
         Ok(())
     }
 
@@ -700,7 +716,7 @@ impl State {
         let time = self.history.next_time();
         let written = commit::write(
             &*self.store,
-            &self.composites,
+            &kept_by_writes(&self.composites, &self.building),
             &mut self.ids,
             changes,
             time,
@@ -763,4 +779,21 @@ impl State {
     fn answers(&self) -> Answers<'_> {
         Answers::of(&self.composites, &self.declared, self.strict)
     }
+}
+
+/// The composite indexes writes keep: the declared ones and those being built.
+fn kept_by_writes<'c>(
+    composites: &'c Map<String, Vec<Composite>>,
+    building: &[building::Building],
+) -> std::borrow::Cow<'c, Map<String, Vec<Composite>>> {
+    if building.is_empty() {
+        return std::borrow::Cow::Borrowed(composites);
+    }
+    let mut kept = composites.clone();
+    for build in building {
+        kept.entry(build.index.kind.clone())
+            .or_default()
+            .push(build.index.clone());
+    }
+    std::borrow::Cow::Owned(kept)
 }

@@ -408,6 +408,19 @@ fn customer_page(c: i64) -> QuerySpec {
     }
 }
 
+/// Queries of `engine` until the composite index they need is built (each backfills a slice):
+/// how many it took.
+async fn until_built(engine: &Embedded, query: &QuerySpec) -> usize {
+    let calls: &dyn Backend = engine;
+    for n in 1..=1_000 {
+        calls.run_query(query, None).await.unwrap();
+        if engine.state().building.is_empty() {
+            return n;
+        }
+    }
+    panic!("the index was not built after 1,000 queries");
+}
+
 #[tokio::test]
 async fn outside_strict_mode_a_query_builds_the_composite_index_it_needs_once() {
     let mut answers = Vec::new();
@@ -416,8 +429,17 @@ async fn outside_strict_mode_a_query_builds_the_composite_index_it_needs_once() 
         let (engine, counts) = orders(20_000).await;
         let engine = engine.strict_indexes(false).build_indexes(build);
         let calls: &dyn Backend = &engine;
-        // The first query builds the index (reading every entity once), when it may.
+        // The first query starts the build; each query backfills a slice of it (at least
+        // 256 entities, at most 2,048) and is answered without it until it is whole.
         let first = calls.run_query(&customer_page(3), None).await.unwrap();
+        if build {
+            assert!(
+                !engine.state().building.is_empty(),
+                "20,000 entities take more than a slice"
+            );
+            let queries = until_built(&engine, &customer_page(3)).await;
+            assert!((9..=78).contains(&queries), "{queries} slices");
+        }
         counts.take();
         let again = calls.run_query(&customer_page(7), None).await.unwrap();
         let (entities, entries) = counts.take();
@@ -453,6 +475,94 @@ async fn outside_strict_mode_a_query_builds_the_composite_index_it_needs_once() 
         costs[1],
         costs[0]
     );
+}
+
+/// A client paging through a query while the index it needs is built: the cursor of a page
+/// answered without the index resumes once the index is whole, with the pages an engine that
+/// never built it gives.
+#[tokio::test]
+async fn a_cursor_made_before_the_index_was_built_resumes_after() {
+    let mut pages = Vec::new();
+    for build in [true, false] {
+        let (engine, _) = orders(6_000).await;
+        let engine = engine.strict_indexes(false).build_indexes(build);
+        let calls: &dyn Backend = &engine;
+        let first = calls.run_query(&customer_page(3), None).await.unwrap();
+        if build {
+            until_built(&engine, &customer_page(5)).await;
+        }
+        let next = QuerySpec {
+            start_cursor: Some(first.end_cursor.clone()),
+            ..customer_page(3)
+        };
+        let second = calls.run_query(&next, None).await.unwrap();
+        let keys = |b: &QueryBatch| b.results.iter().map(|r| r.key.clone()).collect::<Vec<_>>();
+        pages.push((keys(&first), keys(&second)));
+    }
+    assert_eq!(pages[0], pages[1]);
+    assert_eq!(pages[0].1.len(), 10);
+}
+
+/// Writes between the slices of a build — new entities, changed, deleted, on both sides of
+/// where the backfill has got — are in the index once it is whole: its answers are those of
+/// an engine that never built it.
+#[tokio::test]
+async fn writes_during_a_build_are_in_the_index_built() {
+    let (engine, _) = orders(6_000).await;
+    let engine = engine.strict_indexes(false).build_indexes(true);
+    let (walker, _) = orders(6_000).await;
+    let walker = walker.strict_indexes(false).build_indexes(false);
+    let calls: &dyn Backend = &engine;
+    calls.run_query(&customer_page(3), None).await.unwrap();
+    let mut round = 0;
+    while !engine.state().building.is_empty() {
+        round += 1;
+        let n = i64::from(round);
+        let writes = vec![
+            // New, changed (early and late keys), deleted.
+            Mutation::Upsert(
+                key(10_000 + n),
+                PropertyMap::from([
+                    ("customer", Property::indexed(Value::Integer(3))),
+                    ("total", Property::indexed(Value::Integer(50_000 + n))),
+                ]),
+                Mask::Whole,
+            ),
+            Mutation::Upsert(
+                key(n * 7),
+                PropertyMap::from([
+                    ("customer", Property::indexed(Value::Integer(3))),
+                    ("total", Property::indexed(Value::Integer(40_000 - n))),
+                ]),
+                Mask::Whole,
+            ),
+            Mutation::Upsert(
+                key(6_000 - n * 11),
+                PropertyMap::from([("customer", Property::indexed(Value::Integer(4)))]),
+                Mask::Whole,
+            ),
+            Mutation::Delete(key(5_999 - n * 13)),
+        ];
+        for target in [&engine, &walker] {
+            let calls: &dyn Backend = target;
+            calls.commit(writes.clone(), None).await.unwrap();
+        }
+        calls.run_query(&customer_page(3), None).await.unwrap();
+        assert!(round < 1_000, "the build ends");
+    }
+    assert!(round >= 2, "the build took several slices ({round})");
+    for c in 0..10 {
+        let page = |limit| QuerySpec {
+            limit: Some(limit),
+            ..customer_page(c)
+        };
+        let ours: &dyn Backend = &engine;
+        let theirs: &dyn Backend = &walker;
+        let built = ours.run_query(&page(700), None).await.unwrap();
+        let walked = theirs.run_query(&page(700), None).await.unwrap();
+        let keys = |b: &QueryBatch| b.results.iter().map(|r| r.key.clone()).collect::<Vec<_>>();
+        assert_eq!(keys(&built), keys(&walked), "customer {c}");
+    }
 }
 
 /// The build reads the kind's entities in every partition (projects, databases,
