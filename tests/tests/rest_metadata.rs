@@ -1,7 +1,8 @@
 //! Metadata queries over the REST form (issue #51), structured and in GQL, refereed by
-//! Google's legacy emulator (the Firestore emulator refuses them): the same commits and
-//! queries, as JSON, to the server and to the emulator, and the answers compared (times and
-//! cursors aside).
+//! Google's legacy emulator (the Firestore emulator refuses them); and GQL's queries and
+//! aggregations over the REST form, refereed by the Firestore emulator (the legacy one serves
+//! no aggregations, nor `OR`, `IN` or `!=`): the same commits and queries, as JSON, to the
+//! server and to the emulator, and the answers compared (times and cursors aside).
 
 use datastore_entity_server::{Options, Server};
 use datastore_entity_tests::harness::{self, Backend};
@@ -78,25 +79,30 @@ fn unchunked(mut body: &str) -> String {
     out
 }
 
-/// What differs between two answers to the same request: times (the legacy emulator gives
-/// none), cursors, versions, and whether more results come (the legacy emulator says
-/// `MORE_RESULTS_AFTER_LIMIT` after every batch; the server says what the service says,
-/// checked apart).
+/// What differs between two answers to the same request, left out: times (the legacy
+/// emulator gives none) and cursors; the structured query a GQL text became (the legacy
+/// emulator leaves it out); whether more results come (the legacy emulator says
+/// `MORE_RESULTS_AFTER_LIMIT` after every batch, the Firestore emulator nothing after an
+/// aggregation; the server says what the service says, checked apart); and where the service
+/// documents a field the Firestore emulator answers otherwise, as the server does: the
+/// skipped results' cursor (set whenever results were skipped; the emulator leaves it out) and
+/// a result's version (set for full entities; the emulator gives keys-only results one too).
 fn stable(value: &mut Value) {
-    const VOLATILE: [&str; 5] = [
-        "endCursor",
-        "cursor",
-        "version",
-        "skippedCursor",
+    const VOLATILE: [&str; 2] = ["endCursor", "cursor"];
+    const LEFT_OUT: [&str; 7] = [
+        "readTime",
+        "createTime",
+        "updateTime",
+        "query",
         "moreResults",
+        "skippedCursor",
+        "version",
     ];
     match value {
         Value::Object(map) => {
-            for time in ["readTime", "createTime", "updateTime"] {
-                map.remove(time);
+            for name in LEFT_OUT {
+                map.remove(name);
             }
-            // The structured query a GQL text became: the legacy emulator leaves it out.
-            map.remove("query");
             for (name, inner) in map.iter_mut() {
                 match VOLATILE.contains(&name.as_str()) {
                     true => *inner = Value::Null,
@@ -126,20 +132,9 @@ fn query(namespace: &str, query: Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metadata_queries_over_rest_answer_as_the_legacy_emulator() {
-    let emulator = match harness::emulator_host(Backend::Datastore) {
-        Ok(host) => host,
-        Err(reason) if std::env::var_os("CI").is_some() => {
-            panic!("CI needs the emulator: {reason}")
-        }
-        Err(reason) => return eprintln!("skipped: {reason}"),
+    let Some((server, hosts)) = beside(Backend::Datastore).await else {
+        return;
     };
-    let server = Server::start(Options {
-        port: 0,
-        ..Options::default()
-    })
-    .await
-    .unwrap();
-    let hosts = [emulator, server.emulator_host()];
     let project = format!("rest-metadata-{}", std::process::id());
     let mutations = json!([
         {"upsert": {"key": key("m1", json!([{"kind": "Alpha", "name": "a"}])), "properties": {
@@ -210,6 +205,13 @@ async fn metadata_queries_over_rest_answer_as_the_legacy_emulator() {
         }
         answers.push(each);
     }
+    same(&answers, &requests.iter().collect::<Vec<_>>());
+    server.stop().await;
+}
+
+/// The emulator's answers (`answers[0]`) and the server's (`answers[1]`) to `requests` are
+/// the same, one by one.
+fn same(answers: &[Vec<Value>], requests: &[&Value]) {
     for (i, (emulator, ours)) in answers[0].iter().zip(&answers[1]).enumerate() {
         assert_eq!(
             ours, emulator,
@@ -217,5 +219,143 @@ async fn metadata_queries_over_rest_answer_as_the_legacy_emulator() {
             requests[i]
         );
     }
+}
+
+/// The emulator of `backend`, or `None` when it is missing outside CI (skipped, said why).
+fn referee(backend: Backend) -> Option<String> {
+    match harness::emulator_host(backend) {
+        Ok(host) => Some(host),
+        Err(reason) if std::env::var_os("CI").is_some() => {
+            panic!("CI needs the emulator: {reason}")
+        }
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            None
+        }
+    }
+}
+
+/// A server in this process beside the emulator of `backend`: the server, and both hosts
+/// (the emulator's first); `None` when the emulator is missing outside CI.
+async fn beside(backend: Backend) -> Option<(Server, [String; 2])> {
+    let emulator = referee(backend)?;
+    let server = Server::start(Options {
+        port: 0,
+        ..Options::default()
+    })
+    .await
+    .unwrap();
+    let hosts = [emulator, server.emulator_host()];
+    Some((server, hosts))
+}
+
+fn gql_bound(namespace: &str, text: &str, named: Value) -> Value {
+    json!({
+        "partitionId": {"namespaceId": namespace},
+        "gqlQuery": {"queryString": text, "allowLiterals": true, "namedBindings": named},
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gql_queries_and_aggregations_over_rest_answer_as_the_firestore_emulator() {
+    let Some((server, hosts)) = beside(Backend::Firestore).await else {
+        return;
+    };
+    let project = format!("rest-gql-{}", std::process::id());
+    let namespace = "g";
+    let mutations: Vec<Value> = (1..=12)
+        .map(|i| {
+            let color = ["red", "green", "blue"][i as usize % 3];
+            json!({"upsert": {"key": key(namespace, json!([{"kind": "Item", "name": format!("i{i:02}")}])),
+            "properties": {
+                "n": {"integerValue": i.to_string()},
+                "price": {"doubleValue": f64::from(i) * 1.5},
+                "color": {"stringValue": color},
+                "tags": {"arrayValue": {"values": [{"stringValue": format!("t{}", i % 4)}]}},
+            }}})
+        })
+        .collect();
+    let requests = [
+        gql(
+            namespace,
+            "SELECT * FROM Item WHERE color = 'red' ORDER BY n DESC",
+        ),
+        gql(
+            namespace,
+            "SELECT * FROM Item WHERE n > 3 AND n <= 8 ORDER BY n LIMIT 3 OFFSET 1",
+        ),
+        gql(
+            namespace,
+            "SELECT * FROM Item WHERE color = 'red' OR n = 2 ORDER BY n",
+        ),
+        gql(
+            namespace,
+            "SELECT * FROM Item WHERE color IN ARRAY('red', 'blue') AND n != 3 ORDER BY n",
+        ),
+        gql(
+            namespace,
+            "SELECT * FROM Item WHERE color NOT IN ARRAY('red') ORDER BY n",
+        ),
+        gql(
+            namespace,
+            "SELECT __key__ FROM Item WHERE tags = 't1' ORDER BY __key__",
+        ),
+        gql(namespace, "SELECT DISTINCT color FROM Item ORDER BY color"),
+        gql_bound(
+            namespace,
+            "SELECT * FROM Item WHERE color = @c AND n >= @least ORDER BY n",
+            json!({"c": {"value": {"stringValue": "green"}}, "least": {"value": {"integerValue": "4"}}}),
+        ),
+    ];
+    let aggregations = [
+        gql(namespace, "SELECT COUNT(*) FROM Item"),
+        gql(
+            namespace,
+            "SELECT COUNT(*) AS total, SUM(n) AS s, AVG(price) AS a FROM Item WHERE color = 'blue'",
+        ),
+        gql(
+            namespace,
+            "AGGREGATE COUNT_UP_TO(5) OVER (SELECT * FROM Item WHERE n > 2)",
+        ),
+        gql(
+            namespace,
+            "AGGREGATE SUM(price), AVG(n) OVER (SELECT * FROM Item WHERE color IN ARRAY('red', 'green'))",
+        ),
+    ];
+    let mut answers: Vec<Vec<Value>> = Vec::new();
+    for host in &hosts {
+        let body = json!({"mode": "NON_TRANSACTIONAL", "mutations": mutations});
+        let (status, answer) = post(host, &project, "commit", &body).await;
+        assert_eq!(status, 200, "{host}: {answer}");
+        let mut each = Vec::new();
+        let calls = requests
+            .iter()
+            .map(|r| ("runQuery", r))
+            .chain(aggregations.iter().map(|r| ("runAggregationQuery", r)));
+        for (method, request) in calls {
+            let (status, mut answer) = post(host, &project, method, request).await;
+            assert_eq!(status, 200, "{host}: {request} → {answer}");
+            stable(&mut answer);
+            each.push(answer);
+        }
+        // A mistake: refused by both, as INVALID_ARGUMENT.
+        let (status, answer) = post(
+            host,
+            &project,
+            "runQuery",
+            &gql(namespace, "SELECT * FRM Item"),
+        )
+        .await;
+        assert_eq!(status, 400, "{host}: {answer}");
+        assert_eq!(
+            answer["error"]["status"], "INVALID_ARGUMENT",
+            "{host}: {answer}"
+        );
+        answers.push(each);
+    }
+    same(
+        &answers,
+        &requests.iter().chain(&aggregations).collect::<Vec<_>>(),
+    );
     server.stop().await;
 }
