@@ -126,6 +126,19 @@ async fn the_console_shows_edits_and_deletes_entities() {
     );
     assert!(page.contains("href=\"/console/p\""), "{page}");
 
+    // A project whose name starts like the console's path is still that project.
+    let other = Db::cloud_builder("console-app")
+        .endpoint(format!("http://{}", server.emulator_host()))
+        .build()
+        .await
+        .unwrap();
+    other.put(&task("x", "x")).await.unwrap();
+    let (_, _, page) = get(&server, "/console/console-app").await;
+    assert!(
+        page.contains("href=\"/console/console-app/kinds/Task\""),
+        "{page}"
+    );
+
     let (_, _, page) = get(&server, "/console/p").await;
     assert!(page.contains("href=\"/console/p/kinds/Task\""), "{page}");
     assert!(page.contains(">2</td>"), "the kind's count: {page}");
@@ -185,6 +198,9 @@ async fn the_console_shows_edits_and_deletes_entities() {
 
     // Writes from another origin, or without the token, are refused; nothing is written.
     let (status, _, _) = post(&server, entity_path, &edit, Some("http://evil.example")).await;
+    assert!(status.contains("403"), "{status}");
+    // An opaque origin (a sandboxed frame, a `data:` page) is another origin too.
+    let (status, _, _) = post(&server, entity_path, &edit, Some("null")).await;
     assert!(status.contains("403"), "{status}");
     let no_token = &edit[1..];
     let (status, _, _) = post(&server, entity_path, no_token, None).await;
@@ -270,5 +286,89 @@ async fn the_console_runs_gql_with_bindings_and_shows_a_mistakes_position() {
     let (status, _, page) = get(&server, &query("SELECT * FRM Task", "")).await;
     assert!(status.contains("400"), "{status}");
     assert!(page.contains("1:10"), "the mistake's position: {page}");
+    server.stop().await;
+}
+
+/// Polls the transfer page of `project` until no job runs; the page.
+async fn transfer_page(server: &Server, project: &str) -> String {
+    for _ in 0..200 {
+        let (_, _, page) = get(server, &format!("/console/{project}/transfer")).await;
+        if !page.contains("http-equiv=\"refresh\"") {
+            return page;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("the job did not end");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_exports_and_imports_with_progress() {
+    let server = server().await;
+    let db = db(&server).await;
+    for i in 0..25 {
+        db.put(&task(&format!("t{i:02}"), &format!("task {i}")))
+            .await
+            .unwrap();
+    }
+    let (_, _, page) = get(&server, "/console/p/transfer").await;
+    let token = field(&page, "token").to_owned();
+
+    // A relative path is refused with the reason; nothing starts.
+    let (status, head, _) = post(
+        &server,
+        "/console/p/transfer/export",
+        &[("token", &token), ("path", "relative/dir")],
+        None,
+    )
+    .await;
+    assert!(status.contains("303"), "{status}");
+    let location = head
+        .lines()
+        .find_map(|l| l.strip_prefix("location: "))
+        .expect("where to go");
+    let (_, _, page) = get(&server, location).await;
+    assert!(page.contains("must be absolute"), "{page}");
+    assert!(page.contains("None yet"), "{page}");
+
+    let dir = std::env::temp_dir().join(format!("console-export-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.to_string_lossy().into_owned();
+    let (status, _, _) = post(
+        &server,
+        "/console/p/transfer/export",
+        &[("token", &token), ("path", &path), ("kinds", "Task")],
+        None,
+    )
+    .await;
+    assert!(status.contains("303"), "{status}");
+    let page = transfer_page(&server, "p").await;
+    assert!(page.contains("done: 25 entities"), "{page}");
+    let overall = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten())
+        .map(|f| f.path())
+        .find(|p| p.to_string_lossy().ends_with(".overall_export_metadata"))
+        .expect("the export's overall metadata");
+
+    // Imported into another project, from the console of that project.
+    let (status, _, _) = post(
+        &server,
+        "/console/q/transfer/import",
+        &[("token", &token), ("path", &overall.to_string_lossy())],
+        None,
+    )
+    .await;
+    assert!(status.contains("303"), "{status}");
+    let page = transfer_page(&server, "q").await;
+    assert!(page.contains("done: 25 entities"), "{page}");
+    let q = Db::cloud_builder("q")
+        .endpoint(format!("http://{}", server.emulator_host()))
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(q.query::<Task>().count().await.unwrap(), 25);
+    std::fs::remove_dir_all(&dir).ok();
     server.stop().await;
 }

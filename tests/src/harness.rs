@@ -334,8 +334,8 @@ pub fn emulator_host(backend: Backend) -> Result<String, String> {
 }
 
 /// Google's Python clients (`google-cloud-ndb`, `google-cloud-datastore`, `google-api-python-client`, from the Python
-/// registry), in a virtualenv under `target/ndb-venv`, installed on first use: the path of
-/// its `python`. An error says why they are not there (no `python3`, no registry).
+/// registry) and Selenium (the console's browser tests), in a virtualenv under
+/// `target/ndb-venv`, installed on first use: the path of its `python`. An error says why they are not there (no `python3`, no registry).
 pub fn ndb_python() -> Result<std::path::PathBuf, String> {
     static PYTHON: OnceLock<Result<std::path::PathBuf, String>> = OnceLock::new();
     PYTHON
@@ -350,7 +350,7 @@ pub fn ndb_python() -> Result<std::path::PathBuf, String> {
                 Command::new(python)
                     .args([
                         "-c",
-                        "import google.cloud.ndb, google.cloud.datastore, googleapiclient",
+                        "import google.cloud.ndb, google.cloud.datastore, googleapiclient, selenium",
                     ])
                     .stderr(Stdio::null())
                     .status()
@@ -386,6 +386,7 @@ pub fn ndb_python() -> Result<std::path::PathBuf, String> {
                     "google-cloud-ndb==2.7.1",
                     "google-cloud-datastore==2.27.0",
                     "google-api-python-client==2.202.0",
+                    "selenium==4.50.0",
                 ],
             )?;
             if ready(&python) {
@@ -395,6 +396,20 @@ pub fn ndb_python() -> Result<std::path::PathBuf, String> {
             }
         })
         .clone()
+}
+
+/// Debian's Chromium and its driver (`/usr/bin/chromium`, `/usr/bin/chromedriver`; `.ci/run`
+/// installs them where they are missing, as it installs Redis), for the console's browser
+/// tests: the browser's path, or why it is not there.
+pub fn chromium() -> Result<std::path::PathBuf, String> {
+    for path in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
+        if !std::path::Path::new(path).exists() {
+            return Err(format!(
+                "{path} is missing: apt-get install chromium chromium-driver"
+            ));
+        }
+    }
+    Ok("/usr/bin/chromium".into())
 }
 
 /// Google's Node client (`@google-cloud/datastore`, pinned by `server/clients/package.json`

@@ -108,6 +108,36 @@ async fn googles_clients_work_against_the_server_on_a_file() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// The console in a real browser (issue #52): Debian's Chromium, headless, driven by Selenium
+/// (`server/clients/console_browser.py`) — each page, an edit read back through Google's
+/// Python client with the rest of the entity unchanged, a delete, a query with a binding, a
+/// malformed one's position, markup shown as text, a write from another origin refused. With
+/// `CONSOLE_SCREENSHOTS=DIR` it saves the README's screenshots there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_works_in_a_real_browser() {
+    let Some(python) = client(harness::ndb_python()) else {
+        return;
+    };
+    if client(harness::chromium()).is_none() {
+        return;
+    }
+    let server = Server::start(Options {
+        port: 0,
+        ..Options::default()
+    })
+    .await
+    .expect("the server starts");
+    let dir = scripts();
+    run(
+        &python,
+        &[&dir.join("console_browser.py")],
+        "console-app",
+        &dir,
+        &server.emulator_host(),
+    );
+    server.stop().await;
+}
+
 /// The REST application passes against the Firestore emulator's REST form too: its answers
 /// are the service's.
 #[test]

@@ -17,8 +17,10 @@
 
 mod entity;
 mod html;
+mod jobs;
 mod pages;
 mod query;
+mod transfer;
 mod values;
 
 use bytes::Bytes;
@@ -37,6 +39,8 @@ use pages::Form;
 pub(crate) struct Console {
     port: u16,
     token: String,
+    /// The imports and exports started from its pages.
+    jobs: jobs::Jobs,
 }
 
 impl Console {
@@ -48,7 +52,11 @@ impl Console {
             Ok(()) => bytes.iter().map(|b| format!("{b:02x}")).collect(),
             Err(_) => String::new(),
         };
-        Console { port, token }
+        Console {
+            port,
+            token,
+            jobs: jobs::Jobs::default(),
+        }
     }
 
     /// Whether `host` (a `Host` header) names this server: an IP address or `localhost`,
@@ -128,7 +136,8 @@ pub(crate) async fn handle(
         );
     }
     let segments: Vec<String> = path
-        .trim_start_matches("/console")
+        .strip_prefix("/console")
+        .unwrap_or_default()
         .split('/')
         .filter(|s| !s.is_empty())
         .map(|s| {
@@ -141,6 +150,7 @@ pub(crate) async fn handle(
     let context = pages::Context {
         service: &service,
         engine,
+        jobs: &console.jobs,
         token: &console.token,
         query: &query,
         form: &form,
@@ -169,6 +179,13 @@ pub(crate) async fn handle(
         }
         (&Method::POST, [project, "entity", "delete"]) => entity::delete(&context, project).await,
         (&Method::GET, [project, "query"]) => query::query(&context, project).await,
+        (&Method::GET, [project, "transfer"]) => transfer::transfer(&context, project).await,
+        (&Method::POST, [project, "transfer", "export"]) => {
+            transfer::start(&context, project, false).await
+        }
+        (&Method::POST, [project, "transfer", "import"]) => {
+            transfer::start(&context, project, true).await
+        }
         _ => pages::Answer::Page(
             StatusCode::NOT_FOUND,
             html::page(
@@ -222,9 +239,11 @@ fn respond(status: StatusCode, page: String) -> Response<Body> {
         HeaderValue::from_static("nosniff"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // `same-origin`, not `no-referrer`: under `no-referrer` a browser sends the console's own
+    // forms with `Origin: null`, which the write check refuses.
     headers.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     response
 }

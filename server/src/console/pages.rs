@@ -14,6 +14,7 @@ use pb::value::ValueType;
 use tonic::Status;
 
 use super::html::{self, escape, link, notice, page, query as query_string, table};
+use super::jobs::Jobs;
 use super::values;
 use crate::serve::Service;
 use datastore_entity::backend::embedded::Embedded;
@@ -31,6 +32,7 @@ pub(super) struct Context<'a> {
     pub(super) service: &'a Service,
     pub(super) engine: &'a Embedded,
     pub(super) token: &'a str,
+    pub(super) jobs: &'a Jobs,
     pub(super) query: &'a Form,
     pub(super) form: &'a Form,
 }
@@ -207,6 +209,14 @@ pub(super) async fn project(cx: &Context<'_>, project: &str) -> Answer {
         Err(error) => return failed(&crate::serve::status(error), project, &[]),
     };
     let mut body = html::query_form(project, "", "", "", "");
+    let _ = write!(
+        body,
+        "<p>{}</p>",
+        link(
+            &format!("{}/transfer", project_href(project)),
+            "Import or export…"
+        )
+    );
     let mut any = false;
     for partition in partitions.iter().filter(|p| p.project_id == project) {
         any = true;
