@@ -26,12 +26,12 @@
 #![allow(missing_docs)]
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use datastore_entity::prelude::*;
-use datastore_entity_benches::process::{self, cpu_seconds};
+use datastore_entity_benches::process::{self, Stopped, cpu_seconds};
 use datastore_entity_benches::{CUSTOMERS, Order, order, runtime};
 use datastore_entity_tests::harness::{self, Backend, Emulator};
 use divan::Bencher;
@@ -62,17 +62,8 @@ struct Running {
 }
 
 enum Process {
-    Child(Child),
+    Child(#[allow(dead_code)] Stopped),
     Emulator(#[allow(dead_code)] Emulator),
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        if let Process::Child(child) = self {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -93,7 +84,7 @@ impl Running {
                     pid: Some(child.id()),
                     port: port.expect("a port"),
                     host,
-                    _process: Process::Child(child),
+                    _process: Process::Child(Stopped(child)),
                 }
             }
             Target::OtherRustEmulator => {
@@ -121,7 +112,7 @@ impl Running {
                     pid: Some(child.id()),
                     port,
                     host,
-                    _process: Process::Child(child),
+                    _process: Process::Child(Stopped(child)),
                 }
             }
             Target::FirestoreEmulator | Target::LegacyEmulator => {

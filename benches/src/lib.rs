@@ -282,6 +282,83 @@ pub mod process {
 
     /// Processor time (user and system, in seconds) of `pid`, or of every process whose command
     /// line names `--port=PORT` (an emulator's wrapper and its `java`).
+    /// A child process, killed when dropped.
+    pub struct Stopped(pub Child);
+
+    impl Drop for Stopped {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// POSTs `body` (JSON) to `path` on loopback port `port` and reads the whole answer: its
+    /// HTTP status and text.
+    pub fn post_json(port: u16, path: &str, body: &str) -> (u16, String) {
+        use std::io::{Read, Write};
+        let mut stream =
+            std::net::TcpStream::connect(("127.0.0.1", port)).expect("the server listens");
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).expect("sent");
+        // Read until the body is whole (by its length, or its last chunk): the legacy
+        // emulator keeps the connection open.
+        let mut bytes = Vec::new();
+        let mut buffer = [0; 8192];
+        let whole = |bytes: &[u8]| {
+            let text = String::from_utf8_lossy(bytes);
+            let Some((head, body)) = text.split_once("\r\n\r\n") else {
+                return false;
+            };
+            let head = head.to_ascii_lowercase();
+            match head.split("content-length:").nth(1) {
+                Some(rest) => {
+                    let length: usize = rest
+                        .lines()
+                        .next()
+                        .and_then(|l| l.trim().parse().ok())
+                        .unwrap_or(0);
+                    body.len() >= length
+                }
+                None => body.ends_with("0\r\n\r\n"),
+            }
+        };
+        while !whole(&bytes) {
+            match stream.read(&mut buffer) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => bytes.extend_from_slice(&buffer[..n]),
+            }
+        }
+        let answer = String::from_utf8_lossy(&bytes).into_owned();
+        let status = answer
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        (status, answer)
+    }
+
+    /// The peak resident size, in MiB, of `pid`, or of every process whose command line
+    /// names `--port=PORT` (the largest of them: an emulator's `java`).
+    pub fn peak_mib(port: u16, pid: Option<u32>) -> f64 {
+        let kib = processes(port, pid)
+            .iter()
+            .map(|path| {
+                let status = std::fs::read_to_string(path.join("status")).unwrap_or_default();
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                    .unwrap_or(0)
+            })
+            .max()
+            .unwrap_or(0);
+        kib as f64 / 1024.0
+    }
+
     pub fn cpu_seconds(port: u16, pid: Option<u32>) -> f64 {
         processes(port, pid)
             .iter()
