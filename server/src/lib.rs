@@ -91,10 +91,12 @@ pub struct Options {
     pub require_indexes: Option<PathBuf>,
     /// Without `require_indexes`, build the composite index a query needs on its first use
     /// ([`Embedded::build_indexes`]), so that it and the next ones cost what they return:
-    /// the build reads the kind's entities once, holding the engine while it does (at 30,000
-    /// entities 50 ms in memory, 0.26 s on a file: `benches/benches/composite_queries.rs`).
-    /// On by default;
-    /// off, such a query evaluates entities until its page fills.
+    /// the build reads the kind's entities a slice per query, writes keeping the index from
+    /// its start (at 30,000 entities whole after 59 queries, the slices adding about 2 ms
+    /// to each in memory: `benches/benches/composite_queries.rs`). Off by default: on a file, the slices of a
+    /// build (each a logged commit) stalled other clients' calls up to half a second in the
+    /// attack suite (`server/tests/attacks.rs`, debug build); off, such a query evaluates
+    /// entities until its page fills.
     pub build_indexes: bool,
     /// The page cache of a file's store, in bytes ([`Embedded::open_with_cache`]): what the
     /// server holds of the file in memory. 64 MiB by default; `None`: redb's default (1 GiB).
@@ -110,7 +112,7 @@ impl Default for Options {
             keep_versions: None,
             versions_bytes: DEFAULT_VERSIONS_BYTES,
             require_indexes: None,
-            build_indexes: true,
+            build_indexes: false,
             cache_bytes: Some(DEFAULT_CACHE_BYTES),
         }
     }

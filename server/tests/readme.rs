@@ -16,7 +16,7 @@ fn help_flags(help: &str) -> Vec<(String, String)> {
         }
         if trimmed.starts_with("--") {
             let mut words = trimmed.split_whitespace();
-            // A flag and its argument (a flag such as `--no-build-indexes` takes none).
+            // A flag and its argument (a flag such as `--build-indexes` takes none).
             let name = format!(
                 "{} {}",
                 words.next().unwrap_or_default(),

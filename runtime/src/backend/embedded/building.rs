@@ -24,10 +24,10 @@ use datastore_entity_core::format::file::{INDEX_PREFIX, KINDS, META};
 use datastore_entity_core::format::keycode;
 
 /// The entities (or leftover entries) a slice always gets through, however slow the machine.
-pub(super) const SLICE_ENTITIES: usize = 256;
+pub(super) const SLICE_ENTITIES: usize = 64;
 
 /// How long a slice goes on past [`SLICE_ENTITIES`]; it also stops at 8 times as many.
-pub(super) const SLICE_TIME: Duration = Duration::from_millis(10);
+pub(super) const SLICE_TIME: Duration = Duration::from_millis(5);
 
 /// Where a build is.
 #[derive(Debug)]

@@ -220,11 +220,11 @@ impl Embedded {
 
     /// Outside strict index mode, whether a query that needs a composite index nobody
     /// declared builds it on its first use (off by default): the index the service would read
-    /// ([`Error::MissingIndex`] names it in strict mode) is built from the stored entities
-    /// once, then kept, and in a file recorded, as a declared one is, so the query and the
-    /// next ones cost what they return. The build holds the engine while it reads every
-    /// stored entity: other calls wait for it, once per index. Off, such a query evaluates
-    /// entities until its page fills.
+    /// ([`Error::MissingIndex`] names it in strict mode) is built from the stored entities of
+    /// its kind a slice per query (each query that arrives while it is unfinished backfills
+    /// one, and is answered without it), kept by every write from its start, then planned
+    /// with, and in a file recorded, as a declared one is, so the queries after it cost what
+    /// they return. Off, such a query evaluates entities until its page fills.
     ///
     /// ```
     /// # use datastore_entity::backend::embedded::Embedded;
