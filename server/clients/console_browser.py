@@ -2,7 +2,8 @@
 against the server at DATASTORE_EMULATOR_HOST. Entities are written and read back through
 Google's Python client; the browser opens each page, saves an edit (the rest of the entity
 unchanged), deletes an entity, runs a GQL query with a binding and a malformed one, shows a
-value holding markup as text, and a page from another origin tries to write (refused).
+value holding markup as text, exports the project from the console and follows its progress,
+and a page from another origin tries to write (refused).
 
     python console_browser.py PROJECT [SCREENSHOT_DIR]
 
@@ -12,7 +13,9 @@ PNG of each page there (the README's).
 
 import http.server
 import os
+import shutil
 import sys
+import tempfile
 import threading
 
 from google.cloud import datastore
@@ -116,6 +119,18 @@ def main(project, shots):
         driver.find_element(By.CSS_SELECTOR, "button.danger").click()
         wait.until(lambda d: "in key order" in text())
         assert client.get(victim) is None
+
+        # An export from the console, its progress on a page that reloads itself.
+        folder = tempfile.mkdtemp(prefix="console-export-")
+        driver.get(base + "/console/%s/transfer" % project)
+        driver.find_element(By.CSS_SELECTOR, "form[action$='/transfer/export'] input[name=path]").send_keys(folder)
+        driver.find_element(By.CSS_SELECTOR, "form[action$='/transfer/export'] button").click()
+        WebDriverWait(driver, 30).until(lambda d: "done:" in text())
+        assert "5 entities" in text(), text()
+        shot("transfer")
+        written = [f for _, _, files in os.walk(folder) for f in files]
+        assert any(f.endswith(".overall_export_metadata") for f in written), written
+        shutil.rmtree(folder, ignore_errors=True)
 
         # A page on another origin posts the edit form (with the key it learned): refused.
         attack = _serve_attack(base, project, key_param)

@@ -111,7 +111,8 @@ async fn googles_clients_work_against_the_server_on_a_file() {
 /// The console in a real browser (issue #52): Debian's Chromium, headless, driven by Selenium
 /// (`server/clients/console_browser.py`) — each page, an edit read back through Google's
 /// Python client with the rest of the entity unchanged, a delete, a query with a binding, a
-/// malformed one's position, markup shown as text, a write from another origin refused. With
+/// malformed one's position, markup shown as text, an export followed to its end, a write from
+/// another origin refused. With
 /// `CONSOLE_SCREENSHOTS=DIR` it saves the README's screenshots there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_works_in_a_real_browser() {
