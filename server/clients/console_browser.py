@@ -20,9 +20,14 @@ import threading
 
 from google.cloud import datastore
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
+
+# A click that submits a form returns before the next page replaces this one: an element read
+# meanwhile can belong to the page being left, so a wait reads again.
+RETRIED = (NoSuchElementException, StaleElementReferenceException)
 
 MARKUP = "<script>document.title='owned'</script><b>bold?</b>"
 
@@ -52,7 +57,7 @@ def main(project, shots):
         client.put(other)
 
     driver = browser()
-    wait = WebDriverWait(driver, 10)
+    wait = WebDriverWait(driver, 10, ignored_exceptions=RETRIED)
 
     def shot(name):
         if shots:
@@ -60,6 +65,18 @@ def main(project, shots):
 
     def text():
         return driver.find_element(By.TAG_NAME, "main").text
+
+    def shown(predicate, timeout=10):
+        """The page's text once `predicate` holds of it, read again while a page replaces
+        another."""
+        seen = []
+
+        def check(_):
+            seen[:] = [text()]
+            return predicate(seen[0])
+
+        WebDriverWait(driver, timeout, ignored_exceptions=RETRIED).until(check)
+        return seen[0]
 
     try:
         driver.get(base + "/console")
@@ -116,7 +133,7 @@ def main(project, shots):
         victim = client.key("Task", "t2")
         driver.get(base + "/console/%s/entity?key=%s" % (project, _key_param(driver, base, project, "t2")))
         driver.find_element(By.PARTIAL_LINK_TEXT, "Delete this entity").click()
-        driver.find_element(By.CSS_SELECTOR, "button.danger").click()
+        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "button.danger")).click()
         wait.until(lambda d: "in key order" in text())
         assert client.get(victim) is None
 
@@ -125,8 +142,8 @@ def main(project, shots):
         driver.get(base + "/console/%s/transfer" % project)
         driver.find_element(By.CSS_SELECTOR, "form[action$='/transfer/export'] input[name=path]").send_keys(folder)
         driver.find_element(By.CSS_SELECTOR, "form[action$='/transfer/export'] button").click()
-        WebDriverWait(driver, 30).until(lambda d: "done:" in text())
-        assert "5 entities" in text(), text()
+        progress = shown(lambda t: "done:" in t, timeout=30)
+        assert "5 entities" in progress, progress
         shot("transfer")
         written = [f for _, _, files in os.walk(folder) for f in files]
         assert any(f.endswith(".overall_export_metadata") for f in written), written
