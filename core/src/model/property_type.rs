@@ -62,6 +62,7 @@ pub trait PropertyType: Sized {
     /// form, the wire form, or decoded). The default goes through
     /// [`from_value`](PropertyType::from_value). Not a public API.
     #[doc(hidden)]
+    #[inline]
     fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         Self::from_value(value.to_value()?)
     }
@@ -206,6 +207,7 @@ macro_rules! integer_property {
                 let (n, rest) = at.word(INTEGER)?;
                 Some((<$t>::try_from(n.cast_signed()).ok()?, rest))
             }
+            #[inline]
             fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
                 if let ValueView::Integer(i) = value.0
                     && let Ok(n) = <$t>::try_from(i)
@@ -214,6 +216,7 @@ macro_rules! integer_property {
                 }
                 Self::from_value(value.to_value()?)
             }
+            #[inline]
             fn from_value(value: Value) -> Result<Self, DecodeError> {
                 match value {
                     Value::Integer(i) => <$t>::try_from(i).map_err(|_| DecodeError {
@@ -237,6 +240,7 @@ macro_rules! simple_property {
             fn to_value(&self) -> Value {
                 Value::$variant(self.clone().into())
             }
+            #[inline]
             fn from_value(value: Value) -> Result<Self, DecodeError> {
                 match &value {
                     Value::$variant(v) => Ok(v.clone().into()),
@@ -259,12 +263,14 @@ impl PropertyType for bool {
     fn read_stored(at: StoredAt<'_>) -> Option<(Self, StoredAt<'_>)> {
         at.boolean()
     }
+    #[inline]
     fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         match value.0 {
             ValueView::Boolean(b) => Ok(b),
             _ => Self::from_value(value.to_value()?),
         }
     }
+    #[inline]
     fn from_value(value: Value) -> Result<Self, DecodeError> {
         match value {
             Value::Boolean(b) => Ok(b),
@@ -285,6 +291,7 @@ impl PropertyType for String {
     fn to_value(&self) -> Value {
         Value::String(self.clone())
     }
+    #[inline]
     fn from_value(mut value: Value) -> Result<Self, DecodeError> {
         match &mut value {
             Value::String(s) => Ok(std::mem::take(s)),
@@ -298,6 +305,7 @@ impl PropertyType for String {
     fn read_stored(at: StoredAt<'_>) -> Option<(Self, StoredAt<'_>)> {
         at.string().map(|(s, rest)| (s.to_owned(), rest))
     }
+    #[inline]
     fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         match value.as_str() {
             Some(s) => Ok(s.to_owned()),
@@ -312,6 +320,7 @@ impl PropertyType for Blob {
     fn to_value(&self) -> Value {
         Value::Blob(self.clone())
     }
+    #[inline]
     fn from_value(mut value: Value) -> Result<Self, DecodeError> {
         match &mut value {
             Value::Blob(b) => Ok(std::mem::take(b)),
@@ -321,6 +330,7 @@ impl PropertyType for Blob {
     fn write_value(&self, w: &mut ValueWriter<'_>) {
         w.blob(self);
     }
+    #[inline]
     fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         match value.as_blob() {
             Some(b) => Ok(Blob::from(b)),
@@ -349,12 +359,14 @@ impl PropertyType for f64 {
     fn read_stored(at: StoredAt<'_>) -> Option<(Self, StoredAt<'_>)> {
         at.word(DOUBLE).map(|(n, rest)| (f64::from_bits(n), rest))
     }
+    #[inline]
     fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         match value.0 {
             ValueView::Double(d) => Ok(d),
             _ => Self::from_value(value.to_value()?),
         }
     }
+    #[inline]
     fn from_value(value: Value) -> Result<Self, DecodeError> {
         match value {
             Value::Double(d) => Ok(d),
@@ -373,6 +385,7 @@ impl PropertyType for f32 {
     fn to_value(&self) -> Value {
         Value::Double(f64::from(*self))
     }
+    #[inline]
     fn from_value(value: Value) -> Result<Self, DecodeError> {
         match value {
             // Narrowing is the point of an f32 field; NaN and infinities survive it.
@@ -400,6 +413,7 @@ impl PropertyType for Timestamp {
         let (n, rest) = at.word(TIMESTAMP)?;
         Some((Timestamp::checked(n.cast_signed())?, rest))
     }
+    #[inline]
     fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         match value.0 {
             ValueView::Timestamp(t) => Ok(t),
@@ -412,6 +426,7 @@ impl PropertyType for Timestamp {
             other => Self::from_value(other),
         }
     }
+    #[inline]
     fn from_value(value: Value) -> Result<Self, DecodeError> {
         match value {
             Value::Timestamp(t) => Ok(t),
@@ -426,6 +441,7 @@ impl PropertyType for KeyId {
     fn to_value(&self) -> Value {
         Value::Integer(self.get())
     }
+    #[inline]
     fn from_value(value: Value) -> Result<Self, DecodeError> {
         match value {
             Value::Integer(i) => KeyId::new(i).map_err(|_| DecodeError {
@@ -444,6 +460,7 @@ impl PropertyType for KeyName {
     fn to_value(&self) -> Value {
         Value::String(self.as_str().to_owned())
     }
+    #[inline]
     fn from_value(mut value: Value) -> Result<Self, DecodeError> {
         match &mut value {
             Value::String(s) => KeyName::new(std::mem::take(s)).map_err(|e| DecodeError {
@@ -464,6 +481,7 @@ impl PropertyType for Value {
     fn write_value(&self, w: &mut ValueWriter<'_>) {
         w.value(self);
     }
+    #[inline]
     fn from_value(value: Value) -> Result<Self, DecodeError> {
         Ok(value)
     }
@@ -483,6 +501,7 @@ impl<T: PropertyType> PropertyType for Option<T> {
             None => Value::Null,
         }
     }
+    #[inline]
     fn from_value(value: Value) -> Result<Self, DecodeError> {
         match value {
             Value::Null => Ok(None),
@@ -502,6 +521,7 @@ impl<T: PropertyType> PropertyType for Option<T> {
             None => T::read_stored(at).map(|(v, rest)| (Some(v), rest)),
         }
     }
+    #[inline]
     fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         match value.is_null() {
             true => Ok(None),
@@ -527,6 +547,7 @@ impl<T: PropertyType> PropertyType for Vec<T> {
     fn to_value(&self) -> Value {
         Value::Array(self.iter().map(T::to_value).collect())
     }
+    #[inline]
     fn from_value(mut value: Value) -> Result<Self, DecodeError> {
         match &mut value {
             Value::Array(values) => std::mem::take(values)
@@ -556,6 +577,7 @@ impl<T: PropertyType> PropertyType for Vec<T> {
         }
         Some((out, rest))
     }
+    #[inline]
     fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         let (Some(elements), Some(len)) = (value.elements(), value.array_len()) else {
             return Self::from_value(value.to_value()?);
@@ -581,12 +603,14 @@ impl<T: PropertyType> PropertyType for Box<T> {
     fn to_value(&self) -> Value {
         (**self).to_value()
     }
+    #[inline]
     fn from_value(value: Value) -> Result<Self, DecodeError> {
         T::from_value(value).map(Box::new)
     }
     fn write_value(&self, w: &mut ValueWriter<'_>) {
         (**self).write_value(w);
     }
+    #[inline]
     fn read_value(value: ValueRef<'_>) -> Result<Self, DecodeError> {
         T::read_value(value).map(Box::new)
     }

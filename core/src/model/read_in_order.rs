@@ -60,7 +60,7 @@ impl ReadInOrder for InOrder<'_> {
 
 /// A map in a backend's own form, read in its type's fields' order (see the module docs).
 /// What the type does not know is passed over: arrival checked it.
-pub struct ForeignInOrderReader<'a>(Box<dyn ForeignInOrder + 'a>);
+pub struct ForeignInOrderReader<'a>(&'a mut dyn ForeignInOrder);
 
 impl ReadInOrder for ForeignInOrderReader<'_> {
     /// The next field's property: the derive asks for them in its slots' order.
@@ -145,16 +145,23 @@ pub fn map_in_order(properties: &mut PropertyMap) -> OnePass<'_> {
     OnePass::Map(MapInOrder(properties))
 }
 
-/// A reader of `properties` in name order when they are a map in a backend's own form (one
-/// received from the service) not read yet: the type reads `count` properties, and `slot`
-/// gives a name's place among them in name order (`None`: a property the type does not know).
-pub fn foreign_in_order(
+/// What `read` makes of `properties` read in name order, when they are a map in a backend's
+/// own form (one received from the service) not read yet: the type reads `count` properties,
+/// and `slot` gives a name's place among them in name order (`None`: a property the type does
+/// not know). `None` when they are another map.
+pub fn foreign_in_order<R>(
     properties: &mut PropertyMap,
     count: usize,
     slot: fn(&str) -> Option<usize>,
-) -> Option<OnePass<'_>> {
+    read: impl FnOnce(OnePass<'_>) -> R,
+) -> Option<R> {
     let map = properties.foreign_map()?;
-    Some(OnePass::Foreign(ForeignInOrderReader(
-        map.in_order(count, slot),
-    )))
+    let mut read = Some(read);
+    let mut made = None;
+    map.read_in_order(count, slot, &mut |reader| {
+        made = read
+            .take()
+            .map(|read| read(OnePass::Foreign(ForeignInOrderReader(reader))));
+    });
+    made
 }

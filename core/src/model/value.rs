@@ -354,14 +354,16 @@ pub trait ForeignMap: Send + Sync + 'static {
     fn get(&self, name: &str) -> Option<Result<Property, Error>>;
     /// Takes property `name` out, decoded (its strings moved, not copied).
     fn take(&mut self, name: &str) -> Option<Result<Value, Error>>;
-    /// The properties the derive reads, in its fields' order: the type reads `count`
-    /// properties, and `slot` gives a name's place among them in name order (`None`: one the
-    /// type does not know, passed over).
-    fn in_order(
+    /// Hands `read` the properties the derive reads, in its fields' order: the type reads
+    /// `count` properties, and `slot` gives a name's place among them in name order (`None`:
+    /// one the type does not know, passed over). The reader lives on the map's side of the
+    /// call, so reading an entity allocates nothing for it.
+    fn read_in_order(
         &mut self,
         count: usize,
         slot: fn(&str) -> Option<usize>,
-    ) -> Box<dyn ForeignInOrder + '_>;
+        read: &mut dyn FnMut(&mut dyn ForeignInOrder),
+    );
     /// Whether every value written into the map is excluded from indexes (the properties of
     /// an excluded embedded entity).
     fn excluded(&self) -> bool;
@@ -387,7 +389,8 @@ pub trait ForeignForm: Send + Sync {
     fn new_map(&self, excluded: bool, properties: usize) -> Box<dyn ForeignMap>;
 }
 
-/// A foreign map's properties in the derive's fields' order (see [`ForeignMap::in_order`]).
+/// A foreign map's properties in the derive's fields' order (see
+/// [`ForeignMap::read_in_order`]).
 /// Not a public API.
 #[doc(hidden)]
 pub trait ForeignInOrder {

@@ -92,10 +92,13 @@ pub(super) fn entity_impl(entity: &Entity, mode: Mode) -> TokenStream {
                 if let #p::Option::Some(__bytes) = __properties.unread_stored() {
                     return <Self as #p::Entity>::from_stored(__key, __bytes);
                 }
-                if let #p::Option::Some(__reader) =
-                    #p::foreign_in_order(&mut __properties, #count, Self::__slot)
-                {
-                    return Self::__from_in_order(__key, __reader);
+                if let #p::Option::Some(__read) = #p::foreign_in_order(
+                    &mut __properties,
+                    #count,
+                    Self::__slot,
+                    |__reader| Self::__from_in_order(__key, __reader),
+                ) {
+                    return __read;
                 }
                 Self::__from_in_order(__key, #p::map_in_order(&mut __properties))
             },

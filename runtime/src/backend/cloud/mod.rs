@@ -31,7 +31,7 @@ use super::{
 };
 use crate::backend::cloud::wire::{Partitions, from_timestamp};
 use crate::backend::cloud::wire_form::from_wire;
-use crate::backend::cloud::wire_map::property_from_wire;
+use crate::backend::cloud::wire_map::value_from_wire;
 use datastore_entity_core::error::{Error, ServiceCode};
 use datastore_entity_core::model::key::{IdOrName, KeyId, PathElement, RawKey};
 use datastore_entity_core::model::schema::IndexSchema;
@@ -531,7 +531,7 @@ impl Cloud {
             let transform_results = result
                 .transform_results
                 .into_iter()
-                .map(|v| Ok(property_from_wire(v, &self.partitions)?.value))
+                .map(|v| value_from_wire(v, &self.partitions))
                 .collect::<Result<_, Error>>()?;
             let stamp = convert::stamp(result.version, result.create_time, result.update_time)?;
             results.push(ChangeResult {
@@ -708,7 +708,7 @@ impl Cloud {
             .and_then(|mut r| r.aggregate_properties.remove(convert::AGGREGATE));
         let begun = read.begins().then_some(TransactionId(response.transaction));
         match value {
-            Some(value) => Ok((begun, property_from_wire(value, &self.partitions)?.value)),
+            Some(value) => Ok((begun, value_from_wire(value, &self.partitions)?)),
             None => Err(Error::Service {
                 code: ServiceCode::Internal,
                 message: "the aggregation query returned no result".to_owned(),

@@ -16,7 +16,8 @@ use smallvec::SmallVec;
 
 use crate::backend::cloud::wire::{Partitions, from_timestamp, timestamp};
 use crate::backend::cloud::wire_map::{
-    array, check_wire, property_from_wire, scalar, wire_entity, wire_properties, wire_value,
+    array, check_wire, property_from_wire, scalar, value_from_wire, wire_entity, wire_properties,
+    wire_value,
 };
 use datastore_entity_core::error::Error;
 use datastore_entity_core::model::key::RawKey;
@@ -192,14 +193,15 @@ impl ForeignMap for Wire {
     fn take(&mut self, name: &str) -> Option<Result<Value, Error>> {
         let value = self.properties.remove(name)?;
         self.size.set(None);
-        Some(property_from_wire(value, &self.form.0).map(|p| p.value))
+        Some(value_from_wire(value, &self.form.0))
     }
 
-    fn in_order(
+    fn read_in_order(
         &mut self,
         count: usize,
         slot: fn(&str) -> Option<usize>,
-    ) -> Box<dyn ForeignInOrder + '_> {
+        read: &mut dyn FnMut(&mut dyn ForeignInOrder),
+    ) {
         self.size.set(None);
         let mut slots: SmallVec<[Option<&mut pb::Value>; 16]> =
             std::iter::repeat_with(|| None).take(count).collect();
@@ -208,11 +210,11 @@ impl ForeignMap for Wire {
                 *place = Some(value);
             }
         }
-        Box::new(WireInOrder {
+        read(&mut WireInOrder {
             slots,
             at: 0,
             partitions: &self.form.0,
-        })
+        });
     }
 
     fn excluded(&self) -> bool {
@@ -299,19 +301,18 @@ impl ForeignInOrder for WireInOrder<'_> {
         let value = self.slots.get_mut(self.at).and_then(Option::take);
         self.at += 1;
         let value = value?;
-        // A scalar is read where it lies (checked on arrival); anything else moved out.
-        let scalar = match &value.value_type {
+        // A scalar is read where it lies (checked on arrival), a string moved out alone;
+        // anything else moved out whole.
+        let read = match &mut value.value_type {
             None | Some(V::NullValue(_)) => Value::Null,
             Some(V::BooleanValue(b)) => Value::Boolean(*b),
             Some(V::IntegerValue(i)) => Value::Integer(*i),
             Some(V::DoubleValue(d)) => Value::Double(*d),
             Some(V::TimestampValue(t)) => Value::Timestamp(from_timestamp(t)),
-            _ => {
-                let value = std::mem::take(value);
-                return Some(property_from_wire(value, self.partitions).map(|p| p.value));
-            }
+            Some(V::StringValue(s)) => Value::String(std::mem::take(s)),
+            _ => return Some(value_from_wire(std::mem::take(value), self.partitions)),
         };
-        Some(Ok(scalar))
+        Some(Ok(read))
     }
 }
 

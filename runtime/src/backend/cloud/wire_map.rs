@@ -157,12 +157,33 @@ pub fn wire_properties<'a>(
 
 /// A value from the service, owned: strings and byte strings are moved, not copied.
 pub fn property_from_wire(value: pb::Value, partitions: &Partitions) -> Result<Property, Error> {
-    let excluded = value.exclude_from_indexes;
-    let annotations = match value.meaning {
-        0 => Annotations::None,
-        meaning => Annotations::Meaning(meaning),
+    let (annotations, excluded) = match &value.value_type {
+        // The flags live on the elements of an array, and their meanings.
+        Some(V::ArrayValue(a)) if value.meaning != VECTOR_MEANING => Annotations::of_elements(
+            a.values
+                .iter()
+                .map(|v| (v.meaning, v.exclude_from_indexes))
+                .collect(),
+        ),
+        // A vector's meaning (31) is its type.
+        Some(V::ArrayValue(_)) => (Annotations::None, value.exclude_from_indexes),
+        _ => match value.meaning {
+            0 => (Annotations::None, value.exclude_from_indexes),
+            meaning => (Annotations::Meaning(meaning), value.exclude_from_indexes),
+        },
     };
-    let converted = match value.value_type {
+    Ok(Property {
+        value: value_from_wire(value, partitions)?,
+        excluded,
+        annotations,
+    })
+}
+
+/// A value from the service, owned, without its flags and meanings (what a field, an
+/// array's element or a transform's result reads): strings and byte strings are moved, not
+/// copied.
+pub fn value_from_wire(value: pb::Value, partitions: &Partitions) -> Result<Value, Error> {
+    Ok(match value.value_type {
         None | Some(V::NullValue(_)) => Value::Null,
         Some(V::BooleanValue(b)) => Value::Boolean(b),
         Some(V::IntegerValue(i)) => Value::Integer(i),
@@ -183,35 +204,12 @@ pub fn property_from_wire(value: pb::Value, partitions: &Partitions) -> Result<P
         Some(V::ArrayValue(a)) if value.meaning == VECTOR_MEANING => {
             Value::Vector(received_vector(&a.values).ok_or_else(not_a_vector)?)
         }
-        Some(V::ArrayValue(a)) => {
-            // The flags live on the elements of an array, and their meanings.
-            let marks = a
-                .values
-                .iter()
-                .map(|v| (v.meaning, v.exclude_from_indexes))
-                .collect();
-            let (annotations, excluded) = Annotations::of_elements(marks);
-            let elements = a
-                .values
+        Some(V::ArrayValue(a)) => Value::Array(
+            a.values
                 .into_iter()
-                .map(|v| property_from_wire(v, partitions).map(|p| p.value))
-                .collect::<Result<Vec<_>, _>>()?;
-            return Ok(Property {
-                value: Value::Array(elements),
-                excluded,
-                annotations,
-            });
-        }
-    };
-    let annotations = match converted {
-        // A vector's meaning (31) is its type.
-        Value::Vector(_) => Annotations::None,
-        _ => annotations,
-    };
-    Ok(Property {
-        value: converted,
-        excluded,
-        annotations,
+                .map(|v| value_from_wire(v, partitions))
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
     })
 }
 
