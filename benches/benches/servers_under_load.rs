@@ -78,9 +78,9 @@ impl Running {
     fn start(target: Target) -> Running {
         match target {
             Target::Server => {
-                // Building the composite indexes queries need: the Firestore emulator
-                // answers them without one declared.
-                let (child, host) = process::server(&["--build-indexes".as_ref()]);
+                // As its users start it: it builds the composite indexes queries need (the
+                // Firestore emulator answers them without one declared).
+                let (child, host) = process::server(&[]);
                 let port = host.rsplit(':').next().and_then(|p| p.parse().ok());
                 Running {
                     pid: Some(child.id()),

@@ -93,10 +93,9 @@ pub struct Options {
     /// ([`Embedded::build_indexes`]), so that it and the next ones cost what they return:
     /// the build reads the kind's entities a slice per query, writes keeping the index from
     /// its start (at 30,000 entities whole after 59 queries, the slices adding about 2 ms
-    /// to each in memory: `benches/benches/composite_queries.rs`). Off by default: on a file, the slices of a
-    /// build (each a logged commit) stalled other clients' calls up to half a second in the
-    /// attack suite (`server/tests/attacks.rs`, debug build); off, such a query evaluates
-    /// entities until its page fills.
+    /// to each in memory: `benches/benches/composite_queries.rs`); on a file, a slice does
+    /// not wait for the disk. On by default; off, such a query evaluates entities until its
+    /// page fills.
     pub build_indexes: bool,
     /// The page cache of a file's store, in bytes ([`Embedded::open_with_cache`]): what the
     /// server holds of the file in memory. 64 MiB by default; `None`: redb's default (1 GiB).
@@ -112,7 +111,7 @@ impl Default for Options {
             keep_versions: None,
             versions_bytes: DEFAULT_VERSIONS_BYTES,
             require_indexes: None,
-            build_indexes: false,
+            build_indexes: true,
             cache_bytes: Some(DEFAULT_CACHE_BYTES),
         }
     }

@@ -23,11 +23,11 @@ const USAGE: &str = "usage: datastore-entity-server [--host HOST] [--port PORT] 
   --require-indexes FILE
                 serve only the queries the composite indexes of this index.yaml serve
                 (as the service does); every query otherwise, as the Firestore emulator
-  --build-indexes
-                without --require-indexes, build the composite index a query needs on
-                its first use (from the kind's entities, a slice per query), so that it
-                and the next ones cost what they return; without it such a query reads
-                entities until its page fills
+  --no-build-indexes
+                without --require-indexes, a query needing a composite index reads
+                entities until its page fills; by default the index is built on the
+                query's first use (from the kind's entities, a slice per query), so that
+                it and the next ones cost what they return
   --cache-mib MIB
                 the page cache of the --data file, in MiB (default 64)
   --keep-versions SECONDS
@@ -142,7 +142,7 @@ fn serve_args(args: impl Iterator<Item = String>) -> Result<Command, String> {
             }
             "--data" => options.data = Some(PathBuf::from(value()?)),
             "--require-indexes" => options.require_indexes = Some(PathBuf::from(value()?)),
-            "--build-indexes" if !inlined => options.build_indexes = true,
+            "--no-build-indexes" if !inlined => options.build_indexes = false,
             "--cache-mib" => options.cache_bytes = Some(mib(name, value()?)?),
             "--keep-versions" => {
                 let text = value()?;

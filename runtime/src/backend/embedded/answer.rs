@@ -99,6 +99,10 @@ impl<'a> Answers<'a> {
             return Ok(false);
         }
         let prepared = Prepared::new(query)?;
+        // One branch: the plan that answers it, a cursor's own when it resumes one.
+        if prepared.branch_count() == 1 {
+            return Ok(self.resuming(&prepared)? == plan::Access::Scan);
+        }
         Ok(self
             .plans(&prepared)?
             .iter()

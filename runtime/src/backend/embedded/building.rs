@@ -6,8 +6,11 @@
 //! since the build began is already kept by its write. Done, the index is recorded (a file's
 //! `INDEX_PREFIX` record) and planned with.
 //!
-//! A file's build interrupted (the process stopped) left entries no write has kept since, and
-//! no record: the same index built again first deletes whatever its table holds.
+//! A slice's entries reach a file without waiting for its disk (`Store::apply_derived`): the
+//! slice that finishes the build writes the index's record durably, and with it everything
+//! written before. A file's build interrupted (the process stopped) left entries no write has
+//! kept since, and no record: the same index built again first deletes whatever its table
+//! holds.
 //!
 //! [`Embedded::build_indexes`]: super::Embedded::build_indexes
 
@@ -117,15 +120,22 @@ pub(super) fn slice(store: &dyn Store, build: &mut Building) -> Result<Slice, Er
             Some(a) if a >= prefix.as_slice() => Bound::Excluded(a),
             _ => start,
         };
+        // Listed up to the most a slice takes, then backfilled one by one while the slice
+        // has room: its time is the entities' reading, not their listing.
         let mut keys = Vec::new();
         store.scan(KINDS, (start, end), false, &mut |k, _| {
             keys.push(k.to_vec());
-            room(started, done + keys.len())
+            done + keys.len() < 8 * SLICE_ENTITIES
         })?;
         let mut at = Vec::with_capacity(64);
         keycode::partition(&mut at, partition);
         let head = at.len();
+        let mut filled = 0;
         for k in &keys {
+            if !room(started, done + filled) {
+                break;
+            }
+            filled += 1;
             at.truncate(head);
             at.extend_from_slice(&k[prefix.len()..]);
             let key = keycode::Reader::new(&at)
@@ -143,11 +153,14 @@ pub(super) fn slice(store: &dyn Store, build: &mut Building) -> Result<Slice, Er
                 }
             }
         }
-        done += keys.len();
-        if let Some(last) = keys.last() {
+        // Every key listed filled: the partition is whole, or the slice's listing stopped
+        // where the next one goes on.
+        let whole = filled == keys.len() && done + filled < 8 * SLICE_ENTITIES;
+        done += filled;
+        if let Some(last) = keys[..filled].last() {
             *after = Some(last.clone());
         }
-        finished = room(started, done);
+        finished = whole && room(started, done);
         Ok(())
     };
     metadata::partitions(store, &mut fill)?;

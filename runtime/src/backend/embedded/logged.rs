@@ -233,6 +233,17 @@ impl Store for Logged {
         self.redb.count_under(table, range, limit, writes)
     }
 
+    /// Writes `batch` to the tables, not logged and not waiting for the disk: on disk with
+    /// the next commit. A logged write to the same key, held for reads, still hides it until
+    /// the checkpoint applies that write after it, in the order they were made.
+    fn apply_derived(&mut self, batch: Batch) -> Result<(), Error> {
+        if self.unread.is_some() {
+            self.read_back();
+        }
+        self.readable()?;
+        self.redb.apply_derived(batch)
+    }
+
     /// Logs `batch` (on disk when this returns), then holds it for reads; a checkpoint
     /// follows once enough is logged.
     fn apply(&mut self, batch: Batch) -> Result<(), Error> {

@@ -353,7 +353,8 @@ impl Embedded {
     /// let go between slices, and evaluated after, so no other call waits on a long scan.
     /// `None`: an index serves the query (a page reads what it returns, under the lock).
     fn scan_in_slices(&self, query: &QuerySpec) -> Result<Option<QueryBatch>, Error> {
-        let (pinned, version, written_here) = {
+        // The slice of an index's build, then the scan: long work.
+        let begun = long(|| -> Result<_, Error> {
             let mut state = self.state();
             state.build_needed(query)?;
             if !state.answers().scans(query)? {
@@ -362,19 +363,16 @@ impl Embedded {
             let version = state.history.now();
             let handle = state.transactions.begin(Some(version), true, None);
             let id = transactions::number(&handle)?;
-            (Pinned(self, id), version, state.store.written_here())
+            Ok(Some((
+                Pinned(self, id),
+                version,
+                state.store.written_here(),
+            )))
+        })?;
+        let Some((pinned, version, written_here)) = begun else {
+            return Ok(None);
         };
-        // The scan is long work: on a runtime of several threads, this one's other tasks go
-        // to another thread meanwhile (a server's other clients are not held up).
-        let multi_thread = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        match multi_thread {
-            true => tokio::task::block_in_place(|| {
-                self.scan_pinned(query, &pinned, version, written_here)
-            }),
-            false => self.scan_pinned(query, &pinned, version, written_here),
-        }
-        .map(Some)
+        long(|| self.scan_pinned(query, &pinned, version, written_here)).map(Some)
     }
 
     /// An aggregation outside any transaction whose rows no index serves: its rows read as
@@ -445,6 +443,17 @@ impl Embedded {
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Runs `work`, which is long: on a runtime of several threads, this one's other tasks go to
+/// another thread meanwhile (a server's other clients are not held up).
+fn long<T>(work: impl FnOnce() -> T) -> T {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    match multi_thread {
+        true => tokio::task::block_in_place(work),
+        false => work(),
     }
 }
 
@@ -663,7 +672,12 @@ impl State {
             return Ok(());
         };
         let slice = building::slice(&*self.store, build)?;
-        self.apply(slice.batch)?;
+        match slice.done {
+            // With the index's record: on disk with everything the build wrote before it.
+            true => self.apply(slice.batch)?,
+            // Not waiting for a file's disk: a build a crash interrupts is made again.
+            false => self.store.apply_derived(slice.batch)?,
+        }
         if slice.done {
             let built = self.building.remove(0).index;
             tracing::debug!(kind = %built.kind, table = %built.table, "composite index built");

@@ -101,6 +101,14 @@ pub(crate) trait Store {
     /// Applies `batch` atomically.
     fn apply(&mut self, batch: Batch) -> Result<(), Error>;
 
+    /// Applies `batch`, which holds only what a composite index's build derives from the
+    /// stored entities (`building.rs`): a file need not wait for its disk, since a build a
+    /// crash interrupts is made again from its start, clearing what it finds. On disk once a
+    /// later [`Store::apply`] returns. By default, as [`Store::apply`].
+    fn apply_derived(&mut self, batch: Batch) -> Result<(), Error> {
+        self.apply(batch)
+    }
+
     /// Whether every entity this store holds was written by this process's stored-form
     /// writer, which writes nothing it could not read back: reading one back needs no check
     /// (the memory store). A file's entities are checked on every read.
@@ -524,6 +532,17 @@ impl Store for Redb {
     }
 
     fn apply(&mut self, batch: Batch) -> Result<(), Error> {
+        self.apply_as(batch, redb::Durability::Immediate)
+    }
+
+    fn apply_derived(&mut self, batch: Batch) -> Result<(), Error> {
+        self.apply_as(batch, redb::Durability::None)
+    }
+}
+
+impl Redb {
+    /// Applies `batch` in one redb transaction of `durability`.
+    fn apply_as(&mut self, batch: Batch, durability: redb::Durability) -> Result<(), Error> {
         // The snapshot would pin pages the write frees; a new one is taken at the next read.
         self.snapshot.borrow_mut().take();
         if self.failed {
@@ -534,7 +553,7 @@ impl Store for Redb {
             self.failed = false;
         }
         let this = &*self;
-        let written = contained(&this.path, || this.write(batch));
+        let written = contained(&this.path, || this.write(batch, durability));
         if let Err(e) = &written {
             tracing::warn!(file = %self.path, error = %e, "a write failed; the file is opened again at the next write");
             self.failed = true;
@@ -610,13 +629,16 @@ impl Redb {
         Ok(counted.min(limit))
     }
 
-    /// Applies `batch` in one durable redb transaction, every value sealed: one table after
-    /// another, each in key order (a copy-on-write B-tree then changes each page it touches
-    /// in one run instead of going back to it), the writes to one key in their order.
-    fn write(&self, mut batch: Batch) -> Result<(), Error> {
-        let write = self
+    /// Applies `batch` in one redb transaction of `durability`, every value sealed: one table
+    /// after another, each in key order (a copy-on-write B-tree then changes each page it
+    /// touches in one run instead of going back to it), the writes to one key in their order.
+    fn write(&self, mut batch: Batch, durability: redb::Durability) -> Result<(), Error> {
+        let mut write = self
             .database()?
             .begin_write()
+            .map_err(|e| self.error("cannot write", e))?;
+        write
+            .set_durability(durability)
             .map_err(|e| self.error("cannot write", e))?;
         batch.ops.sort_by(|a, b| a.at().cmp(&b.at()));
         {
@@ -641,7 +663,8 @@ impl Redb {
                 .map_err(|e| self.error("cannot write", e))?;
             }
         }
-        // Durability::Immediate (redb's default): on disk when `commit` returns.
+        // Durability::Immediate: on disk when `commit` returns; Durability::None: once a
+        // later Immediate commit returns.
         write
             .commit()
             .map_err(|e| self.error("cannot commit to", e))
