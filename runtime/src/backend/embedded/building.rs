@@ -25,6 +25,7 @@ use super::store::{Batch, Store};
 use datastore_entity_core::error::Error;
 use datastore_entity_core::format::file::{INDEX_PREFIX, KINDS, META};
 use datastore_entity_core::format::keycode;
+use datastore_entity_core::hash::Map;
 
 /// The entities (or leftover entries) a slice always gets through, however slow the machine.
 pub(super) const SLICE_ENTITIES: usize = 64;
@@ -175,4 +176,21 @@ pub(super) fn slice(store: &dyn Store, build: &mut Building) -> Result<Slice, Er
         batch,
         done: finished,
     })
+}
+
+/// The composite indexes writes keep: the declared ones and those being built.
+pub(super) fn kept_by_writes<'c>(
+    composites: &'c Map<String, Vec<Composite>>,
+    building: &[Building],
+) -> std::borrow::Cow<'c, Map<String, Vec<Composite>>> {
+    if building.is_empty() {
+        return std::borrow::Cow::Borrowed(composites);
+    }
+    let mut kept = composites.clone();
+    for build in building {
+        kept.entry(build.index.kind.clone())
+            .or_default()
+            .push(build.index.clone());
+    }
+    std::borrow::Cow::Owned(kept)
 }

@@ -730,7 +730,7 @@ impl State {
         let time = self.history.next_time();
         let written = commit::write(
             &*self.store,
-            &kept_by_writes(&self.composites, &self.building),
+            &building::kept_by_writes(&self.composites, &self.building),
             &mut self.ids,
             changes,
             time,
@@ -793,21 +793,4 @@ impl State {
     fn answers(&self) -> Answers<'_> {
         Answers::of(&self.composites, &self.declared, self.strict)
     }
-}
-
-/// The composite indexes writes keep: the declared ones and those being built.
-fn kept_by_writes<'c>(
-    composites: &'c Map<String, Vec<Composite>>,
-    building: &[building::Building],
-) -> std::borrow::Cow<'c, Map<String, Vec<Composite>>> {
-    if building.is_empty() {
-        return std::borrow::Cow::Borrowed(composites);
-    }
-    let mut kept = composites.clone();
-    for build in building {
-        kept.entry(build.index.kind.clone())
-            .or_default()
-            .push(build.index.clone());
-    }
-    std::borrow::Cow::Owned(kept)
 }
