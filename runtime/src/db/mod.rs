@@ -1,6 +1,6 @@
 //! [`Db`]: the typed handle users work with, built once above any [`Backend`].
 //!
-//! The handle (`mod.rs`) is a [`Scope`](scope::Scope) — a backend bound to a partition — and a
+//! The handle (`mod.rs`) is a [`Scope`] — a backend bound to a partition — and a
 //! retry policy. A write goes through `write.rs` (checks, companions, one commit), a read
 //! through `read.rs` (one lookup with companions); `query.rs` holds the typed queries, `txn.rs`
 //! the transactions, `cloud.rs` how a handle on Google Cloud is built.

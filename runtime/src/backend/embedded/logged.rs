@@ -244,6 +244,11 @@ impl Store for Logged {
         self.redb.apply_derived(batch)
     }
 
+    /// The file's: a failed checkpoint counts, though the commit that made it succeeded.
+    fn failed_writes(&self) -> u64 {
+        self.redb.failed_writes()
+    }
+
     /// Logs `batch` (on disk when this returns), then holds it for reads; a checkpoint
     /// follows once enough is logged.
     fn apply(&mut self, batch: Batch) -> Result<(), Error> {
@@ -430,7 +435,7 @@ mod tests {
 
         let path = file("full");
         let full = Arc::new(AtomicBool::new(false));
-        let opener = crate::backend::embedded::store::tests::disk(path.clone(), full.clone());
+        let opener = crate::backend::embedded::tests::full_disk::disk(path.clone(), full.clone());
         let redb = Redb::with_opener("test file".into(), opener).unwrap();
         let mut logged = Logged::with_checkpoint(redb, usize::MAX).unwrap();
         for n in 0..5_u8 {

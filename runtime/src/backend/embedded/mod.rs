@@ -154,6 +154,8 @@ struct State {
     /// Composite indexes being built, a slice per query ([`building`]): every write keeps
     /// them, no query reads them yet.
     building: Vec<building::Building>,
+    /// The store's [`Store::failed_writes`] when the builds last looked.
+    failures_seen: u64,
     /// The schemas declared, by address (declaring again costs a lookup); their vector
     /// indexes are what strict mode checks a nearest-neighbour search against.
     declared: Map<usize, &'static Schema>,
@@ -465,6 +467,7 @@ impl State {
             build_indexes: false,
             composites: Map::default(),
             building: Vec::new(),
+            failures_seen: 0,
             declared: Map::default(),
             history: History::new(),
             transactions: Transactions::default(),
@@ -651,41 +654,6 @@ impl State {
                 .extend(new);
         }
         self.declared.insert(address, schema);
-        Ok(())
-    }
-
-    /// Starts building the composite indexes `query` needs that nobody declared, when strict
-    /// index mode is off and building them is on ([`Embedded::build_indexes`]), and backfills
-    /// one slice of those being built ([`building`]): kept from their start, as declared ones
-    /// are, planned with (and in a file recorded) once whole.
-    fn build_needed(&mut self, query: &QuerySpec) -> Result<(), Error> {
-        if !self.build_indexes {
-            return Ok(());
-        }
-        for index in self.answers().missing(query) {
-            if !self.building.iter().any(|b| b.index == index) {
-                tracing::debug!(kind = %index.kind, table = %index.table, "building a composite index");
-                self.building.push(building::Building::new(index));
-            }
-        }
-        let Some(build) = self.building.first_mut() else {
-            return Ok(());
-        };
-        let slice = building::slice(&*self.store, build)?;
-        match slice.done {
-            // With the index's record: on disk with everything the build wrote before it.
-            true => self.apply(slice.batch)?,
-            // Not waiting for a file's disk: a build a crash interrupts is made again.
-            false => self.store.apply_derived(slice.batch)?,
-        }
-        if slice.done {
-            let built = self.building.remove(0).index;
-            tracing::debug!(kind = %built.kind, table = %built.table, "composite index built");
-            let kept = self.composites.entry(built.kind.clone()).or_default();
-            if !kept.contains(&built) {
-                kept.push(built);
-            }
-        }
         Ok(())
     }
 

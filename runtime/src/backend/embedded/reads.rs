@@ -100,7 +100,7 @@ impl State {
     }
 
     /// One batch of `query`'s results outside any transaction: a whole-entity query's as
-    /// their entities are stored where one plan reads them ([`exec::StoredBatch`]).
+    /// their entities are stored where one plan reads them ([`StoredBatch`](super::exec::StoredBatch)).
     pub(super) fn run_query_stored(&mut self, query: &QuerySpec) -> Result<Answered, Error> {
         if query.property_mask.is_some() {
             return self.run_query(query, None).map(Answered::Batch);

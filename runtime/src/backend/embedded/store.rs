@@ -109,6 +109,13 @@ pub(crate) trait Store {
         self.apply(batch)
     }
 
+    /// How many writes have failed since the store was opened. After one, a file is opened
+    /// again at its last [`Store::apply`]: what [`Store::apply_derived`] wrote since is gone.
+    /// By default none (the memory stores' writes do not fail).
+    fn failed_writes(&self) -> u64 {
+        0
+    }
+
     /// Whether every entity this store holds was written by this process's stored-form
     /// writer, which writes nothing it could not read back: reading one back needs no check
     /// (the memory store). A file's entities are checked on every read.
@@ -131,6 +138,8 @@ pub(crate) struct Redb {
     db: RefCell<Option<redb::Database>>,
     /// A write failed: the next one opens the file again first.
     failed: bool,
+    /// How many writes have failed ([`Store::failed_writes`]).
+    failures: u64,
     open: Opener,
     path: String,
     /// The snapshot reads use, kept until the next write: opening a read transaction and its
@@ -145,7 +154,7 @@ struct Snapshot {
 }
 
 /// Opens the database (the file at a path; in tests, a backend that can fail).
-type Opener = Box<dyn Fn() -> Result<redb::Database, redb::DatabaseError> + Send>;
+pub(super) type Opener = Box<dyn Fn() -> Result<redb::Database, redb::DatabaseError> + Send>;
 
 type Definition<'a> = redb::TableDefinition<'a, &'static [u8], &'static [u8]>;
 type ReadTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
@@ -267,6 +276,7 @@ impl Redb {
         let mut redb = Redb {
             db: RefCell::new(Some(db)),
             failed: false,
+            failures: 0,
             open,
             path: shown,
             snapshot: RefCell::new(None),
@@ -538,6 +548,10 @@ impl Store for Redb {
     fn apply_derived(&mut self, batch: Batch) -> Result<(), Error> {
         self.apply_as(batch, redb::Durability::None)
     }
+
+    fn failed_writes(&self) -> u64 {
+        self.failures
+    }
 }
 
 impl Redb {
@@ -557,6 +571,7 @@ impl Redb {
         if let Err(e) = &written {
             tracing::warn!(file = %self.path, error = %e, "a write failed; the file is opened again at the next write");
             self.failed = true;
+            self.failures += 1;
         }
         written
     }
@@ -668,132 +683,5 @@ impl Redb {
         write
             .commit()
             .map_err(|e| self.error("cannot commit to", e))
-    }
-}
-
-#[cfg(test)]
-pub(crate) mod tests {
-    use std::sync::atomic::{AtomicBool, Ordering};
-
-    use super::*;
-
-    /// A file whose writes fail while `full` is set, as on a full disk.
-    #[derive(Debug)]
-    struct Disk {
-        file: redb::backends::FileBackend,
-        full: Arc<AtomicBool>,
-    }
-
-    impl Disk {
-        fn check(&self) -> std::io::Result<()> {
-            match self.full.load(Ordering::SeqCst) {
-                true => Err(std::io::Error::new(
-                    std::io::ErrorKind::StorageFull,
-                    "No space left on device",
-                )),
-                false => Ok(()),
-            }
-        }
-    }
-
-    impl redb::StorageBackend for Disk {
-        fn len(&self) -> std::io::Result<u64> {
-            self.file.len()
-        }
-
-        fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
-            self.file.read(offset, out)
-        }
-
-        fn set_len(&self, len: u64) -> std::io::Result<()> {
-            self.check()?;
-            self.file.set_len(len)
-        }
-
-        fn sync_data(&self) -> std::io::Result<()> {
-            self.check()?;
-            self.file.sync_data()
-        }
-
-        fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
-            self.check()?;
-            self.file.write(offset, data)
-        }
-
-        fn close(&self) -> std::io::Result<()> {
-            self.file.close()
-        }
-    }
-
-    /// Opens the file at `path` on a [`Disk`] that is full while `full` is set.
-    pub(crate) fn disk(path: std::path::PathBuf, full: Arc<AtomicBool>) -> Opener {
-        Box::new(move || {
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)?;
-            let disk = Disk {
-                file: redb::backends::FileBackend::new(file)?,
-                full: full.clone(),
-            };
-            redb::Builder::new().create_with_backend(disk)
-        })
-    }
-
-    fn put(n: u8) -> Batch {
-        let mut batch = Batch::default();
-        batch.put(ENTITIES, vec![n], vec![n; 1000]);
-        batch
-    }
-
-    fn read(store: &Redb, n: u8) -> Result<Option<Vec<u8>>, Error> {
-        let mut found = None;
-        store.get(ENTITIES, &[n], &mut |v| found = Some(v.to_vec()))?;
-        Ok(found)
-    }
-
-    /// Writes fail while the disk is full, reads go on, and once there is room again the
-    /// same handle writes (redb itself refuses every write after an I/O error until the
-    /// database is opened again); the failed batch is nowhere, the others are on disk.
-    #[test]
-    fn a_handle_writes_again_once_a_full_disk_has_room() {
-        let path =
-            std::env::temp_dir().join(format!("datastore-entity-full-{}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        let full = Arc::new(AtomicBool::new(false));
-        let mut store =
-            Redb::with_opener("test file".into(), disk(path.clone(), full.clone())).unwrap();
-        store.apply(put(1)).unwrap();
-
-        full.store(true, Ordering::SeqCst);
-        let refused = store.apply(put(2));
-        assert!(
-            matches!(&refused, Err(Error::Storage { reason, .. }) if reason.contains("No space left")),
-            "{refused:?}"
-        );
-        assert_eq!(read(&store, 1).unwrap(), Some(vec![1; 1000]));
-        // Still full: opening the file again fails too (redb's recovery writes), and says so.
-        for _ in 0..2 {
-            let refused = store.apply(put(2));
-            assert!(
-                matches!(&refused, Err(Error::Storage { reason, .. }) if reason.contains("No space left")),
-                "{refused:?}"
-            );
-        }
-
-        full.store(false, Ordering::SeqCst);
-        store.apply(put(3)).unwrap();
-        assert_eq!(read(&store, 2).unwrap(), None);
-        assert_eq!(read(&store, 3).unwrap(), Some(vec![3; 1000]));
-        drop(store);
-
-        let store = Redb::open(&path, None).unwrap();
-        assert_eq!(read(&store, 1).unwrap(), Some(vec![1; 1000]));
-        assert_eq!(read(&store, 2).unwrap(), None);
-        assert_eq!(read(&store, 3).unwrap(), Some(vec![3; 1000]));
-        drop(store);
-        std::fs::remove_file(&path).unwrap();
     }
 }

@@ -181,101 +181,7 @@ async fn a_page_costs_what_it_holds_whatever_the_kind_and_the_depth() {
     }
 }
 
-mod full_disk {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
-
-    use super::super::logged::Logged;
-    use super::super::store::Redb;
-    use super::super::store::tests::disk;
-    use datastore_entity_core::error::Error;
-
-    /// Through the engine: a commit on a full disk is `Error::Storage`, and the same engine
-    /// commits again once there is room; entities and index entries are as if the failed
-    /// commit never happened.
-    #[tokio::test]
-    async fn the_engine_commits_again_once_a_full_disk_has_room() {
-        use crate::backend::{Backend, Mask, Mutation, QuerySpec};
-        use datastore_entity_core::model::key::{PartitionId, PathElement, RawKey};
-        use datastore_entity_core::model::name::KeyName;
-        use datastore_entity_core::model::value::{Property, PropertyMap, Value};
-        use datastore_entity_core::query::spec::Operator;
-
-        let path = std::env::temp_dir().join(format!(
-            "datastore-entity-full-engine-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_file(&path);
-        let full = Arc::new(AtomicBool::new(false));
-        let store =
-            Redb::with_opener("test file".into(), disk(path.clone(), full.clone())).unwrap();
-        // Each commit logged, then applied to the tables at once: a full disk meets both.
-        let store = Logged::with_checkpoint(store, 1).unwrap();
-        let engine = super::Embedded::with_store(Box::new(store));
-        let calls: &dyn Backend = &engine;
-        let partition = PartitionId::default();
-        let key = |name: &str| {
-            let element = PathElement::new("Note", Some(KeyName::new(name).unwrap().into()));
-            RawKey::new(Some(partition.clone()), vec![element.unwrap()]).unwrap()
-        };
-        let upsert = |name: &str, n: i64| {
-            let mut properties = PropertyMap::new();
-            properties.insert("n", Property::indexed(Value::Integer(n)));
-            vec![Mutation::Upsert(key(name), properties, Mask::Whole)]
-        };
-        calls.commit(upsert("a", 1), None).await.unwrap();
-        full.store(true, Ordering::SeqCst);
-        let refused = calls.commit(upsert("b", 2), None).await;
-        assert!(matches!(refused, Err(Error::Storage { .. })), "{refused:?}");
-        // Issue #50: the error keeps its cause, the OS's "storage full", as its source.
-        let refused = refused.unwrap_err();
-        let source = std::error::Error::source(&refused).expect("a storage error has a source");
-        let chain: Vec<String> = std::iter::successors(Some(source), |e| e.source())
-            .map(|e| e.to_string())
-            .collect();
-        assert!(
-            chain.iter().any(|e| e.contains("No space left on device")),
-            "the OS's error is the source or in its chain: {chain:?}"
-        );
-        let refused = calls.commit(upsert("a", 5), None).await;
-        assert!(matches!(refused, Err(Error::Storage { .. })), "{refused:?}");
-        full.store(false, Ordering::SeqCst);
-        calls.commit(upsert("c", 3), None).await.unwrap();
-
-        let found = calls
-            .lookup(&[key("a"), key("b"), key("c")], None)
-            .await
-            .unwrap();
-        let n = |found: &Option<PropertyMap>| found.as_ref().map(|p| p["n"].value.clone());
-        assert_eq!(
-            found.iter().map(n).collect::<Vec<_>>(),
-            [Some(Value::Integer(1)), None, Some(Value::Integer(3))]
-        );
-        let query = QuerySpec {
-            partition: partition.clone(),
-            kind: "Note".into(),
-            filters: vec![crate::backend::FilterNode::Property(
-                crate::backend::PropertyFilter {
-                    property: "n".into(),
-                    op: Operator::GreaterThan,
-                    value: Value::Integer(0),
-                },
-            )],
-            ..QuerySpec::default()
-        };
-        let names: Vec<_> = calls
-            .run_query(&query, None)
-            .await
-            .unwrap()
-            .results
-            .iter()
-            .map(|r| r.key.name().map(str::to_owned))
-            .collect();
-        assert_eq!(names, [Some("a".to_owned()), Some("c".to_owned())]);
-        drop(engine);
-        std::fs::remove_file(&path).unwrap();
-    }
-}
+pub(super) mod full_disk;
 
 /// What `run_query_each` handed over: each result's key, and its stored form (`None`: a map).
 type Handed = Vec<(RawKey, Option<PropertyMap>)>;
@@ -426,6 +332,23 @@ async fn until_built(engine: &Embedded, query: &QuerySpec) -> usize {
     panic!("the index was not built after 1,000 queries");
 }
 
+/// Asserts that each of the 10 customers' first `limit` orders by total, descending, are the
+/// same in `built` (which built the composite index) as in `walked` (which never did).
+async fn same_pages(built: &Embedded, walked: &Embedded, limit: usize) {
+    for c in 0..10 {
+        let page = QuerySpec {
+            limit: Some(limit),
+            ..customer_page(c)
+        };
+        let ours: &dyn Backend = built;
+        let theirs: &dyn Backend = walked;
+        let built = ours.run_query(&page, None).await.unwrap();
+        let walked = theirs.run_query(&page, None).await.unwrap();
+        let keys = |b: &QueryBatch| b.results.iter().map(|r| r.key.clone()).collect::<Vec<_>>();
+        assert_eq!(keys(&built), keys(&walked), "customer {c}");
+    }
+}
+
 #[tokio::test]
 async fn outside_strict_mode_a_query_builds_the_composite_index_it_needs_once() {
     let mut answers = Vec::new();
@@ -563,18 +486,7 @@ async fn writes_during_a_build_are_in_the_index_built() {
         assert!(round < 1_000, "the build ends");
     }
     assert!(round >= 2, "the build took several slices ({round})");
-    for c in 0..10 {
-        let page = |limit| QuerySpec {
-            limit: Some(limit),
-            ..customer_page(c)
-        };
-        let ours: &dyn Backend = &engine;
-        let theirs: &dyn Backend = &walker;
-        let built = ours.run_query(&page(700), None).await.unwrap();
-        let walked = theirs.run_query(&page(700), None).await.unwrap();
-        let keys = |b: &QueryBatch| b.results.iter().map(|r| r.key.clone()).collect::<Vec<_>>();
-        assert_eq!(keys(&built), keys(&walked), "customer {c}");
-    }
+    same_pages(&engine, &walker, 700).await;
 }
 
 /// The build reads the kind's entities in every partition (projects, databases,
@@ -710,18 +622,7 @@ async fn a_build_on_a_file_interrupted_is_made_again_from_its_start() {
     }
     let engine = open(false);
     assert_eq!(engine.state().composites.values().flatten().count(), 1);
-    for c in 0..10 {
-        let page = QuerySpec {
-            limit: Some(400),
-            ..customer_page(c)
-        };
-        let ours: &dyn Backend = &engine;
-        let theirs: &dyn Backend = &walker;
-        let built = ours.run_query(&page, None).await.unwrap();
-        let walked = theirs.run_query(&page, None).await.unwrap();
-        let keys = |b: &QueryBatch| b.results.iter().map(|r| r.key.clone()).collect::<Vec<_>>();
-        assert_eq!(keys(&built), keys(&walked), "customer {c}");
-    }
+    same_pages(&engine, &walker, 400).await;
     drop(engine);
     let _ = std::fs::remove_file(&path);
 }
