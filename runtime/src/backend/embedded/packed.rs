@@ -1,7 +1,8 @@
 //! The store in memory, compressed (see [`Packed`]): for a large data set held by a server,
 //! where the memory store's maps would hold several times the data.
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 
 use datastore_entity_core::error::Error;
@@ -16,6 +17,9 @@ use super::store::{Batch, Key, Op, Range, Store, is_empty};
 /// path), small enough that a read by key decompresses little.
 const BLOCK_BYTES: usize = 8 << 10;
 
+/// How many bytes of blocks a table keeps decompressed for reads by key ([`Decompressed`]).
+const DECOMPRESSED_BYTES: usize = 4 << 20;
+
 /// The fewest recent writes a table holds before they are packed into its blocks.
 const PACK_AT_LEAST: usize = 4096;
 
@@ -29,12 +33,15 @@ const PACK_AT_LEAST: usize = 4096;
 /// which reads consult first; once it holds a thirty-second of the table (at least
 /// [`PACK_AT_LEAST`] writes), its entries are merged into the blocks they fall in, and only
 /// those blocks are written again. A read by key decompresses one block (at most
-/// [`BLOCK_BYTES`]); a scan decompresses each block it crosses once.
+/// [`BLOCK_BYTES`]), which the table keeps decompressed for the next reads by key
+/// ([`Decompressed`]); a scan decompresses each block it crosses once.
 pub(crate) struct Packed {
     tables: Map<String, Table>,
-    /// [`PACK_AT_LEAST`] and [`BLOCK_BYTES`] (smaller in tests, to pack often).
+    /// [`PACK_AT_LEAST`], [`BLOCK_BYTES`] and [`DECOMPRESSED_BYTES`] (smaller in tests, to
+    /// pack and drop often).
     pack_at_least: usize,
     block_bytes: usize,
+    decompressed_bytes: usize,
 }
 
 impl Default for Packed {
@@ -49,6 +56,7 @@ impl Packed {
             tables: Map::default(),
             pack_at_least,
             block_bytes,
+            decompressed_bytes: DECOMPRESSED_BYTES,
         }
     }
 }
@@ -64,6 +72,43 @@ struct Table {
     packed: usize,
     /// The writes since the last pack: a value, or `None` where one was deleted.
     recent: BTreeMap<Key, Option<Bytes>>,
+    /// Blocks reads by key decompressed.
+    decompressed: RefCell<Decompressed>,
+}
+
+/// Blocks decompressed by reads by key, each by its first key, kept for the next reads of the
+/// same block: a lookup wants one entry, and decompressing its whole block cost a third of a
+/// lookup's time in the server. At most [`DECOMPRESSED_BYTES`] (but the last block read), the
+/// first kept dropped first; emptied whenever the table's blocks are packed again.
+#[derive(Default)]
+struct Decompressed {
+    blocks: Map<Bytes, Bytes>,
+    /// The blocks' first keys in the order they were kept.
+    kept: VecDeque<Bytes>,
+    bytes: usize,
+}
+
+impl Decompressed {
+    /// The block that starts at `first`, `block` decompressed if it is not kept yet; the
+    /// others kept add up to at most `limit` bytes.
+    fn block(&mut self, first: &[u8], block: &[u8], limit: usize) -> Result<&[u8], Error> {
+        if !self.blocks.contains_key(first) {
+            let raw: Bytes = decompress(block)?.into();
+            self.bytes += raw.len();
+            while self.bytes > limit
+                && let Some(oldest) = self.kept.pop_front()
+            {
+                self.bytes -= self.blocks.remove(&oldest).map_or(0, |b| b.len());
+            }
+            self.kept.push_back(first.into());
+            self.blocks.insert(first.into(), raw);
+        }
+        self.blocks.get(first).map(|raw| &**raw).ok_or_else(damaged)
+    }
+
+    fn clear(&mut self) {
+        *self = Decompressed::default();
+    }
 }
 
 /// A block that does not decompress, or whose entries do not read: the process's own memory
@@ -93,15 +138,23 @@ fn varint(bytes: &[u8], at: &mut usize) -> Result<usize, Error> {
     Err(damaged())
 }
 
+fn decompress(block: &[u8]) -> Result<Vec<u8>, Error> {
+    lz4_flex::decompress_size_prepended(block).map_err(|_| damaged())
+}
+
 /// Calls `each` with every entry of the compressed `block`, in order, until it returns
 /// `false`; returns whether it went to the end.
-fn entries(block: &[u8], mut each: impl FnMut(&[u8], &[u8]) -> bool) -> Result<bool, Error> {
-    let raw = lz4_flex::decompress_size_prepended(block).map_err(|_| damaged())?;
+fn entries(block: &[u8], each: impl FnMut(&[u8], &[u8]) -> bool) -> Result<bool, Error> {
+    raw_entries(&decompress(block)?, each)
+}
+
+/// [`entries`] of a block decompressed.
+fn raw_entries(raw: &[u8], mut each: impl FnMut(&[u8], &[u8]) -> bool) -> Result<bool, Error> {
     let mut key = Vec::new();
     let mut at = 0;
     while at < raw.len() {
-        let shared = varint(&raw, &mut at)?;
-        let rest = varint(&raw, &mut at)?;
+        let shared = varint(raw, &mut at)?;
+        let rest = varint(raw, &mut at)?;
         let value = at.checked_add(rest).ok_or_else(damaged)?;
         if shared > key.len() || value > raw.len() {
             return Err(damaged());
@@ -109,7 +162,7 @@ fn entries(block: &[u8], mut each: impl FnMut(&[u8], &[u8]) -> bool) -> Result<b
         key.truncate(shared);
         key.extend_from_slice(&raw[at..value]);
         at = value;
-        let len = varint(&raw, &mut at)?;
+        let len = varint(raw, &mut at)?;
         let end = at.checked_add(len).filter(|&e| e <= raw.len());
         let end = end.ok_or_else(damaged)?;
         if !each(&key, &raw[at..end]) {
@@ -230,6 +283,7 @@ impl Table {
             self.blocks.remove(first);
         }
         self.blocks.extend(packer.blocks);
+        self.decompressed.get_mut().clear();
         self.packed = self.packed - was + packer.count;
         self.recent.clear();
         Ok(())
@@ -303,14 +357,16 @@ impl Store for Packed {
         if let Some(recent) = table.recent.get(key) {
             return Ok(recent.as_deref().map(visit).is_some());
         }
-        let Some(block) = table
+        let Some((first, block)) = table
             .block_of(key)
-            .and_then(|first| table.blocks.get(first))
+            .and_then(|first| table.blocks.get_key_value(first))
         else {
             return Ok(false);
         };
+        let mut decompressed = table.decompressed.borrow_mut();
         let mut found = false;
-        entries(block, |k, value| {
+        let raw = decompressed.block(first, block, self.decompressed_bytes)?;
+        raw_entries(raw, |k, value| {
             if k == key {
                 visit(value);
                 found = true;
@@ -373,7 +429,15 @@ mod tests {
     #[test]
     fn reads_merge_the_recent_writes_with_the_blocks_as_one_store() {
         let mut packed = Packed::with_sizes(8, 24);
+        // A few blocks kept decompressed: reads by key drop and decompress them again.
+        packed.decompressed_bytes = 100;
         reads_as_the_memory_store(&mut packed, 600);
+        for table in packed.tables.values() {
+            let kept = table.decompressed.borrow();
+            let held: usize = kept.blocks.values().map(|b| b.len()).sum();
+            assert_eq!(held, kept.bytes);
+            assert!(kept.kept.len() == 1 || held <= 100, "{held} bytes kept");
+        }
         let table = &packed.tables["kinds"];
         assert!(
             table.blocks.len() > 3,
