@@ -360,50 +360,22 @@ async fn until_stopped(stopped: &mut watch::Receiver<bool>) {
     let _ = stopped.wait_for(|s| *s).await;
 }
 
-/// One request: a gRPC call, or one of the emulators' plain endpoints.
+/// One request: a gRPC call, or one of the emulators' plain endpoints. Each kind is answered
+/// by a future of its own, boxed: hyper moves the whole of a request's future as it spawns it,
+/// which would otherwise be as large as the largest kind's.
 async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
     let grpc = request
         .headers()
         .get(hyper::header::CONTENT_TYPE)
         .is_some_and(|t| t.as_bytes().starts_with(b"application/grpc"));
     if grpc {
-        let api = shared.api.read().map(|s| s.clone()).ok();
-        let Some(api) = api else {
-            return Status::internal("the server's state is poisoned").into_http();
-        };
-        let room = &shared.room;
-        let answer = async {
-            match deadline(&request) {
-                Ok(None) => call(api, room, request).await,
-                Ok(Some(deadline)) => within(deadline, call(api, room, request)).await,
-                Err(status) => status.into_http(),
-            }
-        };
-        let mut abandoned = shared.abandon.subscribe();
-        return tokio::select! {
-            response = answer => response,
-            () = until_stopped(&mut abandoned) => {
-                Status::unavailable("The server stopped before the request was whole.").into_http()
-            }
-        };
+        return Box::pin(grpc_call(shared, request)).await;
     }
     if request.method() == Method::POST
         && let Some((project, method)) = rest::route(request.uri().path())
     {
         let (project, method) = (project.to_owned(), method.to_owned());
-        let api = shared.api.read().map(|s| s.clone()).ok();
-        let Some(Api { service, .. }) = api else {
-            return rest::error(&Status::internal("the server's state is poisoned"));
-        };
-        let declared = request
-            .headers()
-            .get(hyper::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse().ok());
-        let read = match shared.room.read_json(request.into_body(), declared).await {
-            Ok(read) => read,
-            Err(status) => return rest::error(&status),
-        };
-        return rest::call(service, &project, &method, &read.bytes).await;
+        return Box::pin(rest_call(shared, project, method, request)).await;
     }
     if console::is_console(request.uri().path()) {
         let api = shared.api.read().map(|s| s.clone()).ok();
@@ -413,18 +385,18 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
                 "the server's state is poisoned\n",
             );
         };
-        return console::handle(
+        return Box::pin(console::handle(
             &shared.console,
             api.service,
             &api.engine,
             &shared.room,
             request,
-        )
+        ))
         .await;
     }
     match (request.method(), request.uri().path()) {
         (&Method::GET, "/") => plain(StatusCode::OK, "Ok\n"),
-        (&Method::POST, "/reset") => match reset(shared).await {
+        (&Method::POST, "/reset") => match Box::pin(reset(shared)).await {
             Ok(()) => plain(StatusCode::OK, "Resetting...\n"),
             Err(error) => plain(StatusCode::INTERNAL_SERVER_ERROR, &format!("{error}\n")),
         },
@@ -438,6 +410,52 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
              POST /reset, POST /shutdown and its console (GET /console)\n",
         ),
     }
+}
+
+/// A gRPC call, answered within its deadline, or `UNAVAILABLE` once the server gives up on
+/// the calls still unfinished at its stop.
+async fn grpc_call(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
+    let api = shared.api.read().map(|s| s.clone()).ok();
+    let Some(api) = api else {
+        return Status::internal("the server's state is poisoned").into_http();
+    };
+    let room = &shared.room;
+    let answer = async {
+        match deadline(&request) {
+            Ok(None) => call(api, room, request).await,
+            Ok(Some(deadline)) => within(deadline, call(api, room, request)).await,
+            Err(status) => status.into_http(),
+        }
+    };
+    let mut abandoned = shared.abandon.subscribe();
+    tokio::select! {
+        response = answer => response,
+        () = until_stopped(&mut abandoned) => {
+            Status::unavailable("The server stopped before the request was whole.").into_http()
+        }
+    }
+}
+
+/// A call of Google's REST form of the API (`POST /v1/projects/{project}:{method}`).
+async fn rest_call(
+    shared: &Shared,
+    project: String,
+    method: String,
+    request: Request<Incoming>,
+) -> Response<Body> {
+    let api = shared.api.read().map(|s| s.clone()).ok();
+    let Some(Api { service, .. }) = api else {
+        return rest::error(&Status::internal("the server's state is poisoned"));
+    };
+    let declared = request
+        .headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    let read = match shared.room.read_json(request.into_body(), declared).await {
+        Ok(read) => read,
+        Err(status) => return rest::error(&status),
+    };
+    rest::call(service, &project, &method, &read.bytes).await
 }
 
 fn plain(status: StatusCode, text: &str) -> Response<Body> {
@@ -575,7 +593,9 @@ async fn call(api: Api, room: &body::Room, request: Request<Incoming>) -> Respon
                     let mut grpc = Grpc::new(body::Checked::<$res, $req>::default())
                         .max_decoding_message_size(usize::MAX)
                         .max_encoding_message_size(usize::MAX);
-                    grpc.unary(Unary(Some($handle)), request).await
+                    // Boxed: a call's future is as large as its method's alone, not as the
+                    // largest method's (hyper moves the whole of it as it spawns the call).
+                    Box::pin(grpc.unary(Unary(Some($handle)), request)).await
                 })*
                 path => Status::unimplemented(format!(
                     "{path} is not a method this server serves (google.datastore.v1.Datastore, \

@@ -265,6 +265,17 @@ impl<'a> Iterator for Views<'a> {
             Views::Encoded(properties) => properties.next(),
         }
     }
+
+    /// Exact for a map's properties (a map built from them, the wire form's for one, is
+    /// allocated once).
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            Views::Entries(_, entries) => entries.size_hint(),
+            Views::Stored(_, slots) => slots.size_hint(),
+            Views::Indexed(_, slots) => (0, slots.size_hint().1),
+            Views::Encoded(properties) => properties.size_hint(),
+        }
+    }
 }
 
 /// Whether `value` holds a key without a partition (which a `Db` gives its own).
@@ -557,5 +568,10 @@ impl<'a> Iterator for Properties<'a> {
         let (value, rest) = view(rest, 0).ok()?;
         self.rest = rest;
         Some((name, excluded, value, AnnotationsView::stored(annotations)))
+    }
+
+    /// At most the count the map starts with (fewer where its bytes end first).
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.left))
     }
 }
