@@ -82,28 +82,80 @@ struct Table {
 /// first kept dropped first; emptied whenever the table's blocks are packed again.
 #[derive(Default)]
 struct Decompressed {
-    blocks: Map<Bytes, Bytes>,
+    blocks: Map<Bytes, Flat>,
     /// The blocks' first keys in the order they were kept.
     kept: VecDeque<Bytes>,
     bytes: usize,
 }
 
+/// A block's entries with their whole keys, found by binary search (in the block, each key
+/// is what it adds to the one before, so a read by key walks every entry before its own).
+struct Flat {
+    /// Each entry's key, then its value.
+    bytes: Vec<u8>,
+    /// Where each entry's key starts, where its value starts, where its value ends.
+    entries: Vec<[u32; 3]>,
+}
+
+impl Flat {
+    fn of(block: &[u8]) -> Result<Flat, Error> {
+        let mut flat = Flat {
+            bytes: Vec::with_capacity(2 * block.len()),
+            entries: Vec::new(),
+        };
+        let mut offsets = true;
+        entries(block, |key, value| {
+            let start = flat.bytes.len();
+            flat.bytes.extend_from_slice(key);
+            let key_end = flat.bytes.len();
+            flat.bytes.extend_from_slice(value);
+            let offsets_of = [start, key_end, flat.bytes.len()].map(u32::try_from);
+            match offsets_of {
+                [Ok(start), Ok(key_end), Ok(end)] => flat.entries.push([start, key_end, end]),
+                _ => offsets = false,
+            }
+            offsets
+        })?;
+        match offsets {
+            true => Ok(flat),
+            false => Err(damaged()),
+        }
+    }
+
+    /// The value of `key`.
+    fn get(&self, key: &[u8]) -> Option<&[u8]> {
+        let at = self
+            .entries
+            .binary_search_by(|&[start, key_end, _]| {
+                self.bytes[start as usize..key_end as usize].cmp(key)
+            })
+            .ok()?;
+        let [_, key_end, end] = self.entries[at];
+        self.bytes.get(key_end as usize..end as usize)
+    }
+
+    /// The bytes it holds.
+    fn size(&self) -> usize {
+        self.bytes.len() + size_of::<[u32; 3]>() * self.entries.len()
+    }
+}
+
 impl Decompressed {
     /// The block that starts at `first`, `block` decompressed if it is not kept yet; the
     /// others kept add up to at most `limit` bytes.
-    fn block(&mut self, first: &[u8], block: &[u8], limit: usize) -> Result<&[u8], Error> {
+    fn block(&mut self, first: &[u8], block: &[u8], limit: usize) -> Result<&Flat, Error> {
         if !self.blocks.contains_key(first) {
-            let raw: Bytes = decompress(block)?.into();
-            self.bytes += raw.len();
+            let flat = Flat::of(block)?;
+            self.bytes += flat.size();
             while self.bytes > limit
                 && let Some(oldest) = self.kept.pop_front()
             {
-                self.bytes -= self.blocks.remove(&oldest).map_or(0, |b| b.len());
+                self.bytes -= self.blocks.remove(&oldest).map_or(0, |b| b.size());
             }
             self.kept.push_back(first.into());
-            self.blocks.insert(first.into(), raw);
+            self.blocks.insert(first.into(), flat);
         }
-        self.blocks.get(first).map(|raw| &**raw).ok_or_else(damaged)
+        self.blocks.get(first).ok_or_else(damaged)
     }
 
     fn clear(&mut self) {
@@ -144,17 +196,13 @@ fn decompress(block: &[u8]) -> Result<Vec<u8>, Error> {
 
 /// Calls `each` with every entry of the compressed `block`, in order, until it returns
 /// `false`; returns whether it went to the end.
-fn entries(block: &[u8], each: impl FnMut(&[u8], &[u8]) -> bool) -> Result<bool, Error> {
-    raw_entries(&decompress(block)?, each)
-}
-
-/// [`entries`] of a block decompressed.
-fn raw_entries(raw: &[u8], mut each: impl FnMut(&[u8], &[u8]) -> bool) -> Result<bool, Error> {
+fn entries(block: &[u8], mut each: impl FnMut(&[u8], &[u8]) -> bool) -> Result<bool, Error> {
+    let raw = decompress(block)?;
     let mut key = Vec::new();
     let mut at = 0;
     while at < raw.len() {
-        let shared = varint(raw, &mut at)?;
-        let rest = varint(raw, &mut at)?;
+        let shared = varint(&raw, &mut at)?;
+        let rest = varint(&raw, &mut at)?;
         let value = at.checked_add(rest).ok_or_else(damaged)?;
         if shared > key.len() || value > raw.len() {
             return Err(damaged());
@@ -162,7 +210,7 @@ fn raw_entries(raw: &[u8], mut each: impl FnMut(&[u8], &[u8]) -> bool) -> Result
         key.truncate(shared);
         key.extend_from_slice(&raw[at..value]);
         at = value;
-        let len = varint(raw, &mut at)?;
+        let len = varint(&raw, &mut at)?;
         let end = at.checked_add(len).filter(|&e| e <= raw.len());
         let end = end.ok_or_else(damaged)?;
         if !each(&key, &raw[at..end]) {
@@ -364,16 +412,8 @@ impl Store for Packed {
             return Ok(false);
         };
         let mut decompressed = table.decompressed.borrow_mut();
-        let mut found = false;
-        let raw = decompressed.block(first, block, self.decompressed_bytes)?;
-        raw_entries(raw, |k, value| {
-            if k == key {
-                visit(value);
-                found = true;
-            }
-            k < key
-        })?;
-        Ok(found)
+        let flat = decompressed.block(first, block, self.decompressed_bytes)?;
+        Ok(flat.get(key).map(visit).is_some())
     }
 
     fn scan(
@@ -434,7 +474,7 @@ mod tests {
         reads_as_the_memory_store(&mut packed, 600);
         for table in packed.tables.values() {
             let kept = table.decompressed.borrow();
-            let held: usize = kept.blocks.values().map(|b| b.len()).sum();
+            let held: usize = kept.blocks.values().map(Flat::size).sum();
             assert_eq!(held, kept.bytes);
             assert!(kept.kept.len() == 1 || held <= 100, "{held} bytes kept");
         }
