@@ -15,8 +15,10 @@
 //! Divan times one round of the 30 clients (the same operations on every server: the ratio of
 //! two times is the inverse ratio of their throughputs). After the rounds each bench prints
 //! the server's own processor time per operation (user + system, from `/proc`, the client's
-//! not included). One round runs before the measured ones (the emulators' JIT warms up; the
-//! server builds the composite index the query needs on its first use).
+//! not included), counted in ticks of 10 ms: 30 rounds for the two Rust servers (whose round
+//! costs them tens of milliseconds), 5 for Google's emulators. One round runs before the
+//! measured ones (the emulators' JIT warms up; the server builds the composite index the
+//! query needs on its first use).
 //!
 //! ```sh
 //! cargo build --release -p datastore-entity-server
@@ -271,12 +273,12 @@ macro_rules! servers {
             mod $module {
                 use super::*;
 
-                #[divan::bench(sample_count = 5, sample_size = 1)]
+                #[divan::bench(sample_count = 30, sample_size = 1)]
                 fn server(bencher: Bencher) {
                     run(bencher, Target::Server, $workload);
                 }
 
-                #[divan::bench(sample_count = 5, sample_size = 1)]
+                #[divan::bench(sample_count = 30, sample_size = 1)]
                 fn other_rust_emulator(bencher: Bencher) {
                     run(bencher, Target::OtherRustEmulator, $workload);
                 }

@@ -233,6 +233,9 @@ impl Mask {
             // Nothing stored (most writes) and an entity type's write: what the type wrote is
             // exactly what it declares, without naming the mask's paths.
             (None, Mask::Declared(_)) => return written,
+            // Nothing stored, and each property written is masked whole: all of it (the
+            // mask of a client that names what it writes, such as this crate's own).
+            (None, Mask::Paths(paths)) if masked_whole(paths, &written) => return written,
             // Nothing stored: only the masked paths of what is written (as the service).
             (None, Mask::Paths(_)) => PropertyMap::new(),
             (Some(stored), _) => stored,
@@ -244,6 +247,21 @@ impl Mask {
         }
         stored
     }
+}
+
+/// Whether `paths` names each of `written`'s properties as a whole (a path of its name alone).
+fn masked_whole(paths: &[Vec<Cow<'static, str>>], written: &PropertyMap) -> bool {
+    let mut whole: Vec<&str> = paths
+        .iter()
+        .filter_map(|path| match path.as_slice() {
+            [name] => Some(name.as_ref()),
+            _ => None,
+        })
+        .collect();
+    whole.sort_unstable();
+    written
+        .keys()
+        .all(|name| whole.binary_search(&name).is_ok())
 }
 
 /// The stored names of one declared property: its own (or, flattened, its `name.sub`
@@ -539,5 +557,50 @@ fn equivalent(a: &Value, b: &Value) -> bool {
         (true, true) => is_nan(a) && is_nan(b),
         (true, false) => numeric_cmp(a, b) == Some(std::cmp::Ordering::Equal),
         (false, _) => a == b,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::value::Property;
+
+    fn map(properties: &[(&str, Value)]) -> PropertyMap {
+        let mut map = PropertyMap::new();
+        for (name, value) in properties {
+            map.insert(name, Property::indexed(value.clone()));
+        }
+        map
+    }
+
+    fn paths(paths: &[&[&'static str]]) -> Mask {
+        Mask::Paths(
+            paths
+                .iter()
+                .map(|p| p.iter().map(|&n| Cow::Borrowed(n)).collect())
+                .collect(),
+        )
+    }
+
+    /// Over nothing stored, a mask keeps only the paths it names: all of a write whose every
+    /// property it names whole, nothing else of one it does not, and only the named part of
+    /// an embedded entity.
+    #[test]
+    fn a_mask_over_nothing_stored_keeps_only_its_paths() {
+        let inner = map(&[("b", Value::Integer(1)), ("c", Value::Integer(2))]);
+        let written = map(&[
+            ("a", Value::Entity(inner)),
+            ("d", Value::String("x".into())),
+        ]);
+        let whole = paths(&[&["a"], &["d"], &["e"]]).merge(None, written.clone());
+        assert_eq!(whole, written);
+        let some = paths(&[&["d"]]).merge(None, written.clone());
+        assert_eq!(some, map(&[("d", Value::String("x".into()))]));
+        let inside = paths(&[&["a", "b"], &["d"]]).merge(None, written);
+        let expected = map(&[
+            ("a", Value::Entity(map(&[("b", Value::Integer(1))]))),
+            ("d", Value::String("x".into())),
+        ]);
+        assert_eq!(inside, expected);
     }
 }
