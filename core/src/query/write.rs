@@ -33,6 +33,16 @@ impl Mutation {
         }
     }
 
+    /// What an insert, update or upsert writes; `None` for a delete.
+    pub fn properties(&self) -> Option<&PropertyMap> {
+        match self {
+            Mutation::Insert(_, p, _) | Mutation::Update(_, p, _) | Mutation::Upsert(_, p, _) => {
+                Some(p)
+            }
+            Mutation::Delete(_) => None,
+        }
+    }
+
     /// Which properties an insert, update or upsert sets; `None` for a delete.
     pub fn mask(&self) -> Option<&Mask> {
         match self {

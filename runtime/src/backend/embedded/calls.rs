@@ -85,6 +85,13 @@ impl Backend for Embedded {
         how: CommitAs<'a>,
     ) -> BoxFuture<'a, Result<Committed, Error>> {
         Box::pin(begin_then_commit(self, changes, how, async |changes, t| {
+            // A received entity is read (its form on the wire decoded, once) before the
+            // engine's lock is taken, not by the checks under it: the lock is held the less.
+            for change in &changes {
+                if let Some(properties) = change.mutation.properties() {
+                    properties.view();
+                }
+            }
             let committed = self.state().commit(changes, t);
             // A transaction ended, or one aborted as its snapshot outgrew past versions'
             // memory: its locks are free.
