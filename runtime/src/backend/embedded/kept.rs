@@ -1,10 +1,13 @@
 //! The composite indexes the engine keeps — declared, or built on a query's first use —
 //! listed ([`Embedded::indexes`]) and as the `index.yaml` that declares them to Google Cloud
-//! ([`Embedded::index_yaml`]); and the partitions that hold data ([`Embedded::partitions`]).
+//! ([`Embedded::index_yaml`]); the partitions that hold data ([`Embedded::partitions`]); and
+//! the step of the builds a query takes ([`building`]).
 
+use super::building::{self, Building};
 use super::index::Composite;
 use super::metadata;
-use super::{Embedded, IndexDefinition};
+use super::{Embedded, IndexDefinition, State};
+use crate::backend::QuerySpec;
 use datastore_entity_core::error::Error;
 use datastore_entity_core::model::key::PartitionId;
 
@@ -69,5 +72,49 @@ impl Embedded {
             Ok(())
         })?;
         Ok(found)
+    }
+}
+
+impl State {
+    /// Starts building the composite indexes `query` needs that nobody declared, when strict
+    /// index mode is off and building them is on ([`Embedded::build_indexes`]), and backfills
+    /// one slice of those being built ([`building`]): kept from their start, as declared ones
+    /// are, planned with (and in a file recorded) once whole.
+    pub(super) fn build_needed(&mut self, query: &QuerySpec) -> Result<(), Error> {
+        if !self.build_indexes {
+            return Ok(());
+        }
+        for index in self.answers().missing(query) {
+            if !self.building.iter().any(|b| b.index == index) {
+                tracing::debug!(kind = %index.kind, table = %index.table, "building a composite index");
+                self.building.push(Building::new(index));
+            }
+        }
+        let failures = self.store.failed_writes();
+        if failures != self.failures_seen {
+            // The file was opened again at its last durable commit: the slices written
+            // without waiting for its disk since may be gone.
+            self.failures_seen = failures;
+            self.building.iter_mut().for_each(Building::restart);
+        }
+        let Some(build) = self.building.first_mut() else {
+            return Ok(());
+        };
+        let slice = building::slice(&*self.store, build)?;
+        match slice.done {
+            // With the index's record: on disk with everything the build wrote before it.
+            true => self.apply(slice.batch)?,
+            // Not waiting for a file's disk: a build a crash interrupts is made again.
+            false => self.store.apply_derived(slice.batch)?,
+        }
+        if slice.done {
+            let built = self.building.remove(0).index;
+            tracing::debug!(kind = %built.kind, table = %built.table, "composite index built");
+            let kept = self.composites.entry(built.kind.clone()).or_default();
+            if !kept.contains(&built) {
+                kept.push(built);
+            }
+        }
+        Ok(())
     }
 }

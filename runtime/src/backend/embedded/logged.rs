@@ -435,7 +435,7 @@ mod tests {
 
         let path = file("full");
         let full = Arc::new(AtomicBool::new(false));
-        let opener = crate::backend::embedded::tests::full_disk::disk(path.clone(), full.clone());
+        let opener = crate::backend::embedded::full_disk::disk(path.clone(), full.clone());
         let redb = Redb::with_opener("test file".into(), opener).unwrap();
         let mut logged = Logged::with_checkpoint(redb, usize::MAX).unwrap();
         for n in 0..5_u8 {

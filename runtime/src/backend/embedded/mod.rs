@@ -41,6 +41,8 @@ mod candidates;
 mod commit;
 mod exec;
 mod explain;
+#[cfg(test)]
+mod full_disk;
 mod history;
 mod ids;
 mod index;

@@ -181,7 +181,7 @@ async fn a_page_costs_what_it_holds_whatever_the_kind_and_the_depth() {
     }
 }
 
-pub(super) mod full_disk;
+mod failed_writes;
 
 /// What `run_query_each` handed over: each result's key, and its stored form (`None`: a map).
 type Handed = Vec<(RawKey, Option<PropertyMap>)>;
