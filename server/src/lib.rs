@@ -360,10 +360,44 @@ async fn until_stopped(stopped: &mut watch::Receiver<bool>) {
     let _ = stopped.wait_for(|s| *s).await;
 }
 
-/// One request: a gRPC call, or one of the emulators' plain endpoints. Each kind is answered
-/// by a future of its own, boxed: hyper moves the whole of a request's future as it spawns it,
-/// which would otherwise be as large as the largest kind's.
+/// One request, answered; logged at the debug level (the binary's `--log debug`) with its
+/// status and time.
 async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return answer(shared, request).await;
+    }
+    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    let started = std::time::Instant::now();
+    let response = answer(shared, request).await;
+    let grpc = response
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/grpc"));
+    // A gRPC call that failed says so in its headers; one that succeeded, in its trailers.
+    let code = grpc.then(|| {
+        response
+            .headers()
+            .get("grpc-status")
+            .map_or(tonic::Code::Ok, |code| {
+                tonic::Code::from_bytes(code.as_bytes())
+            })
+    });
+    let code = code.map_or_else(|| "-".to_owned(), |code| format!("{code:?}"));
+    tracing::debug!(
+        %method,
+        %path,
+        status = response.status().as_u16(),
+        %code,
+        micros = started.elapsed().as_micros() as u64,
+        "request"
+    );
+    response
+}
+
+/// A request's answer: a gRPC call, or one of the emulators' plain endpoints. Each kind is
+/// answered by a future of its own, boxed: hyper moves the whole of a request's future as it
+/// spawns it, which would otherwise be as large as the largest kind's.
+async fn answer(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
     let grpc = request
         .headers()
         .get(hyper::header::CONTENT_TYPE)

@@ -11,6 +11,7 @@ use datastore_entity::backend::embedded::Embedded;
 use datastore_entity_server::export::{self, ExportError, Filter, Progress};
 use datastore_entity_server::serve::Service;
 use datastore_entity_server::{DEFAULT_CACHE_BYTES, Options, Server};
+use tracing_subscriber::filter::Targets;
 
 const USAGE: &str = "usage: datastore-entity-server [--host HOST] [--port PORT] [--data FILE]
        datastore-entity-server export --data FILE --to DIR --project PROJECT
@@ -43,11 +44,17 @@ const USAGE: &str = "usage: datastore-entity-server [--host HOST] [--port PORT] 
                 damaged file stops it (the batches committed before stay)
   --project PROJECT
                 the project --import goes into (default: the export's own)
+  --log FILTER  what is logged on standard error (default warn: a failed checkpoint or
+                pack, a shutdown that closed unfinished requests): a level of the server
+                and its engine (off, error, warn, info, debug: each request with its
+                status and time; trace), the libraries under them staying at warn; or
+                levels by module (warn,datastore_entity_server=debug,h2=debug)
 
 export: writes the entities of PROJECT in the --data FILE (the server not running on it)
 as a managed export in a new folder under DIR, which --import and the legacy emulator's
-:import read (and gcloud datastore import, once copied to a bucket). --kinds and --namespaces (\"\" for the
-default one) take only those, as the admin API's entity filter.
+:import read (and gcloud datastore import, once copied to a bucket). --kinds and
+--namespaces (\"\" for the default one) take only those, as the admin API's entity filter;
+--log as the server's.
 
 Serves the Datastore API over gRPC and, on the same port, its REST form:
 POST /v1/projects/{project}:{method} (lookup, runQuery, commit, ..., and :export with
@@ -62,6 +69,52 @@ enum Command {
     Export(ExportArgs),
 }
 
+/// The default of `--log`: warnings and errors only.
+const DEFAULT_LOG: &str = "warn";
+
+/// The filter of `--log` `text`: a level of the server and its engine (every module whose path
+/// starts with `datastore_entity`), the libraries under them (hyper, h2: a line per HTTP/2
+/// frame at debug) at most at warn; or levels by module (`warn,datastore_entity=debug`). A
+/// word that is not a level is refused (tracing-subscriber would take it as a module's name,
+/// silently logging nothing else).
+fn log_filter(text: &str) -> Result<Targets, String> {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    let is_level = |word: &str| LEVELS.contains(&word.to_ascii_lowercase().as_str());
+    let valid = text.split(',').all(|part| match part.split_once('=') {
+        Some((module, level)) => !module.is_empty() && is_level(level),
+        None => is_level(part),
+    });
+    let refused = || {
+        format!(
+            "--log {text}: not a filter (a level: {}; or module=level, separated by commas)",
+            LEVELS.join(", ")
+        )
+    };
+    if !valid {
+        return Err(refused());
+    }
+    let text = match text.to_ascii_lowercase().as_str() {
+        level @ ("info" | "debug" | "trace") => format!("warn,datastore_entity={level}"),
+        _ => text.to_owned(),
+    };
+    text.parse().map_err(|_| refused())
+}
+
+/// Prints what `filter` lets through on standard error (a closed one loses the lines, as
+/// [`say`] does, and stops nothing).
+fn install_log(filter: Targets) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(false),
+        )
+        .with(filter)
+        .init();
+}
+
 struct Import {
     path: PathBuf,
     project: Option<String>,
@@ -70,18 +123,29 @@ struct Import {
 #[derive(Default)]
 struct ExportArgs {
     data: Option<PathBuf>,
+    log: Option<Targets>,
     to: Option<PathBuf>,
     project: Option<String>,
     filter: Filter,
 }
 
-fn command() -> Result<Command, String> {
+/// What the command line asks, and the filter of what is logged.
+fn command() -> Result<(Command, Targets), String> {
     let mut args = std::env::args().skip(1).peekable();
-    if args.peek().map(String::as_str) == Some("export") {
+    let mut log = None;
+    let command = if args.peek().map(String::as_str) == Some("export") {
         args.next();
-        return export_args(args).map(Command::Export);
-    }
-    serve_args(args)
+        let mut export = export_args(args)?;
+        log = export.log.take();
+        Command::Export(export)
+    } else {
+        serve_args(args, &mut log)?
+    };
+    let log = match log {
+        Some(log) => log,
+        None => log_filter(DEFAULT_LOG)?,
+    };
+    Ok((command, log))
 }
 
 /// Walks the flags of `args` (`--name value` or `--name=value`), handing each name to `each`
@@ -121,6 +185,7 @@ fn export_args(args: impl Iterator<Item = String>) -> Result<ExportArgs, String>
             "--project" => out.project = Some(value()?),
             "--kinds" => out.filter.kinds = list(value()?),
             "--namespaces" => out.filter.namespaces = list(value()?),
+            "--log" => out.log = Some(log_filter(&value()?)?),
             other => return Err(format!("unknown argument of export: {other}")),
         }
         Ok(())
@@ -128,7 +193,10 @@ fn export_args(args: impl Iterator<Item = String>) -> Result<ExportArgs, String>
     Ok(out)
 }
 
-fn serve_args(args: impl Iterator<Item = String>) -> Result<Command, String> {
+fn serve_args(
+    args: impl Iterator<Item = String>,
+    log: &mut Option<Targets>,
+) -> Result<Command, String> {
     let mut options = Options::default();
     let (mut import, mut project) = (None::<PathBuf>, None);
     each_flag(args, |name, inlined, value| {
@@ -154,6 +222,7 @@ fn serve_args(args: impl Iterator<Item = String>) -> Result<Command, String> {
             "--versions-mib" => options.versions_bytes = mib(name, value()?)?,
             "--import" => import = Some(PathBuf::from(value()?)),
             "--project" => project = Some(value()?),
+            "--log" => *log = Some(log_filter(&value()?)?),
             other => return Err(format!("unknown argument {other}")),
         }
         Ok(())
@@ -189,7 +258,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> ExitCode {
     let command = match command() {
-        Ok(command) => command,
+        Ok((command, log)) => {
+            install_log(log);
+            command
+        }
         Err(message) if message.is_empty() => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
