@@ -280,8 +280,6 @@ pub mod process {
         (child, host)
     }
 
-    /// Processor time (user and system, in seconds) of `pid`, or of every process whose command
-    /// line names `--port=PORT` (an emulator's wrapper and its `java`).
     /// A child process, killed when dropped.
     pub struct Stopped(pub Child);
 
@@ -308,25 +306,7 @@ pub mod process {
         // emulator keeps the connection open.
         let mut bytes = Vec::new();
         let mut buffer = [0; 8192];
-        let whole = |bytes: &[u8]| {
-            let text = String::from_utf8_lossy(bytes);
-            let Some((head, body)) = text.split_once("\r\n\r\n") else {
-                return false;
-            };
-            let head = head.to_ascii_lowercase();
-            match head.split("content-length:").nth(1) {
-                Some(rest) => {
-                    let length: usize = rest
-                        .lines()
-                        .next()
-                        .and_then(|l| l.trim().parse().ok())
-                        .unwrap_or(0);
-                    body.len() >= length
-                }
-                None => body.ends_with("0\r\n\r\n"),
-            }
-        };
-        while !whole(&bytes) {
+        while !datastore_entity_tests::harness::http_response_whole(&bytes) {
             match stream.read(&mut buffer) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => bytes.extend_from_slice(&buffer[..n]),
@@ -359,6 +339,8 @@ pub mod process {
         kib as f64 / 1024.0
     }
 
+    /// Processor time (user and system, in seconds) of `pid`, or of every process whose command
+    /// line names `--port=PORT` (an emulator's wrapper and its `java`).
     pub fn cpu_seconds(port: u16, pid: Option<u32>) -> f64 {
         processes(port, pid)
             .iter()

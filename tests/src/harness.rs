@@ -117,6 +117,28 @@ fn launcher(package: &str, file: &str) -> Result<String, String> {
 /// What the emulators print when their port was taken between [`free_port`] and their bind.
 const PORT_TAKEN: &str = "Address already in use";
 
+/// Whether the HTTP/1.1 `response` read so far holds its whole body (by its
+/// `Content-Length`, or its last chunk): Google's emulators keep the connection open after
+/// answering, so reading until it closes would wait for their timeout.
+pub fn http_response_whole(response: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(response);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return false;
+    };
+    let head = head.to_ascii_lowercase();
+    match head.split("content-length:").nth(1) {
+        Some(rest) => {
+            let length: usize = rest
+                .lines()
+                .next()
+                .and_then(|line| line.trim().parse().ok())
+                .unwrap_or(0);
+            body.len() >= length
+        }
+        None => body.ends_with("0\r\n\r\n"),
+    }
+}
+
 /// A port nothing listens on now.
 pub fn free_port() -> Result<u16, String> {
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0))

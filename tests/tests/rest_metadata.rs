@@ -23,7 +23,7 @@ async fn post(host: &str, project: &str, method: &str, body: &Value) -> (u16, Va
     // Read until the body is whole: the emulator may keep the connection open.
     let mut response = Vec::new();
     let mut buffer = [0; 8192];
-    while !whole(&response) {
+    while !harness::http_response_whole(&response) {
         let n = stream.read(&mut buffer).await.unwrap();
         if n == 0 {
             break;
@@ -42,28 +42,6 @@ async fn post(host: &str, project: &str, method: &str, body: &Value) -> (u16, Va
         false => body.to_owned(),
     };
     (status, serde_json::from_str(&body).unwrap_or(Value::Null))
-}
-
-/// Whether `response` holds its whole body (by its length, or its last chunk).
-fn whole(response: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(response);
-    let Some((head, body)) = text.split_once("\r\n\r\n") else {
-        return false;
-    };
-    let head = head.to_ascii_lowercase();
-    match head.split("content-length:").nth(1) {
-        Some(rest) => {
-            let length: usize = rest
-                .lines()
-                .next()
-                .unwrap_or("")
-                .trim()
-                .parse()
-                .unwrap_or(0);
-            body.len() >= length
-        }
-        None => body.ends_with("0\r\n\r\n"),
-    }
 }
 
 /// A chunked body's data.
