@@ -100,8 +100,9 @@ fn log_filter(text: &str) -> Result<Targets, String> {
     text.parse().map_err(|_| refused())
 }
 
-/// Prints what `filter` lets through on standard error (a closed one loses the lines, as
-/// [`say`] does, and stops nothing).
+/// Prints what `filter` lets through on standard error. A closed one loses the lines, as
+/// [`say`] does, and stops nothing: the subscriber would report a failed write with
+/// `eprintln!`, which panics on that same closed output.
 fn install_log(filter: Targets) {
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
@@ -109,7 +110,8 @@ fn install_log(filter: Targets) {
         .with(
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
-                .with_ansi(false),
+                .with_ansi(false)
+                .log_internal_errors(false),
         )
         .with(filter)
         .init();

@@ -218,3 +218,26 @@ fn a_log_filter_that_is_not_one_is_refused_with_what_is() {
     );
     assert!(!log.contains("request method="), "{log}");
 }
+
+#[test]
+fn a_closed_standard_error_loses_the_lines_and_stops_nothing() {
+    let (mut child, host) = start(&["--log", "debug"]);
+    // Nobody reads the log any more: each line written gets a broken pipe.
+    drop(child.stderr.take());
+    for _ in 0..20 {
+        assert!(http(&host, "GET", "/", "").contains("200"));
+    }
+    assert!(
+        http(
+            &host,
+            "POST",
+            "/v1/projects/closed:lookup",
+            "{\"keys\": []}"
+        )
+        .contains("200"),
+        "the server serves on"
+    );
+    assert!(http(&host, "POST", "/shutdown", "").contains("200"));
+    let status = child.wait().expect("the server stops");
+    assert!(status.success(), "the server stopped with {status}");
+}
