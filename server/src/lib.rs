@@ -369,12 +369,8 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
     let (method, path) = (request.method().clone(), request.uri().path().to_owned());
     let started = std::time::Instant::now();
     let response = answer(shared, request).await;
-    let grpc = response
-        .headers()
-        .get(hyper::header::CONTENT_TYPE)
-        .is_some_and(|t| t.as_bytes().starts_with(b"application/grpc"));
     // A gRPC call that failed says so in its headers; one that succeeded, in its trailers.
-    let code = grpc.then(|| {
+    let code = is_grpc(response.headers()).then(|| {
         response
             .headers()
             .get("grpc-status")
@@ -394,15 +390,18 @@ async fn handle(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
     response
 }
 
+/// Whether a request or an answer with these `headers` is gRPC's (by its content type).
+fn is_grpc(headers: &hyper::HeaderMap) -> bool {
+    headers
+        .get(hyper::header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/grpc"))
+}
+
 /// A request's answer: a gRPC call, or one of the emulators' plain endpoints. Each kind is
 /// answered by a future of its own, boxed: hyper moves the whole of a request's future as it
 /// spawns it, which would otherwise be as large as the largest kind's.
 async fn answer(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
-    let grpc = request
-        .headers()
-        .get(hyper::header::CONTENT_TYPE)
-        .is_some_and(|t| t.as_bytes().starts_with(b"application/grpc"));
-    if grpc {
+    if is_grpc(request.headers()) {
         return Box::pin(grpc_call(shared, request)).await;
     }
     if request.method() == Method::POST
